@@ -1,0 +1,38 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+
+/**
+ * Outside production a fresh clone must start with no environment at all: the admin token and the
+ * secrets key are generated once, kept in a git-ignored `.env`, and reused on every later start.
+ * Returns the admin token when it was generated now, so the caller prints it exactly once.
+ */
+export function ensureLocalSecrets(env: NodeJS.ProcessEnv, path = '.env'): { generatedAdminToken?: string } {
+  if (existsSync(path)) {
+    for (const [key, value] of parseDotenv(readFileSync(path, 'utf8'))) env[key] ??= value;
+  }
+  if (env.NODE_ENV === 'production') return {};
+  const additions: string[] = [];
+  let generatedAdminToken: string | undefined;
+  if (!env.ADMIN_TOKEN) {
+    generatedAdminToken = `adm_${randomBytes(24).toString('base64url')}`;
+    env.ADMIN_TOKEN = generatedAdminToken;
+    additions.push(`ADMIN_TOKEN=${generatedAdminToken}`);
+  }
+  if (!env.SECRETS_KEY) {
+    env.SECRETS_KEY = randomBytes(32).toString('base64');
+    additions.push(`SECRETS_KEY=${env.SECRETS_KEY}`);
+  }
+  if (additions.length > 0) {
+    const previous = existsSync(path) ? readFileSync(path, 'utf8') : '# Generated on first start; keep out of version control.\n';
+    writeFileSync(path, `${previous.replace(/\n*$/, '\n')}${additions.join('\n')}\n`, { mode: 0o600 });
+  }
+  return { generatedAdminToken };
+}
+
+function parseDotenv(text: string): Array<[string, string]> {
+  return text
+    .split(/\r?\n/)
+    .map((line) => /^\s*([A-Z0-9_]+)\s*=\s*(.*?)\s*$/.exec(line))
+    .filter((m): m is RegExpExecArray => m !== null)
+    .map((m) => [m[1]!, m[2]!.replace(/^(['"])(.*)\1$/, '$2')]);
+}

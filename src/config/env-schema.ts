@@ -1,0 +1,51 @@
+import { z } from 'zod';
+
+/** Parses a boolean the way operators write it, and refuses anything else instead of guessing. */
+const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
+const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
+  z
+    .string()
+    .regex(/^\d+$/, 'must be a whole number')
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max));
+
+/**
+ * Every environment variable the platform reads, with its default. This is the only description of
+ * configuration: the README table is checked against it by a test.
+ */
+export const envSchema = z.object({
+  NODE_ENV: z.enum(['development', 'test', 'production']).default('development'),
+  PORT: int(0, 65535).default(3000),
+  DATABASE_URL: z.url({ protocol: /^postgres(ql)?$/ }).default('postgres://postgres@127.0.0.1:5432/webhooks'),
+  REDIS_URL: z.url({ protocol: /^rediss?$/ }).default('redis://127.0.0.1:6379'),
+  ADMIN_TOKEN: z.string().min(24, 'must be at least 24 characters').optional(),
+  SECRETS_KEY: z
+    .string()
+    .refine((v) => Buffer.from(v, 'base64').length === 32, 'must be 32 bytes in base64')
+    .optional(),
+  PUBLIC_BASE_URL: z.url().optional(),
+  ALLOW_PRIVATE_TARGETS: bool.default(false),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  MAX_BODY_BYTES: int(1024).default(1_048_576),
+  RETRY_MAX_ATTEMPTS: int(1, 100).default(20),
+  RETRY_BASE_DELAY_MS: int(1).default(5_000),
+  RETRY_MAX_DELAY_MS: int(1).default(7_200_000),
+  MAX_EVENT_AGE_SECONDS: int(1).default(259_200),
+  RETRY_AFTER_MAX_SECONDS: int(0).default(3_600),
+  ATTEMPT_TIMEOUT_MS: int(100).default(15_000),
+  CONNECT_TIMEOUT_MS: int(50).default(5_000),
+  ENDPOINT_MAX_CONCURRENCY: int(1, 1000).default(10),
+  WORKER_CONCURRENCY: int(1, 5000).default(200),
+  CIRCUIT_FAILURE_THRESHOLD: int(1).default(10),
+  CIRCUIT_COOLDOWN_SECONDS: int(1).default(30),
+  AUTO_DISABLE_AFTER_SECONDS: int(60).default(432_000),
+  SWEEP_INTERVAL_MS: int(50).default(1_000),
+  QUEUED_LEASE_SECONDS: int(1).default(10),
+  RECONCILE_INTERVAL_SECONDS: int(1).default(60),
+  REPLAY_MAX_LIMIT: int(1).default(10_000),
+  REPLAY_RATE_PER_SECOND: int(1).default(50),
+  DB_POOL_MAX: int(1, 500).default(20),
+});
+
+export type EnvInput = z.input<typeof envSchema>;
+export type ParsedEnv = z.output<typeof envSchema>;

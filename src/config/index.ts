@@ -1,0 +1,83 @@
+import { envSchema, type ParsedEnv } from './env-schema.js';
+import type { RetryPolicy } from '../domain/retry-policy.js';
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+}
+
+export interface Config {
+  nodeEnv: ParsedEnv['NODE_ENV'];
+  port: number;
+  databaseUrl: string;
+  redisUrl: string;
+  adminToken: string;
+  secretsKey: Buffer;
+  publicBaseUrl: string;
+  allowPrivateTargets: boolean;
+  logLevel: ParsedEnv['LOG_LEVEL'];
+  maxBodyBytes: number;
+  retry: RetryPolicy;
+  attemptTimeoutMs: number;
+  connectTimeoutMs: number;
+  endpointMaxConcurrency: number;
+  workerConcurrency: number;
+  circuitFailureThreshold: number;
+  circuitCooldownSeconds: number;
+  autoDisableAfterSeconds: number;
+  sweepIntervalMs: number;
+  queuedLeaseSeconds: number;
+  reconcileIntervalSeconds: number;
+  replayMaxLimit: number;
+  replayRatePerSecond: number;
+  dbPoolMax: number;
+}
+
+/**
+ * Validates the environment and fails on the first bad variable with a one-line message naming it.
+ * A bad value never falls back to the default: a typo in production must stop the process.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const input = Object.fromEntries(
+    Object.keys(envSchema.shape).flatMap((k) => (env[k] === undefined || env[k] === '' ? [] : [[k, env[k]]])),
+  );
+  const parsed = envSchema.safeParse(input);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new ConfigError(`invalid configuration: ${String(issue.path[0])}: ${issue.message}`);
+  }
+  const e = parsed.data;
+  if (!e.ADMIN_TOKEN) throw new ConfigError('invalid configuration: ADMIN_TOKEN: required');
+  if (!e.SECRETS_KEY) throw new ConfigError('invalid configuration: SECRETS_KEY: required');
+  return {
+    nodeEnv: e.NODE_ENV,
+    port: e.PORT,
+    databaseUrl: e.DATABASE_URL,
+    redisUrl: e.REDIS_URL,
+    adminToken: e.ADMIN_TOKEN,
+    secretsKey: Buffer.from(e.SECRETS_KEY, 'base64'),
+    publicBaseUrl: (e.PUBLIC_BASE_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, ''),
+    allowPrivateTargets: e.ALLOW_PRIVATE_TARGETS,
+    logLevel: e.LOG_LEVEL,
+    maxBodyBytes: e.MAX_BODY_BYTES,
+    retry: {
+      maxAttempts: e.RETRY_MAX_ATTEMPTS,
+      baseDelayMs: e.RETRY_BASE_DELAY_MS,
+      maxDelayMs: e.RETRY_MAX_DELAY_MS,
+      maxEventAgeSeconds: e.MAX_EVENT_AGE_SECONDS,
+      retryAfterMaxSeconds: e.RETRY_AFTER_MAX_SECONDS,
+    },
+    attemptTimeoutMs: e.ATTEMPT_TIMEOUT_MS,
+    connectTimeoutMs: e.CONNECT_TIMEOUT_MS,
+    endpointMaxConcurrency: e.ENDPOINT_MAX_CONCURRENCY,
+    workerConcurrency: e.WORKER_CONCURRENCY,
+    circuitFailureThreshold: e.CIRCUIT_FAILURE_THRESHOLD,
+    circuitCooldownSeconds: e.CIRCUIT_COOLDOWN_SECONDS,
+    autoDisableAfterSeconds: e.AUTO_DISABLE_AFTER_SECONDS,
+    sweepIntervalMs: e.SWEEP_INTERVAL_MS,
+    queuedLeaseSeconds: e.QUEUED_LEASE_SECONDS,
+    reconcileIntervalSeconds: e.RECONCILE_INTERVAL_SECONDS,
+    replayMaxLimit: e.REPLAY_MAX_LIMIT,
+    replayRatePerSecond: e.REPLAY_RATE_PER_SECOND,
+    dbPoolMax: e.DB_POOL_MAX,
+  };
+}

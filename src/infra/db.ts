@@ -1,0 +1,67 @@
+import knexFactory, { type Knex } from 'knex';
+import pg from 'pg';
+import { fileURLToPath } from 'node:url';
+import { DirectoryMigrationSource } from './migration-source.js';
+
+// COUNT(*) and bigserial come back as strings by default; every count here fits in a double.
+pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number.parseInt(v, 10));
+
+export const migrationsDirectory = fileURLToPath(new URL('../../migrations', import.meta.url));
+
+export interface DbOptions {
+  url: string;
+  poolMax?: number;
+  /** Bounds every wait on PostgreSQL so an outage becomes a 503, never a hung request. */
+  timeoutMs?: number;
+}
+
+export function createDb({ url, poolMax = 20, timeoutMs = 5_000 }: DbOptions): Knex {
+  return knexFactory({
+    client: 'pg',
+    connection: { connectionString: url, connectionTimeoutMillis: timeoutMs, query_timeout: timeoutMs * 2, keepAlive: true },
+    pool: { min: 0, max: poolMax, idleTimeoutMillis: 30_000 },
+    acquireConnectionTimeout: timeoutMs,
+    migrations: { migrationSource: new DirectoryMigrationSource(migrationsDirectory) },
+  });
+}
+
+export async function migrateLatest(db: Knex): Promise<void> {
+  await db.migrate.latest();
+}
+
+/** Creates the target database through the server's `postgres` database when it does not exist yet. */
+export async function createDatabaseIfMissing(url: string): Promise<void> {
+  const target = new URL(url);
+  const name = decodeURIComponent(target.pathname.replace(/^\//, ''));
+  if (!/^[A-Za-z0-9_-]+$/.test(name)) throw new Error(`unsupported database name in DATABASE_URL: ${name}`);
+  const admin = new URL(url);
+  admin.pathname = '/postgres';
+  const client = new pg.Client({ connectionString: admin.toString(), connectionTimeoutMillis: 5_000 });
+  await client.connect();
+  try {
+    const found = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+    if (found.rowCount === 0) {
+      await client.query(`CREATE DATABASE "${name}"`).catch((err: { code?: string }) => {
+        // Two processes starting together may both try; the loser sees duplicate_database.
+        if (err.code !== '42P04') throw err;
+      });
+    }
+  } finally {
+    await client.end();
+  }
+}
+
+const unavailableSqlStates = /^(08|53|57|58|40)/;
+
+/**
+ * True when a failure means "storage is not there right now" rather than "this request is wrong".
+ * Driver errors without a SQLSTATE (refused, reset, terminated, pool timeout) are outages too.
+ */
+export function isStorageUnavailable(err: unknown): boolean {
+  if (err instanceof knexFactory.KnexTimeoutError) return true;
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return unavailableSqlStates.test(code);
+  // Programming errors are bugs, not outages: they must surface as 500 and be fixed.
+  if (err instanceof TypeError || err instanceof RangeError || err instanceof ReferenceError || err instanceof SyntaxError) return false;
+  return err instanceof Error;
+}

@@ -1,0 +1,17 @@
+import { Redis, type RedisOptions } from 'ioredis';
+
+/**
+ * BullMQ workers need `maxRetriesPerRequest: null` (they block and must ride out reconnects);
+ * everything on a request path instead fails fast so a Redis outage never stalls intake.
+ */
+export function createRedis(url: string, role: 'worker' | 'request', extra: RedisOptions = {}): Redis {
+  return new Redis(url, {
+    lazyConnect: false,
+    connectTimeout: 3_000,
+    ...(role === 'worker'
+      ? { maxRetriesPerRequest: null, enableReadyCheck: true }
+      : { maxRetriesPerRequest: 1, enableOfflineQueue: false }),
+    retryStrategy: (times) => Math.min(times * 200, 2_000),
+    ...extra,
+  });
+}
