@@ -1,0 +1,132 @@
+import type { InboundRequest, ParsedEvent, ParseResult, VerifyResult } from '../adapter.js';
+
+/**
+ * Helpers every adapter uses, so each provider file reads as its contract and nothing else.
+ * The guards turn any unexpected exception into a rejection: an adapter must never throw,
+ * whatever a hostile caller sends.
+ */
+
+/** Both timestamped contracts reject signatures more than five minutes from now, in either direction. */
+export const TIMESTAMP_TOLERANCE_SECONDS = 300;
+
+/** Ids, event types and statuses end up in keys and indexed columns; real ones are far shorter. */
+export const MAX_FIELD_LENGTH = 255;
+
+type ParseCode = Extract<ParseResult, { ok: false }>['code'];
+type VerifyFailed = Extract<VerifyResult, { ok: false }>;
+export type JsonObject = Record<string, unknown>;
+
+/** Thrown by the field readers below and turned into a ParseResult by safeParse, never beyond it. */
+class ParseFailure extends Error {
+  constructor(
+    readonly code: ParseCode,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export function safeParse(parse: () => ParsedEvent): ParseResult {
+  try {
+    return { ok: true, event: parse() };
+  } catch (error) {
+    if (error instanceof ParseFailure) return { ok: false, code: error.code, message: error.message };
+    return { ok: false, code: 'invalid_field', message: 'body could not be interpreted' };
+  }
+}
+
+export function safeVerify(verify: () => VerifyResult): VerifyResult {
+  try {
+    return verify();
+  } catch {
+    return rejected('bad_signature', 'signature could not be checked');
+  }
+}
+
+export function rejected(reason: VerifyFailed['reason'], message: string): VerifyFailed {
+  return { ok: false, reason, message };
+}
+
+/** A header as a string, or undefined when absent or blank. */
+export function header(request: InboundRequest, name: string): string | undefined {
+  const value: unknown = request.headers[name];
+  if (typeof value !== 'string') return undefined;
+  const trimmed = value.trim();
+  return trimmed === '' ? undefined : trimmed;
+}
+
+export function isObject(value: unknown): value is JsonObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** The body as a JSON object. Invalid UTF-8 is malformed too: replacing bytes would alter what is forwarded. */
+export function parseJsonObject(rawBody: Buffer): JsonObject {
+  let value: unknown;
+  try {
+    value = JSON.parse(utf8.decode(rawBody));
+  } catch {
+    throw new ParseFailure('malformed_json', 'body is not valid UTF-8 JSON');
+  }
+  if (!isObject(value)) throw new ParseFailure('invalid_field', 'body must be a JSON object');
+  return value;
+}
+
+/** A required non-empty string; absent or null is missing, anything else of the wrong shape invalid. */
+export function requireString(object: JsonObject, field: string, path = field): string {
+  const value = optionalString(object, field, path);
+  if (value === undefined) throw new ParseFailure('missing_field', `${path} is required`);
+  return value;
+}
+
+export function optionalString(object: JsonObject, field: string, path = field): string | undefined {
+  const value = Object.hasOwn(object, field) ? object[field] : undefined;
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'string' || value === '') throw new ParseFailure('invalid_field', `${path} must be a non-empty string`);
+  if (value.length > MAX_FIELD_LENGTH) throw new ParseFailure('invalid_field', `${path} is longer than ${MAX_FIELD_LENGTH} characters`);
+  return value;
+}
+
+/**
+ * An optional correlation id: a value that is not a string is ignored (senders use such fields
+ * loosely), but a string must still be a usable id.
+ */
+export function correlationId(object: JsonObject, field: string, path = field): string | undefined {
+  const value = Object.hasOwn(object, field) ? object[field] : undefined;
+  return typeof value === 'string' ? optionalString(object, field, path) : undefined;
+}
+
+export function requireObject(object: JsonObject, field: string, path = field): JsonObject {
+  const value = Object.hasOwn(object, field) ? object[field] : undefined;
+  if (value === undefined || value === null) throw new ParseFailure('missing_field', `${path} is required`);
+  if (!isObject(value)) throw new ParseFailure('invalid_field', `${path} must be an object`);
+  return value;
+}
+
+export function parseFailure(code: ParseCode, message: string): never {
+  throw new ParseFailure(code, message);
+}
+
+/**
+ * Unix seconds from a signature header, checked against `now`. Non-digits are a malformed
+ * signature; digits too long to be a real time, zero, or outside the tolerance are out of range.
+ */
+export function checkTimestamp(raw: string, now: Date): { ok: true; seconds: number } | VerifyFailed {
+  if (!/^\d+$/.test(raw)) return rejected('bad_signature', 'signature timestamp is not an integer of unix seconds');
+  const seconds = Number(raw);
+  const nowSeconds = Math.floor(now.getTime() / 1000);
+  // 15 digits keeps Number exact; NaN `now` must not slip through the comparison as "in range".
+  const inRange =
+    raw.length <= 15 &&
+    seconds > 0 &&
+    Number.isFinite(nowSeconds) &&
+    Math.abs(nowSeconds - seconds) <= TIMESTAMP_TOLERANCE_SECONDS;
+  if (!inRange) return rejected('timestamp_out_of_range', `signature timestamp is more than ${TIMESTAMP_TOLERANCE_SECONDS} s from now`);
+  return { ok: true, seconds };
+}
+
+/** Joins key parts unambiguously: ':' inside an id is escaped, so 'a:b'+'c' never equals 'a'+'b:c'. */
+export function keyOf(...parts: string[]): string {
+  return parts.map((part) => part.replaceAll('%', '%25').replaceAll(':', '%3A')).join(':');
+}

@@ -1,0 +1,101 @@
+import type { Knex } from 'knex';
+import { digestHex } from '../domain/dedupe.js';
+import { AppError, notFound } from '../domain/errors.js';
+import type { SecretBox } from '../domain/secret-box.js';
+import { isStorageUnavailable } from '../infra/db.js';
+import { metrics } from '../metrics/registry.js';
+import { recordCallback, recordDigestDuplicate, type IntakeRecord } from '../store/intake-store.js';
+import { findSourceForIntake, type SourceRow } from '../store/sources-store.js';
+import type { InboundRequest, ParsedEvent, SourceType } from './adapter.js';
+import { getAdapter } from './adapters/index.js';
+
+export interface IntakeDeps {
+  db: Knex;
+  box: SecretBox;
+  defaultMaxAgeSeconds: number;
+  /** Called after a commit that created pending deliveries, so dispatch starts without polling delay. */
+  onWork: () => void;
+}
+
+interface CachedSource {
+  row: SourceRow;
+  secret: string;
+  expiresAt: number;
+}
+
+const sourceCacheMs = 30_000;
+
+/** What a rejection or an outage tells the provider; the route turns it into the HTTP answer. */
+export class IntakeError extends AppError {
+  constructor(
+    status: number,
+    code: string,
+    message: string,
+    readonly outcome: 'rejected_signature' | 'rejected_malformed' | 'unavailable',
+    headers: Record<string, string> = {},
+  ) {
+    super(status, code, message, headers);
+  }
+}
+
+/**
+ * The inbound path shared by every provider: verify the exact bytes, answer byte-identical repeats
+ * cheaply, parse, and store the receipt, event, message status and deliveries in one transaction.
+ */
+export class IntakeService {
+  private readonly sources = new Map<string, CachedSource>();
+
+  constructor(private readonly deps: IntakeDeps) {}
+
+  async sourceType(sourceId: string): Promise<SourceType> {
+    return (await this.loadSource(sourceId)).row.type;
+  }
+
+  async receive(sourceId: string, request: InboundRequest): Promise<IntakeRecord> {
+    const { row, secret } = await this.loadSource(sourceId);
+    const adapter = getAdapter(row.type);
+    const verified = adapter.verify(request, secret);
+    if (!verified.ok) throw new IntakeError(401, verified.reason, verified.message, 'rejected_signature');
+    const bodyDigest = digestHex(request.rawBody);
+    const source = { id: row.id, tenantId: row.tenant_id };
+    const repeat = await this.guard(() => recordDigestDuplicate(this.deps.db, source, bodyDigest, 'callback'));
+    if (repeat) return repeat;
+    const parsed = adapter.parse(request);
+    if (!parsed.ok) throw new IntakeError(400, parsed.code, parsed.message, 'rejected_malformed');
+    return this.accept(row, parsed.event, bodyDigest, 'callback', request.now);
+  }
+
+  /** Also the entry point of reconciliation, which learns events by polling instead of by callback. */
+  async accept(row: Pick<SourceRow, 'id' | 'tenant_id'>, event: ParsedEvent, bodyDigest: string, origin: 'callback' | 'reconcile', receivedAt: Date): Promise<IntakeRecord> {
+    const record = await this.guard(() =>
+      recordCallback(this.deps.db, { source: { id: row.id, tenantId: row.tenant_id }, origin, bodyDigest, event, receivedAt }, this.deps.defaultMaxAgeSeconds),
+    );
+    if (record.fanOut.deadDisabled > 0) metrics.deadLettered.inc({ reason: 'endpoint_disabled' }, record.fanOut.deadDisabled);
+    if (record.fanOut.pending > 0) this.deps.onWork();
+    return record;
+  }
+
+  private async loadSource(sourceId: string): Promise<CachedSource> {
+    const cached = this.sources.get(sourceId);
+    if (cached && cached.expiresAt > Date.now()) return cached;
+    if (!/^src_[0-9a-z]{26}$/.test(sourceId)) throw notFound('source');
+    const row = await this.guard(() => findSourceForIntake(this.deps.db, sourceId));
+    if (!row) throw notFound('source');
+    const entry = { row, secret: this.deps.box.open(row.secret_enc, row.id), expiresAt: Date.now() + sourceCacheMs };
+    this.sources.set(sourceId, entry);
+    return entry;
+  }
+
+  private async guard<T>(work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (err) {
+      if (err instanceof AppError) throw err;
+      if (isStorageUnavailable(err)) {
+        throw new IntakeError(503, 'unavailable', 'storage is unavailable; retry later', 'unavailable', { 'retry-after': '5' });
+      }
+      throw err;
+    }
+  }
+}
+
