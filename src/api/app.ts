@@ -1,0 +1,44 @@
+import { OpenAPIRegistry } from '@asteasolutions/zod-to-openapi';
+import express, { type Express } from 'express';
+import { notFound } from '../domain/errors.js';
+import { adminAuth, tenantAuth } from './auth.js';
+import type { ApiContext } from './context.js';
+import { errorHandler } from './errors.js';
+import { ApiRoutes } from './route.js';
+import { adminRoutes } from './routes/admin.js';
+import { deliveryRoutes } from './routes/deliveries.js';
+import { endpointRoutes } from './routes/endpoints.js';
+import { eventRoutes } from './routes/events.js';
+import { inboundMetrics, inboundRawBody, inboundRoutes } from './routes/inbound.js';
+import { opsRoutes } from './routes/ops.js';
+import { sourceRoutes } from './routes/sources.js';
+
+export function createApp(ctx: ApiContext, opts: { opsOnly?: boolean } = {}): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', false);
+  app.set('query parser', 'simple');
+
+  const json = express.json({ limit: '1mb', type: () => true });
+  const registry = new OpenAPIRegistry();
+  const routes = new ApiRoutes(registry, {
+    none: [],
+    admin: [adminAuth(ctx.config.adminToken), json],
+    tenant: [tenantAuth(ctx.db), json],
+    signature: [inboundMetrics(ctx.intake), inboundRawBody(ctx.config.maxBodyBytes)],
+  });
+  if (!opts.opsOnly) {
+    adminRoutes(routes, ctx);
+    sourceRoutes(routes, ctx);
+    endpointRoutes(routes, ctx);
+    eventRoutes(routes, ctx);
+    deliveryRoutes(routes);
+    inboundRoutes(routes, ctx);
+  }
+  opsRoutes(routes, ctx, registry);
+
+  app.use(routes.router);
+  app.use((req, _res, next) => next(notFound(`route ${req.method} ${req.path}`)));
+  app.use(errorHandler(ctx.logger));
+  return app;
+}

@@ -1,0 +1,36 @@
+import type { ErrorRequestHandler } from 'express';
+import type { Logger } from 'pino';
+import { AppError } from '../domain/errors.js';
+import { isStorageUnavailable } from '../infra/db.js';
+
+const bodyParserErrors: Record<string, [number, string, string]> = {
+  'entity.too.large': [413, 'payload_too_large', 'request body is larger than the limit'],
+  'entity.parse.failed': [400, 'malformed_json', 'request body is not valid JSON'],
+  'encoding.unsupported': [415, 'unsupported_encoding', 'request body encoding is not supported'],
+  'request.aborted': [400, 'request_aborted', 'request was aborted by the client'],
+};
+
+/** Maps every failure to the contract's error shape. Only 5xx are logged as errors. */
+export function errorHandler(logger: Logger): ErrorRequestHandler {
+  return (err, req, res, _next) => {
+    let status = 500;
+    let code = 'internal_error';
+    let message = 'internal error';
+    let headers: Record<string, string> = {};
+    const parserType = (err as { type?: string }).type;
+    if (err instanceof AppError) {
+      ({ status, code, message, headers } = err);
+    } else if (parserType && bodyParserErrors[parserType]) {
+      [status, code, message] = bodyParserErrors[parserType]!;
+    } else if (isStorageUnavailable(err)) {
+      status = 503;
+      code = 'unavailable';
+      message = 'storage is unavailable; retry later';
+      headers = { 'retry-after': '5' };
+    }
+    if (status >= 500) logger.error({ err, method: req.method, path: req.path }, 'request failed');
+    if (res.headersSent) return;
+    for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
+    res.status(status).json({ error: { code, message } });
+  };
+}

@@ -1,0 +1,59 @@
+import { notFound } from '../../domain/errors.js';
+import { attemptsFor, listDeliveriesQuery, rowToDelivery, type DeliveryRow } from '../../store/deliveries-store.js';
+import { messageTimeline } from '../../store/messages-store.js';
+import { paginate } from '../../store/pagination.js';
+import type { ApiRoutes } from '../route.js';
+import { deliverySchema, idParams, listDeliveriesQuery as listQuery, messageParams, messageSchema, page } from '../schemas.js';
+
+export function deliveryRoutes(routes: ApiRoutes): void {
+  routes.add(
+    {
+      method: 'get',
+      path: '/v1/deliveries',
+      summary: 'Search deliveries by status, dead-letter reason, endpoint, event, event type and time range',
+      tag: 'deliveries',
+      auth: 'tenant',
+      query: listQuery,
+      success: { status: 200, description: 'A page of deliveries, newest first', schema: page(deliverySchema) },
+    },
+    async ({ query, scope }) => ({
+      status: 200,
+      body: await paginate(listDeliveriesQuery(scope, query), 'deliveries.id', query, (r: DeliveryRow) => rowToDelivery(r)),
+    }),
+  );
+  routes.add(
+    {
+      method: 'get',
+      path: '/v1/deliveries/:id',
+      summary: 'Get a delivery with every attempt',
+      tag: 'deliveries',
+      auth: 'tenant',
+      params: idParams,
+      success: { status: 200, description: 'The delivery', schema: deliverySchema },
+      errors: [404],
+    },
+    async ({ params, scope }) => {
+      const row: DeliveryRow | undefined = await listDeliveriesQuery(scope, {}).where('deliveries.id', params.id).first();
+      if (!row) throw notFound('delivery');
+      const attempts = await attemptsFor(scope, [row.id]);
+      return { status: 200, body: rowToDelivery(row, attempts.get(row.id) ?? []) };
+    },
+  );
+  routes.add(
+    {
+      method: 'get',
+      path: '/v1/messages/:messageId',
+      summary: "A message's current status and timeline: events, their receipts, deliveries and attempts",
+      tag: 'messages',
+      auth: 'tenant',
+      params: messageParams,
+      success: { status: 200, description: 'The timeline', schema: messageSchema },
+      errors: [404],
+    },
+    async ({ params, scope }) => {
+      const timeline = await messageTimeline(scope, params.messageId);
+      if (!timeline) throw notFound('message');
+      return { status: 200, body: timeline };
+    },
+  );
+}

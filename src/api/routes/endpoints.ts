@@ -1,0 +1,127 @@
+import { z } from 'zod';
+import { badRequest, notFound } from '../../domain/errors.js';
+import { generateWebhookSecret } from '../../domain/signing.js';
+import { checkTargetUrl } from '../../dispatch/address-guard.js';
+import {
+  deleteEndpoint,
+  getEndpoint,
+  insertEndpoint,
+  listEndpointsQuery,
+  rotateEndpointSecret,
+  rowToEndpoint,
+  updateEndpoint,
+  type EndpointRow,
+} from '../../store/endpoints-store.js';
+import { paginate } from '../../store/pagination.js';
+import type { ApiContext } from '../context.js';
+import type { ApiRoutes } from '../route.js';
+import { createEndpointBody, endpointSchema, idParams, page, pageQuery, patchEndpointBody, secretSchema } from '../schemas.js';
+
+export function endpointRoutes(routes: ApiRoutes, ctx: ApiContext): void {
+  const validUrl = (url: string) => {
+    const check = checkTargetUrl(url, { allowPrivate: ctx.config.allowPrivateTargets });
+    if (!check.ok) throw badRequest(check.code, check.message);
+    return check.url.toString();
+  };
+  const tag = 'endpoints';
+
+  routes.add(
+    {
+      method: 'post',
+      path: '/v1/endpoints',
+      summary: 'Register an endpoint; its signing secret is returned once',
+      tag,
+      auth: 'tenant',
+      body: createEndpointBody,
+      success: { status: 201, description: 'Created', schema: endpointSchema },
+    },
+    async ({ body, scope }) => {
+      const secret = generateWebhookSecret();
+      const row = await insertEndpoint(scope, ctx.box, { ...body, url: validUrl(body.url) }, secret, ctx.config.endpointMaxConcurrency);
+      return { status: 201, body: { ...rowToEndpoint(row), secret } };
+    },
+  );
+  routes.add(
+    {
+      method: 'get',
+      path: '/v1/endpoints',
+      summary: 'List endpoints',
+      tag,
+      auth: 'tenant',
+      query: z.object(pageQuery),
+      success: { status: 200, description: 'A page of endpoints', schema: page(endpointSchema) },
+    },
+    async ({ query, scope }) => ({
+      status: 200,
+      body: await paginate(listEndpointsQuery(scope), 'endpoints.id', query, (r: EndpointRow) => rowToEndpoint(r)),
+    }),
+  );
+  routes.add(
+    {
+      method: 'get',
+      path: '/v1/endpoints/:id',
+      summary: 'Get an endpoint',
+      tag,
+      auth: 'tenant',
+      params: idParams,
+      success: { status: 200, description: 'The endpoint', schema: endpointSchema },
+      errors: [404],
+    },
+    async ({ params, scope }) => {
+      const row = await getEndpoint(scope, params.id);
+      if (!row) throw notFound('endpoint');
+      return { status: 200, body: rowToEndpoint(row) };
+    },
+  );
+  routes.add(
+    {
+      method: 'patch',
+      path: '/v1/endpoints/:id',
+      summary: 'Change an endpoint; `status: active` re-enables a disabled one',
+      tag,
+      auth: 'tenant',
+      params: idParams,
+      body: patchEndpointBody,
+      success: { status: 200, description: 'The updated endpoint', schema: endpointSchema },
+      errors: [404],
+    },
+    async ({ params, body, scope }) => {
+      const row = await updateEndpoint(scope, params.id, { ...body, url: body.url === undefined ? undefined : validUrl(body.url) });
+      if (!row) throw notFound('endpoint');
+      return { status: 200, body: rowToEndpoint(row) };
+    },
+  );
+  routes.add(
+    {
+      method: 'delete',
+      path: '/v1/endpoints/:id',
+      summary: 'Delete an endpoint; its waiting deliveries are dead-lettered',
+      tag,
+      auth: 'tenant',
+      params: idParams,
+      success: { status: 204, description: 'Deleted' },
+      errors: [404],
+    },
+    async ({ params, scope }) => {
+      if (!(await deleteEndpoint(scope, params.id))) throw notFound('endpoint');
+      return { status: 204 };
+    },
+  );
+  routes.add(
+    {
+      method: 'post',
+      path: '/v1/endpoints/:id/secret/rotate',
+      summary: 'Rotate the signing secret; the old one keeps signing beside the new one for 24 h',
+      tag,
+      auth: 'tenant',
+      params: idParams,
+      success: { status: 200, description: 'The new secret', schema: secretSchema },
+      errors: [404],
+    },
+    async ({ params, scope }) => {
+      const secret = generateWebhookSecret();
+      if (!(await rotateEndpointSecret(scope, ctx.box, params.id, secret))) throw notFound('endpoint');
+      return { status: 200, body: { secret } };
+    },
+  );
+}

@@ -1,0 +1,76 @@
+import { OpenApiGeneratorV31, type OpenAPIRegistry } from '@asteasolutions/zod-to-openapi';
+import { z } from 'zod';
+import { renderMetrics } from '../../metrics/registry.js';
+import type { ApiContext } from '../context.js';
+import type { ApiRoutes } from '../route.js';
+
+async function within<T>(ms: number, work: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error('timed out')), ms);
+  });
+  try {
+    return await Promise.race([work, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Readiness answers quickly either way: a probe that hangs is worse than one that says no. */
+export async function checkReadiness(ctx: Pick<ApiContext, 'db' | 'redis'>): Promise<{ database: boolean; redis: boolean }> {
+  const [database, redis] = await Promise.all([
+    within(2_000, ctx.db.raw('SELECT 1')).then(() => true, () => false),
+    within(2_000, ctx.redis.ping()).then(() => true, () => false),
+  ]);
+  return { database, redis };
+}
+
+export function opsRoutes(routes: ApiRoutes, ctx: ApiContext, registry: OpenAPIRegistry): void {
+  const tag = 'operations';
+  let document: ReturnType<typeof openApiDocument> | undefined;
+  routes.add(
+    { method: 'get', path: '/healthz', summary: 'The process is up', tag, auth: 'none', success: { status: 200, description: 'Up', schema: z.object({ status: z.literal('ok') }) } },
+    async () => ({ status: 200, body: { status: 'ok' } }),
+  );
+  routes.add(
+    {
+      method: 'get',
+      path: '/readyz',
+      summary: 'PostgreSQL and Redis are reachable',
+      tag,
+      auth: 'none',
+      success: { status: 200, description: 'Ready', schema: z.object({ status: z.string(), database: z.boolean(), redis: z.boolean() }) },
+      errors: [503],
+    },
+    async () => {
+      const checks = await checkReadiness(ctx);
+      const ready = checks.database && checks.redis;
+      return { status: ready ? 200 : 503, body: { status: ready ? 'ready' : 'unavailable', ...checks } };
+    },
+  );
+  routes.add(
+    { method: 'get', path: '/metrics', summary: 'Prometheus metrics', tag, auth: 'none', success: { status: 200, description: 'Prometheus text format' } },
+    async ({ res }) => {
+      const { contentType, body } = await renderMetrics();
+      res.setHeader('content-type', contentType);
+      res.status(200).send(body);
+      return { status: 200 };
+    },
+  );
+  routes.add(
+    { method: 'get', path: '/openapi.json', summary: 'This document', tag, auth: 'none', success: { status: 200, description: 'OpenAPI 3.1' } },
+    async () => {
+      document ??= openApiDocument(registry);
+      return { status: 200, body: document };
+    },
+  );
+}
+
+export function openApiDocument(registry: OpenAPIRegistry) {
+  registry.registerComponent('securitySchemes', 'apiKey', { type: 'http', scheme: 'bearer', description: 'Tenant API key' });
+  registry.registerComponent('securitySchemes', 'adminToken', { type: 'http', scheme: 'bearer', description: 'ADMIN_TOKEN' });
+  return new OpenApiGeneratorV31(registry.definitions).generateDocument({
+    openapi: '3.1.0',
+    info: { title: 'Webhook relay', version: '1.0.0', description: 'Durable webhook intake and signed at-least-once delivery.' },
+  });
+}

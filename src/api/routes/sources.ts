@@ -1,0 +1,61 @@
+import { z } from 'zod';
+import { notFound } from '../../domain/errors.js';
+import { getAdapter } from '../../inbound/adapters/index.js';
+import { paginate } from '../../store/pagination.js';
+import { insertSource, rowToSource, type SourceRow } from '../../store/sources-store.js';
+import type { ApiContext } from '../context.js';
+import type { ApiRoutes } from '../route.js';
+import { createSourceBody, idParams, page, pageQuery, sourceSchema } from '../schemas.js';
+
+export function sourceRoutes(routes: ApiRoutes, ctx: ApiContext): void {
+  const base = ctx.config.publicBaseUrl;
+  routes.add(
+    {
+      method: 'post',
+      path: '/v1/sources',
+      summary: 'Register a provider source; a missing secret is generated and returned once',
+      tag: 'sources',
+      auth: 'tenant',
+      body: createSourceBody,
+      success: { status: 201, description: 'Created', schema: sourceSchema },
+    },
+    async ({ body, scope }) => {
+      const generated = body.secret === undefined;
+      const secret = body.secret ?? getAdapter(body.type).generateSecret();
+      const row = await insertSource(scope, ctx.box, { type: body.type, name: body.name, secret, reconcile: body.reconcile });
+      return { status: 201, body: { ...rowToSource(row, base), ...(generated ? { secret } : {}) } };
+    },
+  );
+  routes.add(
+    {
+      method: 'get',
+      path: '/v1/sources',
+      summary: 'List sources',
+      tag: 'sources',
+      auth: 'tenant',
+      query: z.object(pageQuery),
+      success: { status: 200, description: 'A page of sources', schema: page(sourceSchema) },
+    },
+    async ({ query, scope }) => ({
+      status: 200,
+      body: await paginate(scope.from('sources').select('sources.*'), 'sources.id', query, (r: SourceRow) => rowToSource(r, base)),
+    }),
+  );
+  routes.add(
+    {
+      method: 'get',
+      path: '/v1/sources/:id',
+      summary: 'Get a source',
+      tag: 'sources',
+      auth: 'tenant',
+      params: idParams,
+      success: { status: 200, description: 'The source', schema: sourceSchema },
+      errors: [404],
+    },
+    async ({ params, scope }) => {
+      const row: SourceRow | undefined = await scope.from('sources').where('sources.id', params.id).first();
+      if (!row) throw notFound('source');
+      return { status: 200, body: rowToSource(row, base) };
+    },
+  );
+}

@@ -1,0 +1,195 @@
+import { z } from 'zod';
+import { eventTypeFilterPattern } from '../domain/event-types.js';
+import type { SourceType } from '../inbound/adapter.js';
+import { sourceTypes } from '../inbound/adapters/index.js';
+
+export const errorSchema = z
+  .object({ error: z.object({ code: z.string(), message: z.string() }) })
+  .meta({ id: 'Error' });
+
+export const idParams = z.object({ id: z.string().min(1).max(100) });
+
+export const pageQuery = {
+  limit: z.coerce.number().int().min(1).max(500).default(50),
+  cursor: z.string().max(200).optional(),
+};
+
+const isoDate = z.iso.datetime({ offset: true }).transform((v) => new Date(v));
+export const timeRange = { since: isoDate.optional(), until: isoDate.optional() };
+
+export const page = <T extends z.ZodType>(item: T) => z.object({ data: z.array(item), nextCursor: z.string().nullable() });
+
+// --- admin -------------------------------------------------------------------------------------
+export const createTenantBody = z.strictObject({ name: z.string().trim().min(1).max(200) });
+export const tenantCreated = z.object({ id: z.string(), name: z.string(), apiKey: z.string() }).meta({ id: 'TenantCreated' });
+
+// --- sources -----------------------------------------------------------------------------------
+export const sourceTypeSchema = z.enum(sourceTypes as [SourceType, ...SourceType[]]);
+export const createSourceBody = z.strictObject({
+  type: sourceTypeSchema,
+  name: z.string().trim().min(1).max(200),
+  secret: z.string().min(16).max(512).optional(),
+  reconcile: z
+    .strictObject({
+      baseUrl: z.url({ protocol: /^https?$/ }),
+      apiKey: z.string().min(1).max(1024),
+      afterSeconds: z.number().int().min(10).max(604_800).optional(),
+    })
+    .optional(),
+});
+export const sourceSchema = z
+  .object({
+    id: z.string(),
+    type: sourceTypeSchema,
+    name: z.string(),
+    ingestUrl: z.string(),
+    reconcile: z.object({ baseUrl: z.string(), afterSeconds: z.number() }).nullable(),
+    createdAt: z.string(),
+    secret: z.string().optional().describe('Only on creation, and only when the platform generated it'),
+  })
+  .meta({ id: 'Source' });
+
+// --- endpoints ---------------------------------------------------------------------------------
+const eventTypeFilter = z.string().max(200).regex(eventTypeFilterPattern, 'must be an event type, optionally ending in .*');
+export const retryPolicySchema = z.strictObject({
+  maxAttempts: z.number().int().min(1).max(100).optional(),
+  baseDelayMs: z.number().int().min(100).max(86_400_000).optional(),
+  maxDelayMs: z.number().int().min(100).max(604_800_000).optional(),
+  maxEventAgeSeconds: z.number().int().min(1).max(2_592_000).optional(),
+});
+const endpointFields = {
+  url: z.string().max(2048),
+  eventTypes: z.array(eventTypeFilter).max(100),
+  description: z.string().max(1000).nullable(),
+  maxConcurrency: z.number().int().min(1).max(1000),
+  rateLimitPerSecond: z.number().int().min(1).max(100_000).nullable(),
+  retryPolicy: retryPolicySchema,
+  ordering: z.enum(['none', 'per-message']),
+};
+export const createEndpointBody = z.strictObject({
+  url: endpointFields.url,
+  eventTypes: endpointFields.eventTypes.optional(),
+  description: endpointFields.description.optional(),
+  maxConcurrency: endpointFields.maxConcurrency.optional(),
+  rateLimitPerSecond: endpointFields.rateLimitPerSecond.optional(),
+  retryPolicy: endpointFields.retryPolicy.optional(),
+  ordering: endpointFields.ordering.optional(),
+});
+export const patchEndpointBody = createEndpointBody.extend({ status: z.enum(['active', 'disabled']).optional() });
+export const endpointSchema = z
+  .object({
+    id: z.string(),
+    url: z.string(),
+    description: z.string().nullable(),
+    eventTypes: z.array(z.string()),
+    status: z.enum(['active', 'disabled']),
+    disabledReason: z.string().nullable(),
+    maxConcurrency: z.number(),
+    rateLimitPerSecond: z.number().nullable(),
+    retryPolicy: retryPolicySchema,
+    ordering: z.enum(['none', 'per-message']),
+    createdAt: z.string(),
+    updatedAt: z.string(),
+    secret: z.string().optional().describe('Only on creation'),
+  })
+  .meta({ id: 'Endpoint' });
+export const secretSchema = z.object({ secret: z.string() }).meta({ id: 'EndpointSecret' });
+
+// --- events ------------------------------------------------------------------------------------
+export const publishEventBody = z.strictObject({
+  type: z.string().min(1).max(200).regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, dot, dash and underscore only'),
+  messageId: z.string().min(1).max(200).optional(),
+  data: z.unknown().refine((v) => v !== undefined, 'required'),
+});
+export const listEventsQuery = z.object({
+  ...pageQuery,
+  ...timeRange,
+  type: z.string().max(200).optional(),
+  messageId: z.string().max(200).optional(),
+});
+export const deliverySummarySchema = z.object({
+  id: z.string(),
+  endpointId: z.string(),
+  status: z.string(),
+  attemptCount: z.number(),
+  nextAttemptAt: z.string().nullable(),
+  deadReason: z.string().nullable(),
+  lastError: z.string().nullable(),
+  lastStatusCode: z.number().nullable(),
+});
+export const eventSchema = z
+  .object({
+    id: z.string(),
+    type: z.string(),
+    messageId: z.string().nullable(),
+    sourceId: z.string().nullable(),
+    origin: z.string(),
+    status: z.string().nullable(),
+    stale: z.boolean(),
+    createdAt: z.string(),
+    receiptCount: z.number().optional(),
+    payload: z.unknown().optional(),
+    deliveries: z.array(deliverySummarySchema).optional(),
+  })
+  .meta({ id: 'Event' });
+export const publishedSchema = eventSchema.extend({ duplicate: z.boolean() });
+
+// --- deliveries --------------------------------------------------------------------------------
+export const deliveryStatusSchema = z.enum(['pending', 'queued', 'in_flight', 'succeeded', 'dead']);
+export const listDeliveriesQuery = z.object({
+  ...pageQuery,
+  ...timeRange,
+  status: deliveryStatusSchema.optional(),
+  endpointId: z.string().max(100).optional(),
+  eventId: z.string().max(100).optional(),
+  eventType: z.string().max(200).optional(),
+  reason: z.enum(['max_attempts', 'max_age', 'terminal', 'endpoint_disabled']).optional(),
+});
+export const attemptSchema = z
+  .object({
+    id: z.string(),
+    attemptNumber: z.number(),
+    trigger: z.enum(['initial', 'retry', 'replay']),
+    startedAt: z.string(),
+    durationMs: z.number(),
+    statusCode: z.number().nullable(),
+    outcome: z.enum(['success', 'retry', 'terminal']),
+    errorClass: z.string().nullable(),
+    error: z.string().nullable(),
+    responseExcerpt: z.string().nullable(),
+    nextAttemptAt: z.string().nullable(),
+  })
+  .meta({ id: 'Attempt' });
+export const deliverySchema = deliverySummarySchema
+  .extend({
+    eventId: z.string(),
+    eventType: z.string().optional(),
+    createdAt: z.string(),
+    updatedAt: z.string(),
+    succeededAt: z.string().nullable(),
+    attempts: z.array(attemptSchema).optional(),
+  })
+  .meta({ id: 'Delivery' });
+
+// --- messages ----------------------------------------------------------------------------------
+export const messageParams = z.object({ messageId: z.string().min(1).max(200) });
+export const messageSchema = z
+  .object({
+    messageId: z.string(),
+    status: z.string().nullable(),
+    final: z.boolean(),
+    updatedAt: z.string(),
+    events: z.array(
+      eventSchema.extend({
+        receipts: z.object({ count: z.number(), first: z.string().nullable(), last: z.string().nullable(), times: z.array(z.string()) }),
+        deliveries: z.array(deliverySchema),
+      }),
+    ),
+  })
+  .meta({ id: 'MessageTimeline' });
+
+// --- inbound -----------------------------------------------------------------------------------
+export const inboundParams = z.object({ sourceId: z.string().min(1).max(100) });
+export const inboundAccepted = z
+  .object({ status: z.enum(['accepted', 'duplicate', 'stale']), receiptId: z.string(), eventId: z.string() })
+  .meta({ id: 'InboundResult' });

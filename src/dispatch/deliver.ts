@@ -1,0 +1,126 @@
+import type { Knex } from 'knex';
+import type { Logger } from 'pino';
+import { decide, resolvePolicy, type AttemptOutcome, type RetryPolicy } from '../domain/retry-policy.js';
+import type { SecretBox } from '../domain/secret-box.js';
+import { signatureHeader } from '../domain/signing.js';
+import { metrics, statusClass } from '../metrics/registry.js';
+import { recordAudit } from '../store/audit-store.js';
+import { claimDelivery, recordAttempt, type AttemptRecord, type ClaimedDelivery, type HealthLimits } from '../store/dispatch-store.js';
+import { signingSecrets } from '../store/endpoints-store.js';
+import type { DeliveryClient } from './http-client.js';
+
+export interface DeliverDeps {
+  db: Knex;
+  box: SecretBox;
+  client: DeliveryClient;
+  logger: Logger;
+  defaults: RetryPolicy;
+  health: HealthLimits;
+  /** Lease on an in-flight attempt: the attempt timeout plus a margin for recording the result. */
+  inFlightLeaseMs: number;
+  random?: () => number;
+  now?: () => Date;
+}
+
+const userAgent = 'webhook-relay/1.0';
+
+/** The request headers of one attempt, following Standard Webhooks. */
+export function outboundHeaders(d: ClaimedDelivery, secrets: string[], timestampSec: number): Record<string, string> {
+  return {
+    'content-type': 'application/json',
+    'user-agent': userAgent,
+    'webhook-id': d.event_id,
+    'webhook-timestamp': String(timestampSec),
+    'webhook-signature': signatureHeader(secrets, d.event_id, timestampSec, d.body),
+    'webhook-delivery-id': d.id,
+    'webhook-attempt': String(d.attempt_count),
+    'webhook-replay': d.next_trigger === 'replay' ? 'true' : 'false',
+  };
+}
+
+/**
+ * One attempt of one delivery: claim it, send it, decide what the outcome means, record both.
+ * Every outcome of the receiver is a result, not an error; only a storage failure throws, and then
+ * the delivery's lease brings it back.
+ */
+export async function deliverOnce(deps: DeliverDeps, deliveryId: string): Promise<void> {
+  const claimed = await claimDelivery(deps.db, deliveryId, deps.inFlightLeaseMs);
+  if (!claimed) return; // already taken, finished, or dead: nothing to do
+  const now = deps.now ?? (() => new Date());
+  const ep = claimed.endpoint;
+  const base = {
+    deliveryId: claimed.id,
+    tenantId: claimed.tenant_id,
+    endpointId: ep.id,
+    attemptNumber: claimed.attempt_count,
+    trigger: claimed.next_trigger,
+  };
+  if (ep.status !== 'active' || ep.deleted_at) {
+    // Disabled between admission and claim: dead-lettered unsent, replayable once re-enabled.
+    await recordAttempt(deps.db, {
+      ...base, startedAt: now(), durationMs: 0, statusCode: null, outcome: 'terminal', errorClass: 'endpoint_disabled',
+      errorMessage: 'endpoint is disabled', responseExcerpt: null, next: { status: 'dead', reason: 'endpoint_disabled' }, endpointFailure: false,
+    }, deps.health);
+    metrics.deadLettered.inc({ reason: 'endpoint_disabled' });
+    return;
+  }
+
+  const startedAt = now();
+  const timestampSec = Math.floor(startedAt.getTime() / 1000);
+  const result = await deps.client.send({
+    url: ep.url,
+    headers: outboundHeaders(claimed, signingSecrets(deps.box, ep, startedAt), timestampSec),
+    body: claimed.body,
+  });
+  const outcome: AttemptOutcome = result.outcome;
+  const policy = resolvePolicy(deps.defaults, ep.retry_policy);
+  const decision = decide(outcome, {
+    attemptNumber: claimed.attempt_count,
+    now: now(),
+    deadline: claimed.deadline_at,
+    policy,
+    random: deps.random ?? Math.random,
+  });
+  const statusCode = outcome.kind === 'response' ? outcome.statusCode : null;
+  const record: AttemptRecord = {
+    ...base,
+    startedAt,
+    durationMs: result.durationMs,
+    statusCode,
+    outcome: decision.action === 'succeed' ? 'success' : decision.action === 'retry' ? 'retry' : 'terminal',
+    errorClass: outcome.kind === 'error' ? outcome.errorClass : statusCode !== null && (statusCode < 200 || statusCode >= 300) ? `http_${statusCode}` : null,
+    errorMessage: outcome.kind === 'error' ? outcome.message : decision.action === 'dead' ? decision.detail : null,
+    responseExcerpt: result.responseExcerpt ?? null,
+    next:
+      decision.action === 'succeed'
+        ? { status: 'succeeded' }
+        : decision.action === 'retry'
+          ? { status: 'pending', at: decision.at }
+          : { status: 'dead', reason: decision.reason },
+    // Only failures that say "not reachable or not coping" count against the endpoint's health.
+    endpointFailure: decision.action === 'retry' || (decision.action === 'dead' && decision.reason !== 'terminal'),
+    disableEndpoint: decision.action === 'dead' && decision.disableEndpoint ? 'endpoint answered 410 Gone' : undefined,
+  };
+  const applied = await recordAttempt(deps.db, record, deps.health);
+  const sc = statusClass(statusCode);
+  metrics.attemptDuration.observe({ status_class: sc }, result.durationMs / 1000);
+  metrics.deliveryAttempts.inc({ outcome: record.outcome, status_class: sc });
+  if (!applied) {
+    deps.logger.warn({ deliveryId }, 'attempt finished after its lease was taken back; result kept only in metrics');
+    return;
+  }
+  if (decision.action === 'succeed' && claimed.succeeded_at === null) {
+    metrics.deliveryLatency.observe((Date.now() - claimed.event_created_at.getTime()) / 1000);
+  }
+  if (decision.action === 'dead') metrics.deadLettered.inc({ reason: decision.reason });
+  if (record.disableEndpoint) {
+    await recordAudit(deps.db, {
+      tenantId: claimed.tenant_id,
+      actor: { type: 'system', id: null },
+      action: 'endpoint.auto_disabled',
+      targetType: 'endpoint',
+      targetId: ep.id,
+      reason: record.disableEndpoint,
+    });
+  }
+}

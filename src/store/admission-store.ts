@@ -1,0 +1,72 @@
+import type { Knex } from 'knex';
+
+export interface AdmissionLimits {
+  /** Lease on `queued`: how long Redis may hold a job before the sweeper assumes it was lost. */
+  queuedLeaseSeconds: number;
+  circuitFailureThreshold: number;
+  /** Upper bound of deliveries one endpoint gets per admission round, for fairness between endpoints. */
+  perEndpointBatch: number;
+}
+
+export interface AdmittedDelivery {
+  id: string;
+  endpoint_id: string;
+  attempt_count: number;
+}
+
+/** One key for the whole platform: admission decisions are serialised so capacity counts stay exact. */
+const admissionLockKey = 727_001;
+
+/**
+ * Moves due `pending` deliveries to `queued`, per endpoint no more than it has room for: free
+ * concurrency slots, rate-limit tokens, and a single probe while its circuit is half-open. Endpoints
+ * with an open circuit or no room get nothing and cost nothing in Redis: their work waits here.
+ * Returns undefined when another process holds the admission lock (it is admitting right now).
+ */
+export async function admitDue(db: Knex, limits: AdmissionLimits): Promise<AdmittedDelivery[] | undefined> {
+  return db.transaction(async (trx) => {
+    const { rows: lock } = await trx.raw<{ rows: Array<{ ok: boolean }> }>('SELECT pg_try_advisory_xact_lock(?) AS ok', [admissionLockKey]);
+    if (!lock[0]?.ok) return undefined;
+    const { rows } = await trx.raw<{ rows: AdmittedDelivery[] }>(
+      `WITH cand AS (
+         SELECT e.id, e.max_concurrency, e.rate_limit_per_second AS rate, e.consecutive_failures,
+                (SELECT count(*) FROM deliveries a WHERE a.endpoint_id = e.id AND a.status IN ('queued', 'in_flight'))::int AS busy,
+                CASE WHEN e.rate_limit_per_second IS NULL THEN NULL
+                     ELSE LEAST(e.rate_limit_per_second::float8,
+                                COALESCE(e.rate_tokens, e.rate_limit_per_second)
+                                + e.rate_limit_per_second * EXTRACT(epoch FROM now() - COALESCE(e.rate_tokens_at, now())))
+                END AS tokens
+           FROM endpoints e
+          WHERE e.status = 'active' AND e.deleted_at IS NULL
+            AND (e.circuit_open_until IS NULL OR e.circuit_open_until <= now())
+            AND EXISTS (SELECT 1 FROM deliveries p WHERE p.endpoint_id = e.id AND p.status = 'pending' AND p.next_attempt_at <= now())
+       ), cap AS (
+         SELECT id, tokens, GREATEST(0, LEAST(
+                  max_concurrency - busy,
+                  CASE WHEN consecutive_failures >= :threshold THEN 1 - busy ELSE :batch END,
+                  COALESCE(floor(tokens)::int, :batch),
+                  :batch)) AS free
+           FROM cand
+       ), picked AS (
+         SELECT p.id FROM cap CROSS JOIN LATERAL (
+           SELECT d.id FROM deliveries d
+            WHERE d.endpoint_id = cap.id AND d.status = 'pending' AND d.next_attempt_at <= now()
+            ORDER BY d.next_attempt_at, d.id
+            LIMIT cap.free
+            FOR UPDATE SKIP LOCKED) p
+          WHERE cap.free > 0
+       ), admitted AS (
+         UPDATE deliveries d SET status = 'queued', lease_until = now() + make_interval(secs => :lease), updated_at = now()
+           FROM picked WHERE d.id = picked.id
+         RETURNING d.id, d.endpoint_id, d.attempt_count
+       ), spent AS (
+         UPDATE endpoints e SET rate_tokens = cap.tokens - n.count, rate_tokens_at = now()
+           FROM cap, (SELECT endpoint_id, count(*) AS count FROM admitted GROUP BY endpoint_id) n
+          WHERE e.id = cap.id AND n.endpoint_id = cap.id AND cap.tokens IS NOT NULL
+       )
+       SELECT id, endpoint_id, attempt_count FROM admitted`,
+      { threshold: limits.circuitFailureThreshold, batch: limits.perEndpointBatch, lease: limits.queuedLeaseSeconds },
+    );
+    return rows;
+  });
+}

@@ -1,0 +1,111 @@
+import type { TenantScope } from './tenant-scope.js';
+
+export interface DeliveryRow {
+  id: string;
+  event_id: string;
+  endpoint_id: string;
+  status: string;
+  attempt_count: number;
+  next_attempt_at: Date | null;
+  dead_reason: string | null;
+  last_error: string | null;
+  last_status_code: number | null;
+  succeeded_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+  event_type?: string;
+}
+
+export interface AttemptRow {
+  id: string;
+  delivery_id: string;
+  attempt_number: number;
+  trigger: 'initial' | 'retry' | 'replay';
+  started_at: Date;
+  duration_ms: number;
+  status_code: number | null;
+  outcome: 'success' | 'retry' | 'terminal';
+  error_class: string | null;
+  error_message: string | null;
+  response_excerpt: string | null;
+  next_attempt_at: Date | null;
+}
+
+export const deliveryColumns = [
+  'id', 'event_id', 'endpoint_id', 'status', 'attempt_count', 'next_attempt_at', 'dead_reason', 'last_error',
+  'last_status_code', 'succeeded_at', 'created_at', 'updated_at',
+].map((c) => `deliveries.${c}`);
+
+const iso = (d: Date | null) => (d ? d.toISOString() : null);
+
+export function rowToDeliverySummary(r: DeliveryRow) {
+  return {
+    id: r.id,
+    endpointId: r.endpoint_id,
+    status: r.status,
+    attemptCount: r.attempt_count,
+    // Only a delivery still waiting has a next attempt.
+    nextAttemptAt: r.status === 'pending' || r.status === 'queued' ? iso(r.next_attempt_at) : null,
+    deadReason: r.dead_reason,
+    lastError: r.last_error,
+    lastStatusCode: r.last_status_code,
+  };
+}
+
+export function rowToDelivery(r: DeliveryRow, attempts?: AttemptRow[]) {
+  return {
+    ...rowToDeliverySummary(r),
+    eventId: r.event_id,
+    ...(r.event_type ? { eventType: r.event_type } : {}),
+    createdAt: r.created_at.toISOString(),
+    updatedAt: r.updated_at.toISOString(),
+    succeededAt: iso(r.succeeded_at),
+    ...(attempts ? { attempts: attempts.map(rowToAttempt) } : {}),
+  };
+}
+
+export function rowToAttempt(a: AttemptRow) {
+  return {
+    id: a.id,
+    attemptNumber: a.attempt_number,
+    trigger: a.trigger,
+    startedAt: a.started_at.toISOString(),
+    durationMs: a.duration_ms,
+    statusCode: a.status_code,
+    outcome: a.outcome,
+    errorClass: a.error_class,
+    error: a.error_message,
+    responseExcerpt: a.response_excerpt,
+    nextAttemptAt: iso(a.next_attempt_at),
+  };
+}
+
+export interface DeliveryFilter {
+  status?: string;
+  endpointId?: string;
+  eventId?: string;
+  eventType?: string;
+  reason?: string;
+  since?: Date;
+  until?: Date;
+}
+
+export function listDeliveriesQuery(scope: TenantScope, f: DeliveryFilter) {
+  const q = scope.from('deliveries').join('events', 'events.id', 'deliveries.event_id').select([...deliveryColumns, 'events.type as event_type']);
+  if (f.status) q.where('deliveries.status', f.status);
+  if (f.endpointId) q.where('deliveries.endpoint_id', f.endpointId);
+  if (f.eventId) q.where('deliveries.event_id', f.eventId);
+  if (f.eventType) q.where('events.type', f.eventType);
+  if (f.reason) q.where('deliveries.dead_reason', f.reason);
+  if (f.since) q.where('deliveries.created_at', '>=', f.since);
+  if (f.until) q.where('deliveries.created_at', '<', f.until);
+  return q;
+}
+
+export async function attemptsFor(scope: TenantScope, deliveryIds: string[]): Promise<Map<string, AttemptRow[]>> {
+  const byDelivery = new Map<string, AttemptRow[]>();
+  if (deliveryIds.length === 0) return byDelivery;
+  const rows: AttemptRow[] = await scope.from('attempts').whereIn('attempts.delivery_id', deliveryIds).orderBy('attempts.started_at').select('attempts.*');
+  for (const row of rows) byDelivery.set(row.delivery_id, [...(byDelivery.get(row.delivery_id) ?? []), row]);
+  return byDelivery;
+}

@@ -1,0 +1,168 @@
+import { newId } from '../domain/ids.js';
+import type { SecretBox } from '../domain/secret-box.js';
+import { recordAudit } from './audit-store.js';
+import type { TenantScope } from './tenant-scope.js';
+
+export interface EndpointRow {
+  id: string;
+  tenant_id: string;
+  url: string;
+  description: string | null;
+  event_types: string[];
+  status: 'active' | 'disabled';
+  disabled_reason: string | null;
+  max_concurrency: number;
+  rate_limit_per_second: number | null;
+  retry_policy: Record<string, number>;
+  ordering: 'none' | 'per-message';
+  secret_enc: string;
+  previous_secret_enc: string | null;
+  previous_secret_expires_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+  deleted_at: Date | null;
+}
+
+export interface EndpointInput {
+  url?: string;
+  eventTypes?: string[];
+  description?: string | null;
+  maxConcurrency?: number;
+  rateLimitPerSecond?: number | null;
+  retryPolicy?: Record<string, number | undefined>;
+  ordering?: 'none' | 'per-message';
+  status?: 'active' | 'disabled';
+}
+
+/** How long a rotated-out secret keeps signing beside the new one. */
+export const secretOverlapMs = 24 * 60 * 60 * 1000;
+
+export function rowToEndpoint(row: EndpointRow) {
+  return {
+    id: row.id,
+    url: row.url,
+    description: row.description,
+    eventTypes: row.event_types,
+    status: row.status,
+    disabledReason: row.disabled_reason,
+    maxConcurrency: row.max_concurrency,
+    rateLimitPerSecond: row.rate_limit_per_second,
+    retryPolicy: row.retry_policy,
+    ordering: row.ordering,
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+  };
+}
+
+const live = (scope: TenantScope) => scope.from('endpoints').whereNull('endpoints.deleted_at');
+
+export async function getEndpoint(scope: TenantScope, id: string): Promise<EndpointRow | undefined> {
+  return live(scope).where('endpoints.id', id).first();
+}
+
+export function listEndpointsQuery(scope: TenantScope) {
+  return live(scope).select('endpoints.*');
+}
+
+export async function insertEndpoint(
+  scope: TenantScope,
+  box: SecretBox,
+  input: EndpointInput & { url: string },
+  secret: string,
+  defaultConcurrency: number,
+): Promise<EndpointRow> {
+  const id = newId('endpoint');
+  return scope.transaction(async (s, trx) => {
+    const [row] = await trx('endpoints')
+      .insert({
+        id,
+        tenant_id: s.tenantId,
+        url: input.url,
+        description: input.description ?? null,
+        event_types: input.eventTypes ?? [],
+        max_concurrency: input.maxConcurrency ?? defaultConcurrency,
+        rate_limit_per_second: input.rateLimitPerSecond ?? null,
+        retry_policy: JSON.stringify(input.retryPolicy ?? {}),
+        ordering: input.ordering ?? 'none',
+        secret_enc: box.seal(secret, id),
+      })
+      .returning('*');
+    await recordAudit(trx, { tenantId: s.tenantId, actor: s.actor, action: 'endpoint.created', targetType: 'endpoint', targetId: id, details: { url: input.url } });
+    return row as EndpointRow;
+  });
+}
+
+export async function updateEndpoint(scope: TenantScope, id: string, input: EndpointInput): Promise<EndpointRow | undefined> {
+  return scope.transaction(async (s, trx) => {
+    const current: EndpointRow | undefined = await live(s).where('endpoints.id', id).forUpdate().first();
+    if (!current) return undefined;
+    const changes: Record<string, unknown> = { updated_at: trx.fn.now() };
+    if (input.url !== undefined) changes.url = input.url;
+    if (input.eventTypes !== undefined) changes.event_types = input.eventTypes;
+    if (input.description !== undefined) changes.description = input.description;
+    if (input.maxConcurrency !== undefined) changes.max_concurrency = input.maxConcurrency;
+    if (input.rateLimitPerSecond !== undefined) changes.rate_limit_per_second = input.rateLimitPerSecond;
+    if (input.retryPolicy !== undefined) changes.retry_policy = JSON.stringify(input.retryPolicy);
+    if (input.ordering !== undefined) changes.ordering = input.ordering;
+    const statusChanged = input.status !== undefined && input.status !== current.status;
+    if (statusChanged) {
+      changes.status = input.status;
+      changes.disabled_reason = input.status === 'disabled' ? 'disabled by the tenant' : null;
+      // A re-enabled endpoint starts with a clean bill of health and a closed circuit.
+      changes.consecutive_failures = 0;
+      changes.failing_since = null;
+      changes.circuit_open_until = null;
+    }
+    const [row] = await trx('endpoints').where({ id }).update(changes).returning('*');
+    const { updated_at: _, ...changed } = changes;
+    await recordAudit(trx, {
+      tenantId: s.tenantId,
+      actor: s.actor,
+      action: statusChanged ? `endpoint.${input.status === 'active' ? 'enabled' : 'disabled'}` : 'endpoint.updated',
+      targetType: 'endpoint',
+      targetId: id,
+      details: { changed: Object.keys(changed) },
+    });
+    return row as EndpointRow;
+  });
+}
+
+export async function deleteEndpoint(scope: TenantScope, id: string): Promise<boolean> {
+  return scope.transaction(async (s, trx) => {
+    const count = await live(s).where('endpoints.id', id).update({ deleted_at: trx.fn.now(), updated_at: trx.fn.now() });
+    if (count === 0) return false;
+    // Work still waiting for a deleted endpoint is dead-lettered, never silently dropped.
+    await trx('deliveries')
+      .where({ endpoint_id: id })
+      .whereIn('status', ['pending', 'queued'])
+      .update({ status: 'dead', dead_reason: 'endpoint_disabled', last_error: 'endpoint was deleted', lease_until: null, updated_at: trx.fn.now() });
+    await recordAudit(trx, { tenantId: s.tenantId, actor: s.actor, action: 'endpoint.deleted', targetType: 'endpoint', targetId: id });
+    return true;
+  });
+}
+
+export async function rotateEndpointSecret(scope: TenantScope, box: SecretBox, id: string, newSecret: string): Promise<boolean> {
+  return scope.transaction(async (s, trx) => {
+    const current: EndpointRow | undefined = await live(s).where('endpoints.id', id).forUpdate().first();
+    if (!current) return false;
+    await trx('endpoints')
+      .where({ id })
+      .update({
+        secret_enc: box.seal(newSecret, id),
+        previous_secret_enc: current.secret_enc,
+        previous_secret_expires_at: new Date(Date.now() + secretOverlapMs),
+        updated_at: trx.fn.now(),
+      });
+    await recordAudit(trx, { tenantId: s.tenantId, actor: s.actor, action: 'endpoint.secret_rotated', targetType: 'endpoint', targetId: id });
+    return true;
+  });
+}
+
+/** The secrets that sign a request now: the current one, plus the previous one during its overlap. */
+export function signingSecrets(box: SecretBox, row: Pick<EndpointRow, 'id' | 'secret_enc' | 'previous_secret_enc' | 'previous_secret_expires_at'>, now = new Date()): string[] {
+  const secrets = [box.open(row.secret_enc, row.id)];
+  if (row.previous_secret_enc && row.previous_secret_expires_at && row.previous_secret_expires_at > now) {
+    secrets.push(box.open(row.previous_secret_enc, row.id));
+  }
+  return secrets;
+}

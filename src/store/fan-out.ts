@@ -1,0 +1,51 @@
+import type { Knex } from 'knex';
+import { newId } from '../domain/ids.js';
+
+export interface NewEvent {
+  id: string;
+  tenantId: string;
+  type: string;
+  createdAt: Date;
+}
+
+export interface FanOutResult {
+  pending: number;
+  deadDisabled: number;
+}
+
+/**
+ * Creates one delivery per endpoint of the tenant whose filter matches the event type, in the
+ * caller's transaction. Disabled endpoints get a dead `endpoint_disabled` delivery instead of none,
+ * so what piles up while an endpoint is off can be replayed once it is back.
+ */
+export async function fanOut(trx: Knex.Transaction, event: NewEvent, defaultMaxAgeSeconds: number): Promise<FanOutResult> {
+  const { rows: endpoints } = await trx.raw<{ rows: Array<{ id: string; status: string; max_age: number | null }> }>(
+    `SELECT id, status, (retry_policy->>'maxEventAgeSeconds')::int AS max_age
+       FROM endpoints
+      WHERE tenant_id = ? AND deleted_at IS NULL
+        AND (cardinality(event_types) = 0 OR ? = ANY(event_types)
+             OR EXISTS (SELECT 1 FROM unnest(event_types) f WHERE right(f, 2) = '.*' AND starts_with(?, left(f, -1))))`,
+    [event.tenantId, event.type, event.type],
+  );
+  if (endpoints.length === 0) return { pending: 0, deadDisabled: 0 };
+  const at = event.createdAt.getTime();
+  const rows = endpoints.map((ep) => {
+    const active = ep.status === 'active';
+    return {
+      id: newId('delivery'),
+      tenant_id: event.tenantId,
+      event_id: event.id,
+      endpoint_id: ep.id,
+      status: active ? 'pending' : 'dead',
+      dead_reason: active ? null : 'endpoint_disabled',
+      last_error: active ? null : 'endpoint was disabled when the event was accepted',
+      next_attempt_at: active ? event.createdAt : null,
+      deadline_at: new Date(at + (ep.max_age ?? defaultMaxAgeSeconds) * 1000),
+      created_at: event.createdAt,
+      updated_at: event.createdAt,
+    };
+  });
+  await trx('deliveries').insert(rows);
+  const deadDisabled = rows.filter((r) => r.status === 'dead').length;
+  return { pending: rows.length - deadDisabled, deadDisabled };
+}

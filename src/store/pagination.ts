@@ -1,0 +1,32 @@
+import { badRequest } from '../domain/errors.js';
+import type { Knex } from 'knex';
+
+export interface Page<T> {
+  data: T[];
+  nextCursor: string | null;
+}
+
+/** Cursors are opaque to clients; inside they are the last id seen (ids sort by creation time). */
+export function decodeCursor(cursor: string | undefined): string | undefined {
+  if (!cursor) return undefined;
+  const id = Buffer.from(cursor, 'base64url').toString('utf8');
+  if (!/^[a-z]+_[0-9a-z]{26}$/.test(id)) throw badRequest('invalid_cursor', 'cursor is not valid');
+  return id;
+}
+
+/** Newest first. Fetches one row more than asked to know whether another page exists. */
+export async function paginate<R, T>(
+  query: Knex.QueryBuilder,
+  idColumn: string,
+  opts: { limit: number; cursor?: string },
+  map: (row: R) => T,
+): Promise<Page<T>> {
+  const after = decodeCursor(opts.cursor);
+  if (after) query.where(idColumn, '<', after);
+  const rows = (await query.orderBy(idColumn, 'desc').limit(opts.limit + 1)) as R[];
+  const more = rows.length > opts.limit;
+  const page = more ? rows.slice(0, opts.limit) : rows;
+  const last = page.at(-1) as Record<string, unknown> | undefined;
+  const lastId = last ? String(last[idColumn.split('.').pop()!]) : null;
+  return { data: page.map(map), nextCursor: more && lastId ? Buffer.from(lastId).toString('base64url') : null };
+}

@@ -1,0 +1,121 @@
+import type { Knex } from 'knex';
+import { newId } from '../domain/ids.js';
+import { recordAudit } from './audit-store.js';
+
+export interface SweepLimits {
+  defaultMaxAttempts: number;
+  autoDisableAfterSeconds: number;
+}
+
+export interface SweepResult {
+  requeued: number;
+  lostInFlight: number;
+  deadMaxAge: number;
+  deadMaxAttempts: number;
+  deadDisabled: number;
+  disabledEndpoints: Array<{ id: string; tenant_id: string }>;
+}
+
+/**
+ * Takes back what Redis or a worker lost, and dead-letters what can no longer be delivered. Every
+ * statement is idempotent and row-locked, so any number of processes may sweep at once.
+ */
+export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult> {
+  // Queued but never claimed within the lease: the job was lost with Redis. Admit it again.
+  const requeued = await db('deliveries')
+    .where('status', 'queued')
+    .where('lease_until', '<', db.fn.now())
+    .update({ status: 'pending', lease_until: null, updated_at: db.fn.now() });
+
+  // Claimed by a worker that died mid-attempt: the attempt counts, its result is unknown, so it is
+  // recorded as lost and the delivery is retried now (or dead if that was its last attempt).
+  const { rows: lost } = await db.raw<{ rows: Array<{ id: string; tenant_id: string; attempt_count: number; next_trigger: string; status: string }> }>(
+    `WITH lost AS (
+       SELECT d.id FROM deliveries d
+        WHERE d.status = 'in_flight' AND d.lease_until < now()
+        FOR UPDATE SKIP LOCKED
+     )
+     UPDATE deliveries d SET
+       status = CASE WHEN d.attempt_count >= COALESCE((ep.retry_policy->>'maxAttempts')::int, ?) THEN 'dead' ELSE 'pending' END,
+       dead_reason = CASE WHEN d.attempt_count >= COALESCE((ep.retry_policy->>'maxAttempts')::int, ?) THEN 'max_attempts' ELSE NULL END,
+       last_error = 'worker_lost: the attempt did not report back before its lease ended',
+       next_attempt_at = now(), lease_until = NULL, updated_at = now(),
+       next_trigger = 'retry'
+      FROM lost, endpoints ep
+     WHERE d.id = lost.id AND ep.id = d.endpoint_id
+     RETURNING d.id, d.tenant_id, d.attempt_count, d.status`,
+    [limits.defaultMaxAttempts, limits.defaultMaxAttempts],
+  );
+  if (lost.length > 0) {
+    await db('attempts').insert(
+      lost.map((l) => ({
+        id: newId('attempt'),
+        delivery_id: l.id,
+        tenant_id: l.tenant_id,
+        attempt_number: l.attempt_count,
+        trigger: 'retry',
+        started_at: new Date(),
+        duration_ms: 0,
+        outcome: l.status === 'dead' ? 'terminal' : 'retry',
+        error_class: 'worker_lost',
+        error_message: 'the worker stopped before the attempt reported back',
+      })),
+    );
+  }
+
+  const deadMaxAge = await db('deliveries')
+    .where('status', 'pending')
+    .where('deadline_at', '<', db.fn.now())
+    .update({ status: 'dead', dead_reason: 'max_age', lease_until: null, updated_at: db.fn.now() });
+
+  const { rowCount: deadDisabled } = await db.raw(
+    `UPDATE deliveries d SET status = 'dead', dead_reason = 'endpoint_disabled',
+            last_error = CASE WHEN ep.deleted_at IS NULL THEN 'endpoint is disabled' ELSE 'endpoint was deleted' END,
+            updated_at = now()
+       FROM endpoints ep
+      WHERE ep.id = d.endpoint_id AND d.status = 'pending' AND (ep.status = 'disabled' OR ep.deleted_at IS NOT NULL)`,
+  );
+
+  const disabledEndpoints = await db.transaction(async (trx) => {
+    const { rows } = await trx.raw<{ rows: Array<{ id: string; tenant_id: string; failing_since: Date }> }>(
+      `UPDATE endpoints SET status = 'disabled', updated_at = now(),
+              disabled_reason = 'failing continuously since ' || to_char(failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+        WHERE status = 'active' AND deleted_at IS NULL AND failing_since < now() - make_interval(secs => ?)
+        RETURNING id, tenant_id, failing_since`,
+      [limits.autoDisableAfterSeconds],
+    );
+    for (const ep of rows) {
+      await recordAudit(trx, {
+        tenantId: ep.tenant_id,
+        actor: { type: 'system', id: null },
+        action: 'endpoint.auto_disabled',
+        targetType: 'endpoint',
+        targetId: ep.id,
+        reason: `failing continuously since ${ep.failing_since.toISOString()}`,
+      });
+    }
+    return rows.map(({ id, tenant_id }) => ({ id, tenant_id }));
+  });
+
+  return {
+    requeued,
+    lostInFlight: lost.length,
+    deadMaxAge,
+    deadMaxAttempts: lost.filter((l) => l.status === 'dead').length,
+    deadDisabled: deadDisabled ?? 0,
+    disabledEndpoints,
+  };
+}
+
+/** The global numbers behind the backlog gauges, straight from the source of truth. */
+export async function backlogSnapshot(db: Knex) {
+  const { rows } = await db.raw(
+    `SELECT
+       (SELECT count(*) FROM deliveries WHERE status IN ('pending', 'queued', 'in_flight'))::int AS backlog,
+       (SELECT count(*) FROM deliveries WHERE status = 'dead')::int AS dead,
+       COALESCE(EXTRACT(epoch FROM now() - (SELECT min(next_attempt_at) FROM deliveries WHERE status = 'pending' AND next_attempt_at <= now())), 0)::float8 AS oldest,
+       (SELECT count(*) FROM endpoints WHERE circuit_open_until > now() AND deleted_at IS NULL)::int AS open_circuits`,
+  );
+  const r = rows[0];
+  return { backlog: r.backlog, deadLetters: r.dead, oldestPendingAgeSeconds: r.oldest, openCircuits: r.open_circuits };
+}

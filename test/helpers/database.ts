@@ -1,0 +1,37 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { pgAdminUrl, templateDatabase } from './global-setup.js';
+
+export interface TestDatabase {
+  name: string;
+  url: string;
+  drop(): Promise<void>;
+}
+
+async function admin<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: pgAdminUrl });
+  await client.connect();
+  try {
+    return await work(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/** A private, already migrated database for one test file (or one test). */
+export async function createTestDatabase(template = templateDatabase): Promise<TestDatabase> {
+  const name = `whr_t_${randomBytes(6).toString('hex')}`;
+  await admin((c) => c.query(`CREATE DATABASE "${name}" TEMPLATE "${template}"`));
+  const url = new URL(pgAdminUrl);
+  url.pathname = `/${name}`;
+  return {
+    name,
+    url: url.toString(),
+    drop: () => admin((c) => c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)).then(() => undefined),
+  };
+}
+
+/** An empty database, for migration tests. */
+export async function createEmptyDatabase(): Promise<TestDatabase> {
+  return createTestDatabase('template0');
+}

@@ -1,0 +1,112 @@
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { loadConfig, type Config } from '../../src/config/index.js';
+import { createLogger } from '../../src/infra/logger.js';
+import { startPlatform, type Platform, type Role } from '../../src/platform.js';
+import { createTestDatabase, type TestDatabase } from './database.js';
+import { request, type ApiResponse, type RequestOptions } from './http.js';
+
+export const redisUrl = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+/** Environment for a test process: real services, loopback receivers allowed, fast timers. */
+export function testEnv(databaseUrl: string, overrides: Record<string, string> = {}): Record<string, string> {
+  return {
+    NODE_ENV: 'test',
+    PORT: '0',
+    DATABASE_URL: databaseUrl,
+    REDIS_URL: redisUrl,
+    ADMIN_TOKEN: 'test-admin-token-0123456789abcdef',
+    SECRETS_KEY: randomBytes(32).toString('base64'),
+    ALLOW_PRIVATE_TARGETS: 'true',
+    LOG_LEVEL: 'silent',
+    SWEEP_INTERVAL_MS: '200',
+    QUEUED_LEASE_SECONDS: '3',
+    RETRY_BASE_DELAY_MS: '100',
+    RETRY_MAX_DELAY_MS: '1000',
+    ATTEMPT_TIMEOUT_MS: '2000',
+    CONNECT_TIMEOUT_MS: '1000',
+    ...overrides,
+  };
+}
+
+export interface TestTenant {
+  id: string;
+  apiKey: string;
+  call<T = any>(method: string, path: string, opts?: Omit<RequestOptions, 'token'>): Promise<ApiResponse<T>>;
+}
+
+export interface TestPlatform {
+  platform: Platform;
+  config: Config;
+  env: Record<string, string>;
+  database: TestDatabase;
+  queuePrefix: string;
+  url: string;
+  call<T = any>(method: string, path: string, opts?: RequestOptions): Promise<ApiResponse<T>>;
+  createTenant(name?: string): Promise<TestTenant>;
+  stop(): Promise<void>;
+}
+
+export interface TestPlatformOptions {
+  role?: Role;
+  env?: Record<string, string>;
+  /** Reuse a database (e.g. to restart the platform on the same data). */
+  database?: TestDatabase;
+  queuePrefix?: string;
+  logs?: NodeJS.WritableStream;
+}
+
+export async function startTestPlatform(opts: TestPlatformOptions = {}): Promise<TestPlatform> {
+  const database = opts.database ?? (await createTestDatabase());
+  const env = testEnv(database.url, opts.env);
+  const config = loadConfig(env);
+  const queuePrefix = opts.queuePrefix ?? `t${randomBytes(4).toString('hex')}`;
+  const logger = createLogger(opts.logs ? 'info' : config.logLevel, opts.logs);
+  const platform = await startPlatform({ role: opts.role ?? 'all', config, logger, queuePrefix });
+  const call = <T = any>(method: string, path: string, o?: RequestOptions) => request<T>(platform.url, method, path, o);
+  return {
+    platform,
+    config,
+    env,
+    database,
+    queuePrefix,
+    url: platform.url,
+    call,
+    async createTenant(name = 'tenant') {
+      const res = await call('POST', '/admin/tenants', { token: config.adminToken, body: { name } });
+      if (res.status !== 201) throw new Error(`tenant creation failed: ${res.status} ${res.text}`);
+      const { id, apiKey } = res.body as { id: string; apiKey: string };
+      return { id, apiKey, call: (method, path, o) => call(method, path, { ...o, token: apiKey }) };
+    },
+    async stop() {
+      await platform.stop();
+      if (!opts.database) await database.drop();
+      await clearRedisPrefix(queuePrefix);
+    },
+  };
+}
+
+export async function clearRedisPrefix(prefix: string): Promise<void> {
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
+  try {
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
+      cursor = next;
+      if (keys.length > 0) await redis.del(...keys);
+    } while (cursor !== '0');
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/** Polls until `check` returns a truthy value or the time runs out (then throws with `what`). */
+export async function eventually<T>(check: () => Promise<T | undefined | false | null>, what: string, timeoutMs = 15_000, stepMs = 50): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for: ${what}`);
+    await new Promise((r) => setTimeout(r, stepMs));
+  }
+}
