@@ -1,0 +1,380 @@
+/**
+ * Every Prometheus metric the relay exposes, defined in one place.
+ *
+ * Names, label names and label values are part of the external contract (CONTRACT.md, "Metrics"):
+ * dashboards and alert rules in grafana/ depend on them, so they are spelled out here once and the
+ * rest of the code records through the typed wrappers in `metrics`. Label values are TypeScript
+ * string unions, so recording a label value that is not in the contract is a compile error, and no
+ * label can carry an unbounded value (ids, URLs, tenant names).
+ *
+ * Two kinds of metrics live here:
+ * - per-process counters and histograms (what *this* process did); dashboards `sum()` them over
+ *   instances;
+ * - global gauges (backlog, dead letters, oldest due delivery, open circuits) computed from
+ *   PostgreSQL, the source of truth. Every process reports the same value, so dashboards and alerts
+ *   must aggregate them with `max()`, never `sum()`.
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+// ---------------------------------------------------------------------------------------------
+// Label values (bounded, from the contract)
+// ---------------------------------------------------------------------------------------------
+
+export const SOURCE_TYPES = ['momo-communication', 'momo-automation', 'standard-webhooks'] as const;
+export type SourceType = (typeof SOURCE_TYPES)[number];
+
+/**
+ * Outcome of one inbound callback (one link of the provider retry chain).
+ * A body over the size limit (413) counts as `rejected_malformed`; a storage outage (503) as
+ * `unavailable`. Requests naming no known source (404) belong to no provider chain and are not
+ * counted here.
+ */
+export const RECEIPT_OUTCOMES = [
+  'accepted',
+  'duplicate',
+  'stale',
+  'rejected_signature',
+  'rejected_malformed',
+  'unavailable',
+] as const;
+export type ReceiptOutcome = (typeof RECEIPT_OUTCOMES)[number];
+
+/** Outcome of one outbound attempt (one link of the platform retry chain). */
+export const ATTEMPT_OUTCOMES = ['success', 'retry', 'terminal'] as const;
+export type AttemptOutcome = (typeof ATTEMPT_OUTCOMES)[number];
+
+/** HTTP status class of an attempt's response; `network` when no HTTP response was received. */
+export const STATUS_CLASSES = ['2xx', '3xx', '4xx', '5xx', 'network'] as const;
+export type StatusClass = (typeof STATUS_CLASSES)[number];
+
+export const DEAD_LETTER_REASONS = ['max_attempts', 'max_age', 'terminal', 'endpoint_disabled'] as const;
+export type DeadLetterReason = (typeof DEAD_LETTER_REASONS)[number];
+
+/** `single`: POST /v1/deliveries/:id/replay; `bulk`: one count per delivery replayed by POST /v1/replays. */
+export const REPLAY_KINDS = ['single', 'bulk'] as const;
+export type ReplayKind = (typeof REPLAY_KINDS)[number];
+
+export const RECONCILE_OUTCOMES = ['changed', 'unchanged', 'provider_error', 'invalid_response'] as const;
+export type ReconcileOutcome = (typeof RECONCILE_OUTCOMES)[number];
+
+/** Metric names, exported so tests, dashboards checks and docs refer to one spelling. */
+export const METRIC_NAMES = {
+  inboundReceipts: 'webhook_inbound_receipts_total',
+  inboundAck: 'webhook_inbound_ack_seconds',
+  reconcilePolls: 'webhook_reconcile_polls_total',
+  deliveryAttempts: 'webhook_delivery_attempts_total',
+  attemptDuration: 'webhook_attempt_duration_seconds',
+  deliveryLatency: 'webhook_delivery_latency_seconds',
+  deadLettered: 'webhook_deliveries_dead_lettered_total',
+  replays: 'webhook_replays_total',
+  dispatchBacklog: 'webhook_dispatch_backlog',
+  deadLetterDeliveries: 'webhook_dead_letter_deliveries',
+  oldestPendingAge: 'webhook_oldest_pending_age_seconds',
+  openCircuits: 'webhook_open_circuits',
+} as const;
+
+// ---------------------------------------------------------------------------------------------
+// Buckets: each histogram's buckets cover the range its value actually lives in.
+// ---------------------------------------------------------------------------------------------
+
+/** Intake acknowledges within milliseconds; above 2.5 s providers start timing out. */
+export const ACK_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
+/** One outbound HTTP try: fast receivers answer in ms, the attempt timeout caps it near a minute. */
+export const ATTEMPT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+/** Accepted → first success: immediate in the good case, hours when retries back off; up to a day. */
+export const DELIVERY_LATENCY_BUCKETS = [
+  0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 1800, 3600, 7200, 14400, 43200,
+  86400,
+];
+
+// ---------------------------------------------------------------------------------------------
+// Registry
+// ---------------------------------------------------------------------------------------------
+
+/** The relay's own registry (not prom-client's global one), served on GET /metrics. */
+export const registry = new Registry();
+collectDefaultMetrics({ register: registry });
+// prom-client names these three gauges with a `_total` suffix, which `promtool check metrics`
+// rejects (the suffix promises a counter). They are the sums of `nodejs_active_handles`,
+// `nodejs_active_requests` and `nodejs_active_resources`, which stay, so nothing is lost.
+for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) {
+  registry.removeSingleMetric(name);
+}
+
+const inboundReceiptsCounter = new Counter({
+  name: METRIC_NAMES.inboundReceipts,
+  help: 'Inbound provider callbacks (receipts) by source type and outcome: the provider retry chain.',
+  labelNames: ['source_type', 'outcome'] as const,
+  registers: [registry],
+});
+
+const inboundAckHistogram = new Histogram({
+  name: METRIC_NAMES.inboundAck,
+  help: 'Time from an inbound callback arriving to its response being sent, in seconds.',
+  labelNames: ['source_type', 'outcome'] as const,
+  buckets: ACK_BUCKETS,
+  registers: [registry],
+});
+
+const reconcilePollsCounter = new Counter({
+  name: METRIC_NAMES.reconcilePolls,
+  help: 'Reconciliation polls of a provider for messages left in a non-final status, by outcome.',
+  labelNames: ['outcome'] as const,
+  registers: [registry],
+});
+
+const deliveryAttemptsCounter = new Counter({
+  name: METRIC_NAMES.deliveryAttempts,
+  help: 'Outbound delivery attempts by outcome and HTTP status class: the platform retry chain.',
+  labelNames: ['outcome', 'status_class'] as const,
+  registers: [registry],
+});
+
+const attemptDurationHistogram = new Histogram({
+  name: METRIC_NAMES.attemptDuration,
+  help: 'Duration of one outbound HTTP attempt, in seconds, by status class.',
+  labelNames: ['status_class'] as const,
+  buckets: ATTEMPT_BUCKETS,
+  registers: [registry],
+});
+
+const deliveryLatencyHistogram = new Histogram({
+  name: METRIC_NAMES.deliveryLatency,
+  help: 'Time from an event being accepted to its first successful attempt to an endpoint, in seconds.',
+  buckets: DELIVERY_LATENCY_BUCKETS,
+  registers: [registry],
+});
+
+const deadLetteredCounter = new Counter({
+  name: METRIC_NAMES.deadLettered,
+  help: 'Deliveries moved to the dead-letter state, by reason.',
+  labelNames: ['reason'] as const,
+  registers: [registry],
+});
+
+const replaysCounter = new Counter({
+  name: METRIC_NAMES.replays,
+  help: 'Deliveries replayed by an operator or tenant, by kind (single or bulk).',
+  labelNames: ['kind'] as const,
+  registers: [registry],
+});
+
+// ---------------------------------------------------------------------------------------------
+// Global gauges, computed from PostgreSQL
+// ---------------------------------------------------------------------------------------------
+
+/** What the injected source reports; every value is global (all tenants, all processes). */
+export interface BacklogSnapshot {
+  /** Deliveries pending or scheduled for a retry (not yet succeeded, not dead). */
+  backlog: number;
+  /** Deliveries currently in the dead-letter state (falls when they are replayed). */
+  deadLetters: number;
+  /**
+   * How long the oldest delivery that is due (pending, next attempt time <= now) has been waiting
+   * since it became due, in seconds; 0 when nothing is due. Deliveries waiting in a retry backoff
+   * are not late, so they do not count: this measures whether dispatch keeps up.
+   */
+  oldestPendingAgeSeconds: number;
+  /** Endpoints whose circuit breaker is currently open. */
+  openCircuits: number;
+}
+export type BacklogSource = () => Promise<BacklogSnapshot>;
+
+export interface BacklogSourceOptions {
+  /** How long one snapshot is reused; scrapes inside this window share one query. Default 2000. */
+  ttlMs?: number;
+  /**
+   * A read taking longer than this counts as failed (default 3000), so a hung query cannot block
+   * every later scrape that would otherwise wait on the same in-flight read.
+   */
+  timeoutMs?: number;
+  /** Called when the source throws or times out; the gauges keep their last values. */
+  onError?: (error: unknown) => void;
+}
+
+export const DEFAULT_BACKLOG_TTL_MS = 2_000;
+export const DEFAULT_BACKLOG_TIMEOUT_MS = 3_000;
+
+let backlogSource: BacklogSource | undefined;
+let backlogOptions: BacklogSourceOptions & { ttlMs: number; timeoutMs: number } = {
+  ttlMs: DEFAULT_BACKLOG_TTL_MS,
+  timeoutMs: DEFAULT_BACKLOG_TIMEOUT_MS,
+};
+let lastSnapshot: { at: number; value: BacklogSnapshot } | undefined;
+let inflight: Promise<BacklogSnapshot | undefined> | undefined;
+
+/**
+ * Inject the function that reads the global gauges from PostgreSQL. Until one is set the gauges
+ * report 0. Replacing the source drops the cached snapshot.
+ */
+export function setBacklogSource(fn: BacklogSource | undefined, options: BacklogSourceOptions = {}): void {
+  backlogSource = fn;
+  backlogOptions = {
+    ...options,
+    ttlMs: options.ttlMs ?? DEFAULT_BACKLOG_TTL_MS,
+    timeoutMs: options.timeoutMs ?? DEFAULT_BACKLOG_TIMEOUT_MS,
+  };
+  lastSnapshot = undefined;
+  inflight = undefined;
+}
+
+/**
+ * The current snapshot: cached for the TTL; concurrent callers (the four gauges of one scrape, or
+ * overlapping scrapes) share one in-flight query. A failing source yields the last good snapshot,
+ * and a failed read is not cached so the next scrape tries again.
+ */
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`metrics backlog source timed out after ${ms} ms`)), ms);
+    timer.unref();
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+async function readSnapshot(): Promise<BacklogSnapshot | undefined> {
+  const source = backlogSource;
+  if (!source) return undefined;
+  if (lastSnapshot && Date.now() - lastSnapshot.at < backlogOptions.ttlMs) return lastSnapshot.value;
+  if (inflight) return inflight;
+  const { onError, timeoutMs } = backlogOptions;
+  // Started from a resolved promise so even a source that throws synchronously settles here.
+  const current: Promise<BacklogSnapshot | undefined> = withTimeout(Promise.resolve().then(source), timeoutMs)
+    .then(
+      (value) => {
+        // Ignore a result that arrives after the source was replaced.
+        if (backlogSource === source) lastSnapshot = { at: Date.now(), value };
+        return value;
+      },
+      (error: unknown) => {
+        onError?.(error);
+        return lastSnapshot?.value;
+      },
+    )
+    .finally(() => {
+      if (inflight === current) inflight = undefined;
+    });
+  inflight = current;
+  return current;
+}
+
+function globalGauge(name: string, help: string, pick: (s: BacklogSnapshot) => number): Gauge {
+  return new Gauge({
+    name,
+    help: `${help} Global value from PostgreSQL, identical on every instance: aggregate with max().`,
+    registers: [registry],
+    async collect() {
+      const snapshot = await readSnapshot();
+      if (snapshot) this.set(pick(snapshot));
+    },
+  });
+}
+
+globalGauge(METRIC_NAMES.dispatchBacklog, 'Deliveries pending or scheduled for retry.', (s) => s.backlog);
+globalGauge(METRIC_NAMES.deadLetterDeliveries, 'Deliveries currently dead-lettered.', (s) => s.deadLetters);
+globalGauge(
+  METRIC_NAMES.oldestPendingAge,
+  'Seconds the oldest due delivery has waited since it became due (0 when none).',
+  (s) => s.oldestPendingAgeSeconds,
+);
+globalGauge(METRIC_NAMES.openCircuits, 'Endpoints whose circuit breaker is open.', (s) => s.openCircuits);
+
+// ---------------------------------------------------------------------------------------------
+// Typed recording API
+// ---------------------------------------------------------------------------------------------
+
+export interface TypedCounter<L> {
+  inc(labels: L, value?: number): void;
+}
+export interface TypedHistogram<L> {
+  observe(labels: L, seconds: number): void;
+  /** Starts a timer; call the result with the labels (known only at the end) to record it. */
+  startTimer(): (labels: L) => number;
+}
+
+function typedCounter<L extends Record<string, string>>(counter: Counter<string>): TypedCounter<L> {
+  return { inc: (labels, value = 1) => counter.inc(labels, value) };
+}
+
+function elapsedSince(start: bigint): number {
+  return Number(process.hrtime.bigint() - start) / 1e9;
+}
+
+function typedHistogram<L extends Record<string, string>>(histogram: Histogram<string>): TypedHistogram<L> {
+  return {
+    observe: (labels, seconds) => histogram.observe(labels, seconds),
+    startTimer: () => {
+      const start = process.hrtime.bigint();
+      return (labels) => {
+        const seconds = elapsedSince(start);
+        histogram.observe(labels, seconds);
+        return seconds;
+      };
+    },
+  };
+}
+
+export const metrics = {
+  /** Provider chain: one count per inbound callback. */
+  inboundReceipts: typedCounter<{ source_type: SourceType; outcome: ReceiptOutcome }>(inboundReceiptsCounter),
+  /** Provider chain: request in → response out. */
+  inboundAck: typedHistogram<{ source_type: SourceType; outcome: ReceiptOutcome }>(inboundAckHistogram),
+  /** Provider chain: reconciliation polls (momo-communication sources with `reconcile`). */
+  reconcilePolls: typedCounter<{ outcome: ReconcileOutcome }>(reconcilePollsCounter),
+  /** Platform chain: one count per outbound attempt; use `statusClass(code)` for status_class. */
+  deliveryAttempts: typedCounter<{ outcome: AttemptOutcome; status_class: StatusClass }>(deliveryAttemptsCounter),
+  /** Platform chain: one outbound HTTP try. */
+  attemptDuration: typedHistogram<{ status_class: StatusClass }>(attemptDurationHistogram),
+  /** Platform chain: event accepted → first successful attempt to an endpoint. */
+  deliveryLatency: {
+    observe: (seconds: number): void => deliveryLatencyHistogram.observe(seconds),
+  },
+  deadLettered: typedCounter<{ reason: DeadLetterReason }>(deadLetteredCounter),
+  replays: typedCounter<{ kind: ReplayKind }>(replaysCounter),
+} as const;
+
+/**
+ * Maps an HTTP status code to its class; anything that is not a status code of 200–599 (no
+ * response: timeout, refused connection, DNS or TLS failure) is `network`.
+ */
+export function statusClass(statusCode?: number | null): StatusClass {
+  if (statusCode === undefined || statusCode === null || !Number.isInteger(statusCode)) return 'network';
+  if (statusCode >= 200 && statusCode < 300) return '2xx';
+  if (statusCode >= 300 && statusCode < 400) return '3xx';
+  if (statusCode >= 400 && statusCode < 500) return '4xx';
+  if (statusCode >= 500 && statusCode < 600) return '5xx';
+  return 'network';
+}
+
+// ---------------------------------------------------------------------------------------------
+// Series initialisation
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Creates every counter series at 0. Prometheus' rate() and increase() only see a change between
+ * two samples, so a series that first appears already at 1 would hide its first event (the first
+ * dead letter, the first signature failure) from alerts. All label sets are bounded, so this is cheap.
+ */
+function initialiseCounters(): void {
+  for (const source_type of SOURCE_TYPES) {
+    for (const outcome of RECEIPT_OUTCOMES) inboundReceiptsCounter.inc({ source_type, outcome }, 0);
+  }
+  for (const outcome of RECONCILE_OUTCOMES) reconcilePollsCounter.inc({ outcome }, 0);
+  for (const outcome of ATTEMPT_OUTCOMES) {
+    for (const status_class of STATUS_CLASSES) deliveryAttemptsCounter.inc({ outcome, status_class }, 0);
+  }
+  for (const reason of DEAD_LETTER_REASONS) deadLetteredCounter.inc({ reason }, 0);
+  for (const kind of REPLAY_KINDS) replaysCounter.inc({ kind }, 0);
+}
+initialiseCounters();
+
+/** Resets every metric to its starting state (counters back to initialised zeros). For tests. */
+export function resetMetrics(): void {
+  registry.resetMetrics();
+  initialiseCounters();
+}
+
+/** The exposition text and its content type, for the GET /metrics handler. */
+export async function renderMetrics(): Promise<{ contentType: string; body: string }> {
+  return { contentType: registry.contentType, body: await registry.metrics() };
+}
