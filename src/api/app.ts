@@ -11,6 +11,7 @@ import { endpointRoutes } from './routes/endpoints.js';
 import { eventRoutes } from './routes/events.js';
 import { inboundMetrics, inboundRawBody, inboundRoutes } from './routes/inbound.js';
 import { opsRoutes } from './routes/ops.js';
+import { replayRoutes } from './routes/replays.js';
 import { sourceRoutes } from './routes/sources.js';
 
 export function createApp(ctx: ApiContext, opts: { opsOnly?: boolean } = {}): Express {
@@ -34,6 +35,7 @@ export function createApp(ctx: ApiContext, opts: { opsOnly?: boolean } = {}): Ex
     eventRoutes(routes, ctx);
     deliveryRoutes(routes);
     inboundRoutes(routes, ctx);
+    replayRoutes(routes, ctx);
   }
   opsRoutes(routes, ctx, registry);
 

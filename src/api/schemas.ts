@@ -75,7 +75,11 @@ export const createEndpointBody = z.strictObject({
   retryPolicy: endpointFields.retryPolicy.optional(),
   ordering: endpointFields.ordering.optional(),
 });
-export const patchEndpointBody = createEndpointBody.extend({ status: z.enum(['active', 'disabled']).optional() });
+// Every field is optional on PATCH (only what is sent changes), but an empty change is refused.
+export const patchEndpointBody = createEndpointBody
+  .partial()
+  .extend({ status: z.enum(['active', 'disabled']).optional() })
+  .refine((body) => Object.keys(body).length > 0, 'at least one field is required');
 export const endpointSchema = z
   .object({
     id: z.string(),
@@ -193,3 +197,45 @@ export const inboundParams = z.object({ sourceId: z.string().min(1).max(100) });
 export const inboundAccepted = z
   .object({ status: z.enum(['accepted', 'duplicate', 'stale']), receiptId: z.string(), eventId: z.string() })
   .meta({ id: 'InboundResult' });
+
+// --- replay and audit --------------------------------------------------------------------------
+export const replayBody = z.strictObject({ reason: z.string().trim().min(1).max(1000) });
+export const replayFilterSchema = z.strictObject({
+  status: z.enum(['dead', 'succeeded']).optional(),
+  endpointId: z.string().max(100).optional(),
+  eventType: z.string().max(200).optional(),
+  reason: z.enum(['max_attempts', 'max_age', 'terminal', 'endpoint_disabled']).optional(),
+  since: isoDate.optional(),
+  until: isoDate.optional(),
+});
+export const bulkReplayBody = z.strictObject({
+  filter: replayFilterSchema.default({}),
+  reason: z.string().trim().min(1).max(1000),
+  limit: z.number().int().min(1).optional(),
+  dryRun: z.boolean().optional(),
+});
+export const replayAccepted = z.object({ status: z.literal('replaying'), deliveryId: z.string() }).meta({ id: 'ReplayAccepted' });
+export const bulkReplayResult = z
+  .object({ id: z.string().optional(), count: z.number(), dryRun: z.boolean(), sample: z.array(z.unknown()).optional() })
+  .meta({ id: 'BulkReplayResult' });
+export const replayProgressSchema = z
+  .object({ id: z.string(), status: z.enum(['running', 'completed']), total: z.number(), done: z.number(), failed: z.number(), reason: z.string(), filter: z.unknown(), createdAt: z.string() })
+  .meta({ id: 'ReplayProgress' });
+export const auditQuery = z.object({
+  ...pageQuery,
+  ...timeRange,
+  action: z.string().max(100).optional(),
+  targetType: z.string().max(100).optional(),
+  targetId: z.string().max(100).optional(),
+});
+export const auditEntrySchema = z
+  .object({
+    id: z.string(),
+    actor: z.object({ type: z.string(), id: z.string().nullable() }),
+    action: z.string(),
+    target: z.object({ type: z.string(), id: z.string() }),
+    reason: z.string().nullable(),
+    details: z.unknown(),
+    createdAt: z.string(),
+  })
+  .meta({ id: 'AuditEntry' });

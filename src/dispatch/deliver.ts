@@ -4,6 +4,7 @@ import { decide, resolvePolicy, type AttemptOutcome, type RetryPolicy } from '..
 import type { SecretBox } from '../domain/secret-box.js';
 import { signatureHeader } from '../domain/signing.js';
 import { metrics, statusClass } from '../metrics/registry.js';
+import { emitDeliveriesDead, emitEndpointDisabled } from '../ops/platform-events.js';
 import { recordAudit } from '../store/audit-store.js';
 import { claimDelivery, recordAttempt, type AttemptRecord, type ClaimedDelivery, type HealthLimits } from '../store/dispatch-store.js';
 import { signingSecrets } from '../store/endpoints-store.js';
@@ -20,6 +21,8 @@ export interface DeliverDeps {
   inFlightLeaseMs: number;
   random?: () => number;
   now?: () => Date;
+  /** Wakes admission after operational events created new deliveries. */
+  onWork?: () => void;
 }
 
 const userAgent = 'webhook-relay/1.0';
@@ -75,7 +78,7 @@ export async function deliverOnce(deps: DeliverDeps, deliveryId: string): Promis
   const outcome: AttemptOutcome = result.outcome;
   const policy = resolvePolicy(deps.defaults, ep.retry_policy);
   const decision = decide(outcome, {
-    attemptNumber: claimed.attempt_count,
+    attemptNumber: claimed.attempt_count - claimed.attempt_base,
     now: now(),
     deadline: claimed.deadline_at,
     policy,
@@ -122,5 +125,23 @@ export async function deliverOnce(deps: DeliverDeps, deliveryId: string): Promis
       targetId: ep.id,
       reason: record.disableEndpoint,
     });
+  }
+  if (decision.action === 'dead') await announceDead(deps, claimed, record.disableEndpoint);
+}
+
+/**
+ * Operational events after the dead letter is committed. They are best effort: the dead delivery
+ * itself is already recorded and visible, so a failure here is logged rather than retried.
+ */
+async function announceDead(deps: DeliverDeps, claimed: ClaimedDelivery, disabledReason: string | undefined): Promise<void> {
+  const maxAge = deps.defaults.maxEventAgeSeconds;
+  try {
+    await emitDeliveriesDead(deps.db, [claimed.id], maxAge);
+    if (disabledReason) {
+      await emitEndpointDisabled(deps.db, { id: claimed.endpoint.id, tenantId: claimed.tenant_id, reason: disabledReason }, maxAge);
+    }
+    deps.onWork?.();
+  } catch (err) {
+    deps.logger.warn({ err, deliveryId: claimed.id }, 'operational event could not be published');
   }
 }

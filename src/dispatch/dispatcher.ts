@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/index.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import { metrics } from '../metrics/registry.js';
+import { emitDeliveriesDead, emitEndpointDisabled } from '../ops/platform-events.js';
 import { sweep } from '../store/sweep-store.js';
 import { deliverOnce, type DeliverDeps } from './deliver.js';
 import { createDeliveryClient, type DeliveryClient, type LookupFn } from './http-client.js';
@@ -65,6 +66,7 @@ export class Dispatcher {
       defaults: config.retry,
       health: { circuitFailureThreshold: config.circuitFailureThreshold, circuitCooldownSeconds: config.circuitCooldownSeconds },
       inFlightLeaseMs: config.attemptTimeoutMs + 10_000,
+      onWork: this.pump.wake,
     };
     this.worker = new Worker<DeliveryJob>(
       deliveryQueueName,
@@ -106,11 +108,22 @@ export class Dispatcher {
         this.pump.wake();
       }
       for (const ep of r.disabledEndpoints) this.deps.logger.warn({ endpointId: ep.id }, 'endpoint auto-disabled');
+      await this.announce(r.deadIds, r.disabledEndpoints);
     } catch (err) {
       this.deps.logger.warn({ err }, 'sweep failed; will retry');
     } finally {
       this.sweeping = false;
     }
+  }
+
+  /** Operational events for what the sweep dead-lettered or disabled; best effort, like in deliver. */
+  private async announce(deadIds: string[], disabled: Array<{ id: string; tenant_id: string; reason: string }>): Promise<void> {
+    const maxAge = this.deps.config.retry.maxEventAgeSeconds;
+    let created = await emitDeliveriesDead(this.deps.db, deadIds, maxAge);
+    for (const ep of disabled) {
+      created = (await emitEndpointDisabled(this.deps.db, { id: ep.id, tenantId: ep.tenant_id, reason: ep.reason }, maxAge)) || created;
+    }
+    if (created) this.pump.wake();
   }
 
   /** Stops taking work, lets in-flight attempts finish (bounded by the attempt timeout), then closes. */

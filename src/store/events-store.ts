@@ -42,6 +42,8 @@ export interface PublishInput {
   messageId?: string;
   data: unknown;
   idempotencyKey?: string;
+  /** Operational events the platform publishes about itself. */
+  origin?: 'api' | 'platform';
 }
 
 /**
@@ -64,7 +66,7 @@ export async function publishEvent(
       .insert({
         id,
         tenant_id: s.tenantId,
-        origin: 'api',
+        origin: input.origin ?? 'api',
         type: input.type,
         message_id: input.messageId ?? null,
         idempotency_key: idempotencyKey,

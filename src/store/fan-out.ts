@@ -16,16 +16,18 @@ export interface FanOutResult {
 /**
  * Creates one delivery per endpoint of the tenant whose filter matches the event type, in the
  * caller's transaction. Disabled endpoints get a dead `endpoint_disabled` delivery instead of none,
- * so what piles up while an endpoint is off can be replayed once it is back.
+ * so what piles up while an endpoint is off can be replayed once it is back. Operational events
+ * (`platform.*`) only reach endpoints that name them: a catch-all endpoint never receives a type
+ * it did not know existed.
  */
 export async function fanOut(trx: Knex.Transaction, event: NewEvent, defaultMaxAgeSeconds: number): Promise<FanOutResult> {
   const { rows: endpoints } = await trx.raw<{ rows: Array<{ id: string; status: string; max_age: number | null }> }>(
     `SELECT id, status, (retry_policy->>'maxEventAgeSeconds')::int AS max_age
        FROM endpoints
       WHERE tenant_id = ? AND deleted_at IS NULL
-        AND (cardinality(event_types) = 0 OR ? = ANY(event_types)
+        AND ((cardinality(event_types) = 0 AND NOT starts_with(?, 'platform.')) OR ? = ANY(event_types)
              OR EXISTS (SELECT 1 FROM unnest(event_types) f WHERE right(f, 2) = '.*' AND starts_with(?, left(f, -1))))`,
-    [event.tenantId, event.type, event.type],
+    [event.tenantId, event.type, event.type, event.type],
   );
   if (endpoints.length === 0) return { pending: 0, deadDisabled: 0 };
   const at = event.createdAt.getTime();

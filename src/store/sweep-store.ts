@@ -12,8 +12,10 @@ export interface SweepResult {
   lostInFlight: number;
   deadMaxAge: number;
   deadMaxAttempts: number;
+  /** Deliveries this sweep dead-lettered for max_age or max_attempts, for operational events. */
+  deadIds: string[];
   deadDisabled: number;
-  disabledEndpoints: Array<{ id: string; tenant_id: string }>;
+  disabledEndpoints: Array<{ id: string; tenant_id: string; reason: string }>;
 }
 
 /**
@@ -36,8 +38,8 @@ export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult>
         FOR UPDATE SKIP LOCKED
      )
      UPDATE deliveries d SET
-       status = CASE WHEN d.attempt_count >= COALESCE((ep.retry_policy->>'maxAttempts')::int, ?) THEN 'dead' ELSE 'pending' END,
-       dead_reason = CASE WHEN d.attempt_count >= COALESCE((ep.retry_policy->>'maxAttempts')::int, ?) THEN 'max_attempts' ELSE NULL END,
+       status = CASE WHEN d.attempt_count - d.attempt_base >= COALESCE((ep.retry_policy->>'maxAttempts')::int, ?) THEN 'dead' ELSE 'pending' END,
+       dead_reason = CASE WHEN d.attempt_count - d.attempt_base >= COALESCE((ep.retry_policy->>'maxAttempts')::int, ?) THEN 'max_attempts' ELSE NULL END,
        last_error = 'worker_lost: the attempt did not report back before its lease ended',
        next_attempt_at = now(), lease_until = NULL, updated_at = now(),
        next_trigger = 'retry'
@@ -63,10 +65,12 @@ export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult>
     );
   }
 
-  const deadMaxAge = await db('deliveries')
+  const deadMaxAge: string[] = await db('deliveries')
     .where('status', 'pending')
     .where('deadline_at', '<', db.fn.now())
-    .update({ status: 'dead', dead_reason: 'max_age', lease_until: null, updated_at: db.fn.now() });
+    .update({ status: 'dead', dead_reason: 'max_age', lease_until: null, updated_at: db.fn.now() })
+    .returning('id')
+    .then((rows: Array<{ id: string }>) => rows.map((r) => r.id));
 
   const { rowCount: deadDisabled } = await db.raw(
     `UPDATE deliveries d SET status = 'dead', dead_reason = 'endpoint_disabled',
@@ -77,11 +81,11 @@ export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult>
   );
 
   const disabledEndpoints = await db.transaction(async (trx) => {
-    const { rows } = await trx.raw<{ rows: Array<{ id: string; tenant_id: string; failing_since: Date }> }>(
+    const { rows } = await trx.raw<{ rows: Array<{ id: string; tenant_id: string; failing_since: Date; disabled_reason: string }> }>(
       `UPDATE endpoints SET status = 'disabled', updated_at = now(),
               disabled_reason = 'failing continuously since ' || to_char(failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
         WHERE status = 'active' AND deleted_at IS NULL AND failing_since < now() - make_interval(secs => ?)
-        RETURNING id, tenant_id, failing_since`,
+        RETURNING id, tenant_id, failing_since, disabled_reason`,
       [limits.autoDisableAfterSeconds],
     );
     for (const ep of rows) {
@@ -94,14 +98,15 @@ export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult>
         reason: `failing continuously since ${ep.failing_since.toISOString()}`,
       });
     }
-    return rows.map(({ id, tenant_id }) => ({ id, tenant_id }));
+    return rows.map(({ id, tenant_id, disabled_reason }) => ({ id, tenant_id, reason: disabled_reason }));
   });
 
   return {
     requeued,
     lostInFlight: lost.length,
-    deadMaxAge,
+    deadMaxAge: deadMaxAge.length,
     deadMaxAttempts: lost.filter((l) => l.status === 'dead').length,
+    deadIds: [...deadMaxAge, ...lost.filter((l) => l.status === 'dead').map((l) => l.id)],
     deadDisabled: deadDisabled ?? 0,
     disabledEndpoints,
   };

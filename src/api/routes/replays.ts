@@ -1,0 +1,98 @@
+import { AppError, conflict, notFound } from '../../domain/errors.js';
+import { metrics } from '../../metrics/registry.js';
+import { rowToAudit, type AuditRow } from '../../store/audit-store.js';
+import { rowToDelivery } from '../../store/deliveries-store.js';
+import { paginate } from '../../store/pagination.js';
+import { previewReplay, replayDelivery, replayProgress, startBulkReplay } from '../../store/replays-store.js';
+import type { ApiContext } from '../context.js';
+import type { ApiRoutes } from '../route.js';
+import { auditEntrySchema, auditQuery, bulkReplayBody, bulkReplayResult, idParams, page, replayAccepted, replayBody, replayProgressSchema } from '../schemas.js';
+
+export function replayRoutes(routes: ApiRoutes, ctx: ApiContext): void {
+  const pacing = { ratePerSecond: ctx.config.replayRatePerSecond, defaultMaxAgeSeconds: ctx.config.retry.maxEventAgeSeconds };
+  routes.add(
+    {
+      method: 'post',
+      path: '/v1/deliveries/:id/replay',
+      summary: 'Replay a dead or succeeded delivery with the same webhook-id and body; audited',
+      tag: 'replays',
+      auth: 'tenant',
+      params: idParams,
+      body: replayBody,
+      success: { status: 202, description: 'Queued for delivery', schema: replayAccepted },
+      errors: [404, 409],
+    },
+    async ({ params, body, scope }) => {
+      const result = await replayDelivery(scope, params.id, body.reason, pacing);
+      if (result === 'not_found') throw notFound('delivery');
+      if (result === 'busy') throw conflict('delivery_in_progress', 'the delivery is already pending or in flight');
+      if (result === 'endpoint_disabled') throw conflict('endpoint_disabled', 'the endpoint is disabled; re-enable it first');
+      metrics.replays.inc({ kind: 'single' });
+      ctx.onWork();
+      return { status: 202, body: { status: 'replaying', deliveryId: params.id } };
+    },
+  );
+  routes.add(
+    {
+      method: 'post',
+      path: '/v1/replays',
+      summary: 'Replay every delivery matching a filter, paced; dryRun counts and samples without sending',
+      tag: 'replays',
+      auth: 'tenant',
+      body: bulkReplayBody,
+      success: { status: 202, description: 'Started (200 for a dry run)', schema: bulkReplayResult },
+    },
+    async ({ body, scope }) => {
+      const max = ctx.config.replayMaxLimit;
+      if (body.limit !== undefined && body.limit > max) {
+        throw new AppError(400, 'limit_too_large', `limit may be at most ${max}`);
+      }
+      const limit = body.limit ?? max;
+      if (body.dryRun) {
+        const preview = await previewReplay(scope, body.filter, limit);
+        return { status: 200, body: { dryRun: true, count: preview.count, matching: preview.matching, sample: preview.sample.map((d) => rowToDelivery(d)) } };
+      }
+      const started = await startBulkReplay(scope, body.filter, body.reason, limit, pacing);
+      metrics.replays.inc({ kind: 'bulk' });
+      ctx.onWork();
+      return { status: 202, body: { dryRun: false, id: started.id, count: started.count } };
+    },
+  );
+  routes.add(
+    {
+      method: 'get',
+      path: '/v1/replays/:id',
+      summary: 'Progress of a bulk replay',
+      tag: 'replays',
+      auth: 'tenant',
+      params: idParams,
+      success: { status: 200, description: 'Progress', schema: replayProgressSchema },
+      errors: [404],
+    },
+    async ({ params, scope }) => {
+      const progress = await replayProgress(scope, params.id);
+      if (!progress) throw notFound('replay');
+      return { status: 200, body: progress };
+    },
+  );
+  routes.add(
+    {
+      method: 'get',
+      path: '/v1/audit-log',
+      summary: 'Who did what, why and when: replays, secret rotations, endpoint changes',
+      tag: 'audit',
+      auth: 'tenant',
+      query: auditQuery,
+      success: { status: 200, description: 'A page of entries, newest first', schema: page(auditEntrySchema) },
+    },
+    async ({ query, scope }) => {
+      const q = scope.from('audit_log').select('audit_log.*');
+      if (query.action) q.where('audit_log.action', query.action);
+      if (query.targetType) q.where('audit_log.target_type', query.targetType);
+      if (query.targetId) q.where('audit_log.target_id', query.targetId);
+      if (query.since) q.where('audit_log.created_at', '>=', query.since);
+      if (query.until) q.where('audit_log.created_at', '<', query.until);
+      return { status: 200, body: await paginate(q, 'audit_log.id', query, (r: AuditRow) => rowToAudit(r)) };
+    },
+  );
+}

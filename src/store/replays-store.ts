@@ -1,0 +1,148 @@
+import type { Knex } from 'knex';
+import { newId } from '../domain/ids.js';
+import { recordAudit } from './audit-store.js';
+import { deliveryColumns, type DeliveryRow } from './deliveries-store.js';
+import type { TenantScope } from './tenant-scope.js';
+
+export type ReplayableStatus = 'dead' | 'succeeded';
+
+export interface ReplayFilter {
+  status?: ReplayableStatus;
+  endpointId?: string;
+  eventType?: string;
+  reason?: string;
+  since?: Date;
+  until?: Date;
+}
+
+export interface ReplayPacing {
+  ratePerSecond: number;
+  defaultMaxAgeSeconds: number;
+}
+
+/** Replay restarts the delivery with a fresh attempt budget and a fresh maximum age. */
+const restart = (startAt: string) => `
+  status = 'pending', next_trigger = 'replay', next_attempt_at = ${startAt}, lease_until = NULL,
+  dead_reason = NULL, attempt_base = d.attempt_count, updated_at = now(),
+  deadline_at = ${startAt} + make_interval(secs => COALESCE((ep.retry_policy->>'maxEventAgeSeconds')::int, :maxAge))`;
+
+/**
+ * Replays one dead or succeeded delivery through the normal dispatcher: same delivery row, same
+ * event (so the same webhook-id and body bytes), trigger `replay`, audited with its reason.
+ */
+export async function replayDelivery(
+  scope: TenantScope,
+  id: string,
+  reason: string,
+  pacing: ReplayPacing,
+): Promise<'replayed' | 'not_found' | 'busy' | 'endpoint_disabled'> {
+  return scope.transaction(async (s, trx) => {
+    const current: { status: string; ep_status: string; deleted_at: Date | null } | undefined = await s
+      .from('deliveries')
+      .join('endpoints', 'endpoints.id', 'deliveries.endpoint_id')
+      .where('deliveries.id', id)
+      .forUpdate()
+      .first('deliveries.status', 'endpoints.status as ep_status', 'endpoints.deleted_at');
+    if (!current) return 'not_found';
+    if (current.status !== 'dead' && current.status !== 'succeeded') return 'busy';
+    if (current.ep_status !== 'active' || current.deleted_at) return 'endpoint_disabled';
+    await trx.raw(`UPDATE deliveries d SET ${restart('now()')} FROM endpoints ep WHERE d.id = :id AND ep.id = d.endpoint_id`, {
+      id,
+      maxAge: pacing.defaultMaxAgeSeconds,
+    });
+    await recordAudit(trx, { tenantId: s.tenantId, actor: s.actor, action: 'delivery.replayed', targetType: 'delivery', targetId: id, reason });
+    return 'replayed';
+  });
+}
+
+function filtered(scope: TenantScope, filter: ReplayFilter): Knex.QueryBuilder {
+  const q = scope
+    .from('deliveries')
+    .join('events', 'events.id', 'deliveries.event_id')
+    .join('endpoints', 'endpoints.id', 'deliveries.endpoint_id')
+    .where('deliveries.status', filter.status ?? 'dead')
+    .where('endpoints.status', 'active')
+    .whereNull('endpoints.deleted_at');
+  if (filter.endpointId) q.where('deliveries.endpoint_id', filter.endpointId);
+  if (filter.eventType) q.where('events.type', filter.eventType);
+  if (filter.reason) q.where('deliveries.dead_reason', filter.reason);
+  if (filter.since) q.where('deliveries.created_at', '>=', filter.since);
+  if (filter.until) q.where('deliveries.created_at', '<', filter.until);
+  return q;
+}
+
+/** What a bulk replay would touch: the count (up to the limit) and a sample, changing nothing. */
+export async function previewReplay(scope: TenantScope, filter: ReplayFilter, limit: number) {
+  const [{ count }] = await filtered(scope, filter).count({ count: '*' });
+  const sample: DeliveryRow[] = await filtered(scope, filter)
+    .select([...deliveryColumns, 'events.type as event_type'])
+    .orderBy('deliveries.id')
+    .limit(10);
+  return { count: Math.min(Number(count), limit), matching: Number(count), sample };
+}
+
+/**
+ * A bulk replay restarts up to `limit` deliveries, oldest first, spaced at the replay rate so the
+ * customer sees a steady stream rather than a spike; each endpoint's own concurrency and rate limit
+ * still apply on top, because replayed deliveries go through normal admission.
+ */
+export async function startBulkReplay(scope: TenantScope, filter: ReplayFilter, reason: string, limit: number, pacing: ReplayPacing) {
+  return scope.transaction(async (s, trx) => {
+    const id = newId('replay');
+    const ids: string[] = await filtered(s, filter).orderBy('deliveries.id').limit(limit).forUpdate(['deliveries']).pluck('deliveries.id');
+    await trx('replays').insert({
+      id,
+      tenant_id: s.tenantId,
+      actor_type: s.actor.type,
+      actor_id: s.actor.id,
+      reason,
+      filter: JSON.stringify(filter),
+      total: ids.length,
+    });
+    if (ids.length > 0) {
+      await trx.raw(
+        `UPDATE deliveries d SET ${restart('now() + make_interval(secs => o.ord / :rate::float8)')}, replay_id = :replay
+           FROM endpoints ep, unnest(:ids::text[]) WITH ORDINALITY AS o(id, ord)
+          WHERE d.id = o.id AND ep.id = d.endpoint_id`,
+        { ids, rate: pacing.ratePerSecond, replay: id, maxAge: pacing.defaultMaxAgeSeconds },
+      );
+    }
+    await recordAudit(trx, {
+      tenantId: s.tenantId,
+      actor: s.actor,
+      action: 'replay.started',
+      targetType: 'replay',
+      targetId: id,
+      reason,
+      details: { filter, count: ids.length, limit },
+    });
+    return { id, count: ids.length };
+  });
+}
+
+/** Progress is read from the deliveries themselves, so it is right whichever worker did the work. */
+export async function replayProgress(scope: TenantScope, id: string) {
+  const replay: { id: string; total: number; reason: string; filter: unknown; created_at: Date } | undefined = await scope
+    .db('replays')
+    .where({ id, tenant_id: scope.tenantId })
+    .first();
+  if (!replay) return undefined;
+  const rows: Array<{ status: string; count: number }> = await scope
+    .from('deliveries')
+    .where('deliveries.replay_id', id)
+    .groupBy('deliveries.status')
+    .select('deliveries.status', scope.db.raw('count(*)::int AS count'));
+  const by = (status: string) => rows.find((r) => r.status === status)?.count ?? 0;
+  const done = by('succeeded');
+  const failed = by('dead');
+  return {
+    id: replay.id,
+    status: done + failed >= replay.total ? 'completed' : 'running',
+    total: replay.total,
+    done,
+    failed,
+    reason: replay.reason,
+    filter: replay.filter,
+    createdAt: replay.created_at.toISOString(),
+  };
+}
