@@ -8,8 +8,9 @@ import { createApp } from './api/app.js';
 import type { Config } from './config/index.js';
 import { SecretBox } from './domain/secret-box.js';
 import { Dispatcher } from './dispatch/dispatcher.js';
-import type { LookupFn } from './dispatch/http-client.js';
+import { createDeliveryClient, type DeliveryClient, type LookupFn } from './dispatch/http-client.js';
 import { IntakeService } from './inbound/intake-service.js';
+import { Reconciler } from './ops/reconciler.js';
 import { createDb } from './infra/db.js';
 import { createLogger } from './infra/logger.js';
 import { createRedis } from './infra/redis.js';
@@ -22,7 +23,7 @@ export interface PlatformOptions {
   role: Role;
   config: Config;
   logger?: Logger;
-  /** Redis key prefix: lets parallel test files share one Redis without sharing queues. */
+  /** Redis key prefix (default: config.queuePrefix): lets parallel test files share one Redis without sharing queues. */
   queuePrefix?: string;
   lookup?: LookupFn;
 }
@@ -33,6 +34,7 @@ export interface Platform {
   db: Knex;
   redis: Redis;
   dispatcher?: Dispatcher;
+  reconciler?: Reconciler;
   stop(): Promise<void>;
 }
 
@@ -44,7 +46,7 @@ export interface Platform {
 export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   const { config, role } = opts;
   const logger = opts.logger ?? createLogger(config.logLevel);
-  const prefix = opts.queuePrefix ?? 'whr';
+  const prefix = opts.queuePrefix ?? config.queuePrefix;
   const wakeChannel = `${prefix}:wake`;
   const db = createDb({ url: config.databaseUrl, poolMax: config.dbPoolMax });
   const redis = createRedis(config.redisUrl, 'request');
@@ -68,6 +70,21 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   const onWork = dispatcher ? dispatcher.wake : () => void redis.publish(wakeChannel, '1').catch(() => undefined);
   const intake = new IntakeService({ db, box, defaultMaxAgeSeconds: config.retry.maxEventAgeSeconds, onWork });
   const app = createApp({ config, db, redis, box, intake, logger, onWork }, { opsOnly: role === 'worker' });
+  let reconciler: Reconciler | undefined;
+  let reconcileClient: DeliveryClient | undefined;
+  if (role !== 'api') {
+    // Provider polling goes through the same SSRF guard as deliveries: baseUrl is tenant input.
+    reconcileClient = createDeliveryClient({
+      allowPrivateTargets: config.allowPrivateTargets,
+      connectTimeoutMs: config.connectTimeoutMs,
+      attemptTimeoutMs: Math.min(config.attemptTimeoutMs, 10_000),
+      maxResponseBytes: 16 * 1024,
+      excerptBytes: 16 * 1024,
+      lookup: opts.lookup,
+    });
+    reconciler = new Reconciler({ db, box, intake, client: reconcileClient, logger, intervalSeconds: config.reconcileIntervalSeconds });
+    reconciler.start();
+  }
 
   const server: Server = app.listen(config.port, '0.0.0.0');
   await once(server, 'listening');
@@ -83,6 +100,8 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
     (stopping ??= (async () => {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
+      await reconciler?.stop();
+      await reconcileClient?.close();
       await dispatcher?.stop();
       await subscriber?.quit().catch(() => undefined);
       await closed;
@@ -90,5 +109,5 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       await redis.quit().catch(() => undefined);
       await db.destroy();
     })());
-  return { url: `http://127.0.0.1:${port}`, port, db, redis, dispatcher, stop };
+  return { url: `http://127.0.0.1:${port}`, port, db, redis, dispatcher, reconciler, stop };
 }

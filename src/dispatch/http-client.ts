@@ -27,7 +27,9 @@ export interface DeliveryClientOptions {
 export interface DeliveryRequest {
   url: string;
   headers: Record<string, string>;
-  body: string;
+  body?: string;
+  /** POST for deliveries; reconciliation reads provider state with GET through the same guard. */
+  method?: 'POST' | 'GET';
 }
 export interface DeliveryResult {
   outcome: AttemptOutcome;
@@ -83,7 +85,7 @@ export function createDeliveryClient(opts: DeliveryClientOptions): DeliveryClien
     const host = hostname.startsWith('[') ? hostname.slice(1, -1) : hostname;
     // net.connect skips DNS for literals, so they must be judged here explicitly.
     if (net.isIP(host) !== 0) {
-      assertAllowed(host, 'address');
+      assertAllowed(host, 'target is');
       return host;
     }
     const addresses = await withTimeout(lookup(host), opts.connectTimeoutMs);
@@ -139,7 +141,7 @@ export function createDeliveryClient(opts: DeliveryClientOptions): DeliveryClien
       const res = await agent.request({
         origin: url.origin,
         path: `${url.pathname}${url.search}`,
-        method: 'POST',
+        method: req.method ?? 'POST',
         headers: req.headers,
         body: req.body,
         signal: ac.signal,

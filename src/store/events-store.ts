@@ -17,9 +17,10 @@ export interface EventRow {
   stale: boolean;
   body: string;
   created_at: Date;
+  seq: number;
 }
 
-export const eventColumns = ['id', 'tenant_id', 'source_id', 'origin', 'type', 'message_id', 'status', 'stale', 'body', 'created_at'].map(
+export const eventColumns = ['id', 'tenant_id', 'source_id', 'origin', 'type', 'message_id', 'status', 'stale', 'body', 'created_at', 'seq'].map(
   (c) => `events.${c}`,
 );
 
@@ -92,7 +93,11 @@ export async function publishEvent(
         [s.tenantId, input.messageId, id],
       );
     }
-    const fan = await fanOut(trx, { id, tenantId: s.tenantId, type: input.type, createdAt: now }, defaultMaxAgeSeconds);
+    const fan = await fanOut(
+      trx,
+      { id, tenantId: s.tenantId, type: input.type, createdAt: now, seq: event.seq, messageKey: input.messageId ? `api:${input.messageId}` : null },
+      defaultMaxAgeSeconds,
+    );
     return { event, duplicate: false, fanOut: fan };
   });
 }

@@ -6,6 +6,12 @@ export interface NewEvent {
   tenantId: string;
   type: string;
   createdAt: Date;
+  /** Acceptance order (events.seq). */
+  seq: number;
+  /** The message the event concerns, scoped to its source: the unit of per-message ordering. */
+  messageKey?: string | null;
+  /** The provider's own sequence or version, when it sends one; it orders before acceptance order. */
+  providerSequence?: number | null;
 }
 
 export interface FanOutResult {
@@ -21,8 +27,8 @@ export interface FanOutResult {
  * it did not know existed.
  */
 export async function fanOut(trx: Knex.Transaction, event: NewEvent, defaultMaxAgeSeconds: number): Promise<FanOutResult> {
-  const { rows: endpoints } = await trx.raw<{ rows: Array<{ id: string; status: string; max_age: number | null }> }>(
-    `SELECT id, status, (retry_policy->>'maxEventAgeSeconds')::int AS max_age
+  const { rows: endpoints } = await trx.raw<{ rows: Array<{ id: string; status: string; ordering: string; max_age: number | null }> }>(
+    `SELECT id, status, ordering, (retry_policy->>'maxEventAgeSeconds')::int AS max_age
        FROM endpoints
       WHERE tenant_id = ? AND deleted_at IS NULL
         AND ((cardinality(event_types) = 0 AND NOT starts_with(?, 'platform.')) OR ? = ANY(event_types)
@@ -33,6 +39,7 @@ export async function fanOut(trx: Knex.Transaction, event: NewEvent, defaultMaxA
   const at = event.createdAt.getTime();
   const rows = endpoints.map((ep) => {
     const active = ep.status === 'active';
+    const ordered = ep.ordering === 'per-message' && event.messageKey;
     return {
       id: newId('delivery'),
       tenant_id: event.tenantId,
@@ -43,6 +50,9 @@ export async function fanOut(trx: Knex.Transaction, event: NewEvent, defaultMaxA
       last_error: active ? null : 'endpoint was disabled when the event was accepted',
       next_attempt_at: active ? event.createdAt : null,
       deadline_at: new Date(at + (ep.max_age ?? defaultMaxAgeSeconds) * 1000),
+      order_key: ordered ? event.messageKey : null,
+      order_hint: ordered ? (event.providerSequence ?? null) : null,
+      order_seq: ordered ? event.seq : null,
       created_at: event.createdAt,
       updated_at: event.createdAt,
     };

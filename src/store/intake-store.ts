@@ -65,13 +65,13 @@ export async function recordCallback(db: Knex, input: CallbackInput, defaultMaxA
   return db.transaction(async (trx) => {
     const candidateId = newId('event');
     const status = event.status;
-    const { rows } = await trx.raw<{ rows: Array<{ event_id: string | null; advanced: number }> }>(
+    const { rows } = await trx.raw<{ rows: Array<{ event_id: string | null; seq: number | null; advanced: number }> }>(
       `WITH ev AS (
          INSERT INTO events (id, tenant_id, source_id, origin, type, message_id, dedupe_key, status, status_rank,
                              provider_sequence, body, created_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (source_id, dedupe_key) DO NOTHING
-         RETURNING id
+         RETURNING id, seq
        ), msg AS (
          INSERT INTO messages AS m (tenant_id, source_id, message_id, status, status_rank, status_final, last_event_id, updated_at)
          SELECT ?, ?, ?, ?, ?, ?, ev.id, now() FROM ev WHERE ?::text IS NOT NULL
@@ -84,7 +84,7 @@ export async function recordCallback(db: Knex, input: CallbackInput, defaultMaxA
           WHERE EXCLUDED.status IS NULL OR m.status_rank < EXCLUDED.status_rank
          RETURNING 1
        )
-       SELECT (SELECT id FROM ev) AS event_id, (SELECT count(*) FROM msg)::int AS advanced`,
+       SELECT (SELECT id FROM ev) AS event_id, (SELECT seq FROM ev) AS seq, (SELECT count(*) FROM msg)::int AS advanced`,
       [
         candidateId, source.tenantId, source.id, input.origin, event.type, event.messageId ?? null, event.dedupeKey,
         status?.value ?? null, status?.rank ?? null, event.sequence ?? null,
@@ -109,7 +109,19 @@ export async function recordCallback(db: Knex, input: CallbackInput, defaultMaxA
     } else {
       outcome = 'accepted';
       eventId = inserted;
-      fan = await fanOut(trx, { id: inserted, tenantId: source.tenantId, type: event.type, createdAt: input.receivedAt }, defaultMaxAgeSeconds);
+      fan = await fanOut(
+        trx,
+        {
+          id: inserted,
+          tenantId: source.tenantId,
+          type: event.type,
+          createdAt: input.receivedAt,
+          seq: rows[0]!.seq!,
+          messageKey: event.messageId ? `${source.id}:${event.messageId}` : null,
+          providerSequence: event.sequence ?? null,
+        },
+        defaultMaxAgeSeconds,
+      );
     }
     await trx('receipts').insert({
       id: receiptId,

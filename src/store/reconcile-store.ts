@@ -1,0 +1,38 @@
+import type { Knex } from 'knex';
+
+export interface ReconcileCandidate {
+  tenant_id: string;
+  source_id: string;
+  message_id: string;
+  status: string | null;
+  base_url: string;
+  api_key_enc: string;
+}
+
+/**
+ * Claims up to `limit` messages of reconciling sources that sit in a non-final status for longer
+ * than their source's afterSeconds and were not polled within the last interval. Claiming stamps
+ * reconciled_at under SKIP LOCKED, so several workers never poll the same message in one round.
+ */
+export async function claimReconcileBatch(db: Knex, limit: number, intervalSeconds: number): Promise<ReconcileCandidate[]> {
+  const { rows } = await db.raw<{ rows: ReconcileCandidate[] }>(
+    `WITH due AS (
+       SELECT m.tenant_id, m.source_id, m.message_id
+         FROM messages m JOIN sources s ON s.id = m.source_id
+        WHERE s.type = 'momo-communication' AND s.reconcile_base_url IS NOT NULL
+          AND NOT m.status_final
+          AND m.updated_at < now() - make_interval(secs => s.reconcile_after_seconds)
+          AND (m.reconciled_at IS NULL OR m.reconciled_at < now() - make_interval(secs => ?))
+        ORDER BY m.reconciled_at NULLS FIRST, m.updated_at
+        LIMIT ?
+        FOR UPDATE OF m SKIP LOCKED
+     )
+     UPDATE messages m SET reconciled_at = now()
+       FROM due, sources s
+      WHERE m.tenant_id = due.tenant_id AND m.source_id = due.source_id AND m.message_id = due.message_id
+        AND s.id = m.source_id
+     RETURNING m.tenant_id, m.source_id, m.message_id, m.status, s.reconcile_base_url AS base_url, s.reconcile_api_key_enc AS api_key_enc`,
+    [intervalSeconds, limit],
+  );
+  return rows;
+}
