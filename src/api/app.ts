@@ -4,6 +4,7 @@ import { notFound } from '../domain/errors.js';
 import { adminAuth, tenantAuth } from './auth.js';
 import type { ApiContext } from './context.js';
 import { errorHandler } from './errors.js';
+import { tenantRateLimit } from './rate-limit.js';
 import { ApiRoutes } from './route.js';
 import { adminRoutes } from './routes/admin.js';
 import { deliveryRoutes } from './routes/deliveries.js';
@@ -25,7 +26,7 @@ export function createApp(ctx: ApiContext, opts: { opsOnly?: boolean } = {}): Ex
   const routes = new ApiRoutes(registry, {
     none: [],
     admin: [adminAuth(ctx.config.adminToken), json],
-    tenant: [tenantAuth(ctx.db), json],
+    tenant: [tenantAuth(ctx.db), tenantRateLimit(ctx.redis, ctx.config.tenantRateLimitPerSecond, ctx.config.queuePrefix), json],
     signature: [inboundMetrics(ctx.intake), inboundRawBody(ctx.config.maxBodyBytes)],
   });
   if (!opts.opsOnly) {

@@ -45,6 +45,10 @@ export const envSchema = z.object({
   REPLAY_MAX_LIMIT: int(1).default(10_000),
   REPLAY_RATE_PER_SECOND: int(1).default(50),
   DB_POOL_MAX: int(1, 500).default(20),
+  TENANT_RATE_LIMIT_PER_SECOND: int(1).default(1_000),
+  // Prefix of every Redis key (queues, wake-up channel): lets several deployments or test runs
+  // share one Redis without sharing work. All processes of one deployment must use the same one.
+  QUEUE_PREFIX: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1-64 letters, digits, - or _').default('whr'),
 });
 
 export type EnvInput = z.input<typeof envSchema>;

@@ -30,6 +30,8 @@ export interface Config {
   replayMaxLimit: number;
   replayRatePerSecond: number;
   dbPoolMax: number;
+  tenantRateLimitPerSecond: number;
+  queuePrefix: string;
 }
 
 /**
@@ -79,5 +81,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     replayMaxLimit: e.REPLAY_MAX_LIMIT,
     replayRatePerSecond: e.REPLAY_RATE_PER_SECOND,
     dbPoolMax: e.DB_POOL_MAX,
+    tenantRateLimitPerSecond: e.TENANT_RATE_LIMIT_PER_SECOND,
+    queuePrefix: e.QUEUE_PREFIX,
   };
 }
