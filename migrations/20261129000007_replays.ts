@@ -17,7 +17,9 @@ export async function up(knex: Knex): Promise<void> {
     -- A replay gives a delivery a fresh attempt budget: attempts are counted from this base.
     ALTER TABLE deliveries
       ADD COLUMN replay_id text REFERENCES replays(id) ON DELETE SET NULL,
-      ADD COLUMN attempt_base integer NOT NULL DEFAULT 0;
+      ADD COLUMN attempt_base integer NOT NULL DEFAULT 0,
+      -- Set by a replay: every later try of the delivery says webhook-replay: true.
+      ADD COLUMN replayed_at timestamptz;
     CREATE INDEX deliveries_replay ON deliveries (replay_id, status) WHERE replay_id IS NOT NULL;
     CREATE INDEX deliveries_dead ON deliveries (tenant_id, dead_reason, id DESC) WHERE status = 'dead';
   `);
@@ -25,7 +27,7 @@ export async function up(knex: Knex): Promise<void> {
 
 export async function down(knex: Knex): Promise<void> {
   await knex.raw(`
-    ALTER TABLE deliveries DROP COLUMN replay_id, DROP COLUMN attempt_base;
+    ALTER TABLE deliveries DROP COLUMN replay_id, DROP COLUMN attempt_base, DROP COLUMN replayed_at;
     DROP INDEX IF EXISTS deliveries_dead;
     DROP TABLE replays;
   `);

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { defaultRetryPolicy } from '../domain/retry-policy.js';
 
 /** Parses a boolean the way operators write it, and refuses anything else instead of guessing. */
 const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
@@ -23,15 +24,16 @@ export const envSchema = z.object({
     .string()
     .refine((v) => Buffer.from(v, 'base64').length === 32, 'must be 32 bytes in base64')
     .optional(),
-  PUBLIC_BASE_URL: z.url().optional(),
+  // Ingest URLs shown to tenants are built from it, so it must be an http(s) URL.
+  PUBLIC_BASE_URL: z.url({ protocol: /^https?$/ }).optional(),
   ALLOW_PRIVATE_TARGETS: bool.default(false),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   MAX_BODY_BYTES: int(1024).default(1_048_576),
-  RETRY_MAX_ATTEMPTS: int(1, 100).default(20),
-  RETRY_BASE_DELAY_MS: int(1).default(5_000),
-  RETRY_MAX_DELAY_MS: int(1).default(7_200_000),
-  MAX_EVENT_AGE_SECONDS: int(1).default(259_200),
-  RETRY_AFTER_MAX_SECONDS: int(0).default(3_600),
+  RETRY_MAX_ATTEMPTS: int(1, 100).default(defaultRetryPolicy.maxAttempts),
+  RETRY_BASE_DELAY_MS: int(1).default(defaultRetryPolicy.baseDelayMs),
+  RETRY_MAX_DELAY_MS: int(1).default(defaultRetryPolicy.maxDelayMs),
+  MAX_EVENT_AGE_SECONDS: int(1).default(defaultRetryPolicy.maxEventAgeSeconds),
+  RETRY_AFTER_MAX_SECONDS: int(0).default(defaultRetryPolicy.retryAfterMaxSeconds),
   ATTEMPT_TIMEOUT_MS: int(100).default(15_000),
   CONNECT_TIMEOUT_MS: int(50).default(5_000),
   ENDPOINT_MAX_CONCURRENCY: int(1, 1000).default(10),

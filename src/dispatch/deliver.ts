@@ -37,7 +37,8 @@ export function outboundHeaders(d: ClaimedDelivery, secrets: string[], timestamp
     'webhook-signature': signatureHeader(secrets, d.event_id, timestampSec, d.body),
     'webhook-delivery-id': d.id,
     'webhook-attempt': String(d.attempt_count),
-    'webhook-replay': d.next_trigger === 'replay' ? 'true' : 'false',
+    // Every try after a replay, including its retries, says so.
+    'webhook-replay': d.replayed_at ? 'true' : 'false',
   };
 }
 

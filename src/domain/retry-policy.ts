@@ -38,11 +38,11 @@ export type Decision =
 export type Classification = 'success' | 'retryable' | 'terminal' | 'gone';
 
 // Defaults (the README documents them; env vars and each endpoint's retryPolicy override them).
-// 20 attempts with a 5 s base doubling to a 2 h cap ride out roughly 21 hours of outage
-// (5 s … 85 min over the first 11 tries, then 2 h apart), inside the 3-day maximum age, so an
-// endpoint that is down over a night still receives everything without a manual replay.
+// 24 attempts with a 5 s base doubling to a 2 h cap: the first 11 retries wait 5 s … 85 min, the
+// other 12 about 2 h each, so with equal jitter the schedule spans 13.4 to 26.8 hours (about 20 h
+// on average) and an endpoint that is down overnight still receives everything without a replay.
 export const defaultRetryPolicy: Readonly<RetryPolicy> = Object.freeze({
-  maxAttempts: 20,
+  maxAttempts: 24,
   baseDelayMs: 5_000,
   maxDelayMs: 7_200_000,
   maxEventAgeSeconds: 259_200,

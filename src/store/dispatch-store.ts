@@ -10,6 +10,7 @@ export interface ClaimedDelivery {
   attempt_count: number;
   /** Attempts made before the last replay; a replay gets a fresh attempt budget. */
   attempt_base: number;
+  replayed_at: Date | null;
   next_trigger: Trigger;
   deadline_at: Date;
   succeeded_at: Date | null;
@@ -31,7 +32,7 @@ export async function claimDelivery(db: Knex, id: string, leaseMs: number): Prom
             lease_until = now() + make_interval(secs => ? / 1000.0), updated_at = now()
        FROM events ev, endpoints ep
       WHERE d.id = ? AND d.status = 'queued' AND ev.id = d.event_id AND ep.id = d.endpoint_id
-  RETURNING d.id, d.tenant_id, d.attempt_count, d.attempt_base, d.next_trigger, d.deadline_at, d.succeeded_at,
+  RETURNING d.id, d.tenant_id, d.attempt_count, d.attempt_base, d.replayed_at, d.next_trigger, d.deadline_at, d.succeeded_at,
             ev.id AS event_id, ev.type AS event_type, ev.created_at AS event_created_at, ev.body,
             ep.id AS ep_id, ep.url, ep.status AS ep_status, ep.retry_policy, ep.secret_enc, ep.previous_secret_enc,
             ep.previous_secret_expires_at, ep.deleted_at`,
@@ -44,6 +45,7 @@ export async function claimDelivery(db: Knex, id: string, leaseMs: number): Prom
     tenant_id: r.tenant_id,
     attempt_count: r.attempt_count,
     attempt_base: r.attempt_base,
+    replayed_at: r.replayed_at,
     next_trigger: r.next_trigger,
     deadline_at: r.deadline_at,
     succeeded_at: r.succeeded_at,

@@ -23,7 +23,7 @@ export interface ReplayPacing {
 /** Replay restarts the delivery with a fresh attempt budget and a fresh maximum age. */
 const restart = (startAt: string) => `
   status = 'pending', next_trigger = 'replay', next_attempt_at = ${startAt}, lease_until = NULL,
-  dead_reason = NULL, attempt_base = d.attempt_count, updated_at = now(),
+  dead_reason = NULL, attempt_base = d.attempt_count, replayed_at = now(), updated_at = now(),
   deadline_at = ${startAt} + make_interval(secs => COALESCE((ep.retry_policy->>'maxEventAgeSeconds')::int, :maxAge))`;
 
 /**

@@ -15,7 +15,8 @@ import {
   resolvePolicy,
 } from '../../src/domain/retry-policy.js';
 
-const policy: RetryPolicy = { ...defaultRetryPolicy };
+// A fixed policy, so these cases do not move when the defaults are tuned.
+const policy: RetryPolicy = { maxAttempts: 8, baseDelayMs: 5_000, maxDelayMs: 3_600_000, maxEventAgeSeconds: 259_200, retryAfterMaxSeconds: 3_600 };
 const now = new Date('2026-11-29T10:00:00Z');
 const farDeadline = new Date(now.getTime() + 3 * 86_400_000);
 const ctx = (over: Partial<Parameters<typeof decide>[1]> = {}) => ({
@@ -204,6 +205,6 @@ describe('resolvePolicy', () => {
   });
   it('does not mutate the defaults', () => {
     resolvePolicy(defaultRetryPolicy, { maxAttempts: 2 });
-    expect(defaultRetryPolicy.maxAttempts).toBe(8);
+    expect(defaultRetryPolicy.maxAttempts).toBe(24);
   });
 });
