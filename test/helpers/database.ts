@@ -2,6 +2,11 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { pgAdminUrl, templateDatabase } from './global-setup.js';
 
+/** The pid of the vitest run that owns the template (workers inherit it through the template name). */
+function runPid(): number {
+  return Number(/^whr_tpl_(\d+)$/.exec(templateDatabase)?.[1] ?? process.pid);
+}
+
 export interface TestDatabase {
   name: string;
   url: string;
@@ -20,7 +25,8 @@ async function admin<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
 
 /** A private, already migrated database for one test file (or one test). */
 export async function createTestDatabase(template = templateDatabase): Promise<TestDatabase> {
-  const name = `whr_t_${randomBytes(6).toString('hex')}`;
+  // The run's pid in the name lets a later run drop it only once this run is gone.
+  const name = `whr_t_${runPid()}_${randomBytes(5).toString('hex')}`;
   await admin((c) => c.query(`CREATE DATABASE "${name}" TEMPLATE "${template}"`));
   const url = new URL(pgAdminUrl);
   url.pathname = `/${name}`;

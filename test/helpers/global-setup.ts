@@ -13,21 +13,29 @@ export const templateDatabase = (process.env.WHR_TEMPLATE_DB ??= `whr_tpl_${proc
  * Migrates one template database per run; each test file then copies it (CREATE DATABASE ...
  * TEMPLATE), which takes milliseconds and isolates files from each other on real PostgreSQL.
  */
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
 export default async function setup(): Promise<() => Promise<void>> {
   const redisUrl = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
   await ensureServices(pgAdminUrl, redisUrl);
   const admin = new pg.Client({ connectionString: pgAdminUrl });
   await admin.connect();
   try {
-    // Leftovers of interrupted runs would accumulate; only those nobody is connected to are dropped,
-    // so a run in progress elsewhere keeps its databases.
-    const { rows } = await admin.query<{ datname: string }>(
-      `SELECT datname FROM pg_database d
-        WHERE (datname LIKE 'whr\\_t\\_%' OR datname LIKE 'whr\\_tpl\\_%' OR datname = $1)
-          AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.datname = d.datname)`,
-      [templateDatabase],
-    );
-    for (const { datname } of rows) await admin.query(`DROP DATABASE IF EXISTS "${datname}"`).catch(() => undefined);
+    // Leftovers of interrupted runs would accumulate. Every test database carries the pid of the run
+    // that made it, so only those whose run is gone are dropped: a run in progress keeps its own.
+    const { rows } = await admin.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname ~ '^whr_(t|tpl)_[0-9]+'");
+    for (const { datname } of rows) {
+      const pid = Number(/^whr_(?:t|tpl)_(\d+)/.exec(datname)![1]);
+      if (!processAlive(pid)) await admin.query(`DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`).catch(() => undefined);
+    }
+    await admin.query(`DROP DATABASE IF EXISTS "${templateDatabase}" WITH (FORCE)`);
     await admin.query(`CREATE DATABASE "${templateDatabase}"`);
   } finally {
     await admin.end();
