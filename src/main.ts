@@ -10,7 +10,10 @@ const roles = ['all', 'api', 'worker', 'migrate'] as const;
 async function main(): Promise<void> {
   const role = (process.argv[2] ?? 'all') as (typeof roles)[number];
   if (!roles.includes(role)) throw new ConfigError(`unknown role "${role}"; use one of: ${roles.join(', ')}`);
-  const { generatedAdminToken } = ensureLocalSecrets(process.env);
+  // ENV_FILE (default `.env`, relative to the working directory) says where locally generated
+  // secrets are kept; read before configuration exists, so it is not part of the env schema. Tests
+  // point it at a temporary file to start `npm start` from nothing without touching the clone's `.env`.
+  const { generatedAdminToken } = ensureLocalSecrets(process.env, process.env.ENV_FILE || '.env');
   const config = loadConfig(process.env);
   const logger = createLogger(config.logLevel);
   if (generatedAdminToken) {

@@ -7,26 +7,35 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
  * Returns the admin token when it was generated now, so the caller prints it exactly once.
  */
 export function ensureLocalSecrets(env: NodeJS.ProcessEnv, path = '.env'): { generatedAdminToken?: string } {
-  if (existsSync(path)) {
-    for (const [key, value] of parseDotenv(readFileSync(path, 'utf8'))) env[key] ??= value;
+  // The environment wins over the file; an empty value (a placeholder such as `ADMIN_TOKEN=`) counts
+  // as unset everywhere, as loadConfig treats it, so it is filled in once rather than every start.
+  const existing = existsSync(path) ? readFileSync(path, 'utf8') : undefined;
+  if (existing !== undefined) {
+    // As with dotenv, a later line for the same key wins over an earlier one.
+    for (const [key, value] of new Map(parseDotenv(existing))) if (value !== '' && !env[key]) env[key] = value;
   }
   if (env.NODE_ENV === 'production') return {};
-  const additions: string[] = [];
+  const additions: Array<[string, string]> = [];
   let generatedAdminToken: string | undefined;
   if (!env.ADMIN_TOKEN) {
     generatedAdminToken = `adm_${randomBytes(24).toString('base64url')}`;
     env.ADMIN_TOKEN = generatedAdminToken;
-    additions.push(`ADMIN_TOKEN=${generatedAdminToken}`);
+    additions.push(['ADMIN_TOKEN', generatedAdminToken]);
   }
   if (!env.SECRETS_KEY) {
     env.SECRETS_KEY = randomBytes(32).toString('base64');
-    additions.push(`SECRETS_KEY=${env.SECRETS_KEY}`);
+    additions.push(['SECRETS_KEY', env.SECRETS_KEY]);
   }
   if (additions.length > 0) {
-    const previous = existsSync(path) ? readFileSync(path, 'utf8') : '# Generated on first start; keep out of version control.\n';
-    writeFileSync(path, `${previous.replace(/\n*$/, '\n')}${additions.join('\n')}\n`, { mode: 0o600 });
+    let text = existing ?? '# Generated on first start; keep out of version control.\n';
+    for (const [key, value] of additions) {
+      // Fill an empty placeholder in place; otherwise append.
+      const placeholder = new RegExp(`^[ \\t]*${key}[ \\t]*=[ \\t]*(?:""|'')?[ \\t]*$`, 'm');
+      text = placeholder.test(text) ? text.replace(placeholder, () => `${key}=${value}`) : `${text.replace(/\n*$/, '\n')}${key}=${value}\n`;
+    }
+    writeFileSync(path, text, { mode: 0o600 });
   }
-  return { generatedAdminToken };
+  return generatedAdminToken ? { generatedAdminToken } : {};
 }
 
 function parseDotenv(text: string): Array<[string, string]> {

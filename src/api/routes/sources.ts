@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { notFound } from '../../domain/errors.js';
+import { badRequest, notFound } from '../../domain/errors.js';
+import { checkTargetUrl } from '../../dispatch/address-guard.js';
 import { getAdapter } from '../../inbound/adapters/index.js';
 import { paginate } from '../../store/pagination.js';
 import { insertSource, rowToSource, type SourceRow } from '../../store/sources-store.js';
@@ -20,6 +21,12 @@ export function sourceRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       success: { status: 201, description: 'Created', schema: sourceSchema },
     },
     async ({ body, scope }) => {
+      // Reconciliation polls baseUrl with the tenant's provider API key: it is a tenant-chosen
+      // target like an endpoint URL, so the same SSRF rules apply before it is stored.
+      if (body.reconcile) {
+        const check = checkTargetUrl(body.reconcile.baseUrl, { allowPrivate: ctx.config.allowPrivateTargets });
+        if (!check.ok) throw badRequest(check.code, `reconcile.baseUrl: ${check.message}`);
+      }
       const generated = body.secret === undefined;
       const secret = body.secret ?? getAdapter(body.type).generateSecret();
       const row = await insertSource(scope, ctx.box, { type: body.type, name: body.name, secret, reconcile: body.reconcile });

@@ -1,0 +1,166 @@
+import { execFile } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import { promisify } from 'node:util';
+import type { Knex } from 'knex';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createDb, migrateLatest, migrationsDirectory } from '../../src/infra/db.js';
+import { publish } from '../helpers/api.js';
+import { createEmptyDatabase, type TestDatabase } from '../helpers/database.js';
+import { startTestPlatform } from '../helpers/platform.js';
+import { standard } from '../helpers/providers.js';
+
+const run = promisify(execFile);
+
+/** Tables issue 2's data model requires; later migrations may add more. */
+const requiredTables = ['tenants', 'api_keys', 'sources', 'endpoints', 'events', 'receipts', 'messages', 'deliveries', 'attempts', 'audit_log'];
+const migrationFiles = readdirSync(migrationsDirectory).filter((f) => /^\d+_[a-z0-9_]+\.ts$/.test(f));
+
+/** Every relation, type and function in the public schema except knex's own bookkeeping. */
+async function appObjects(db: Knex): Promise<string[]> {
+  const { rows } = await db.raw<{ rows: Array<{ name: string }> }>(`
+    SELECT c.relkind::text || ':' || c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE n.nspname = 'public' AND c.relname NOT LIKE 'knex\\_migrations%'
+    UNION ALL
+    SELECT 'type:' || t.typname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+     WHERE n.nspname = 'public' AND t.typtype IN ('e', 'd', 'c') AND t.typrelid = 0
+    UNION ALL
+    SELECT 'function:' || p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'public'
+    ORDER BY 1`);
+  return rows.map((r) => r.name);
+}
+
+async function tables(db: Knex): Promise<string[]> {
+  const { rows } = await db.raw<{ rows: Array<{ table_name: string }> }>(
+    "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' AND table_name NOT LIKE 'knex\\_migrations%' ORDER BY 1",
+  );
+  return rows.map((r) => r.table_name);
+}
+
+/** Columns, constraints and indexes of the public schema: a cheap stand-in for pg_dump when run often. */
+async function schemaFingerprint(db: Knex): Promise<string[]> {
+  const { rows } = await db.raw<{ rows: Array<{ item: string }> }>(`
+    SELECT 'column ' || table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable || ' ' || coalesce(column_default, '') AS item
+      FROM information_schema.columns WHERE table_schema = 'public'
+    UNION ALL
+    SELECT 'constraint ' || conrelid::regclass::text || ' ' || conname || ' ' || pg_get_constraintdef(oid)
+      FROM pg_constraint WHERE connamespace = 'public'::regnamespace
+    UNION ALL
+    SELECT 'index ' || indexdef FROM pg_indexes WHERE schemaname = 'public'
+    ORDER BY 1`);
+  return rows.map((r) => r.item);
+}
+
+async function schemaDump(database: TestDatabase): Promise<string> {
+  const url = new URL(database.url);
+  const { stdout } = await run('pg_dump', ['--schema-only', '--no-owner', '-h', url.hostname, '-p', url.port || '5432', '-U', url.username || 'postgres', database.name]);
+  // Comments and pg_dump's per-run \restrict key say nothing about the schema.
+  return stdout
+    .split('\n')
+    .filter((line) => line.trim() !== '' && !line.startsWith('--') && !/^\\(un)?restrict /.test(line))
+    .join('\n');
+}
+
+describe('migrations', () => {
+  const cleanup: Array<() => Promise<void>> = [];
+  afterEach(async () => {
+    for (const c of cleanup.splice(0)) await c();
+  });
+
+  async function emptyDatabase(): Promise<{ database: TestDatabase; db: Knex }> {
+    const database = await createEmptyDatabase();
+    const db = createDb({ url: database.url, poolMax: 2, timeoutMs: 30_000 });
+    cleanup.push(async () => {
+      await db.destroy();
+      await database.drop();
+    });
+    return { database, db };
+  }
+
+  it('latest creates every table, rollback of all leaves nothing behind, and latest works again to the same schema', async () => {
+    const { database, db } = await emptyDatabase();
+    expect(await appObjects(db)).toEqual([]);
+
+    await migrateLatest(db);
+    expect(await tables(db)).toEqual(expect.arrayContaining(requiredTables));
+    const [completed] = await db.migrate.list();
+    expect(completed).toHaveLength(migrationFiles.length);
+    const firstSchema = await schemaDump(database);
+
+    await db.migrate.rollback(undefined, true);
+    expect(await appObjects(db)).toEqual([]);
+    expect((await db.migrate.list())[0]).toHaveLength(0);
+
+    await migrateLatest(db);
+    expect(await schemaDump(database)).toEqual(firstSchema);
+    // Running latest again is a no-op, not an error.
+    await migrateLatest(db);
+    expect((await db.migrate.list())[0]).toHaveLength(migrationFiles.length);
+  });
+
+  it('each migration goes down and up again on its own, newest first', async () => {
+    const { db } = await emptyDatabase();
+    await migrateLatest(db);
+    const full = await schemaFingerprint(db);
+    for (let i = migrationFiles.length; i > 0; i--) {
+      const before = await schemaFingerprint(db);
+      await db.migrate.down();
+      expect((await db.migrate.list())[0]).toHaveLength(i - 1);
+      expect(await schemaFingerprint(db)).not.toEqual(before); // every migration changes something
+      await db.migrate.up();
+      expect(await schemaFingerprint(db)).toEqual(before);
+      await db.migrate.down();
+    }
+    expect(await appObjects(db)).toEqual([]);
+    await migrateLatest(db);
+    expect(await schemaFingerprint(db)).toEqual(full);
+  });
+
+  it('rolls back cleanly with data in every table', async () => {
+    const t = await startTestPlatform();
+    cleanup.push(() => t.stop()); // stopping twice is safe; this also drops the database
+    const tenant = await t.createTenant('data');
+    const source = await tenant.call('POST', '/v1/sources', { body: { type: 'standard-webhooks', name: 's' } });
+    await tenant.call('POST', '/v1/endpoints', { body: { url: 'http://127.0.0.1:9/never-reached', eventTypes: ['only.this'] } });
+    const disabled = await tenant.call('POST', '/v1/endpoints', { body: { url: 'http://127.0.0.1:9/off' } });
+    await tenant.call('PATCH', `/v1/endpoints/${disabled.body.id}`, { body: { status: 'disabled' } });
+    await publish(tenant, { type: 'order.created', messageId: 'm1' }, 'k1');
+    const body = JSON.stringify({ type: 'order.paid', data: {} });
+    expect((await t.call('POST', `/inbound/${source.body.id}`, { rawBody: body, headers: standard.headers(source.body.secret, 'msg_1', body) })).status).toBe(200);
+    await t.platform.stop();
+
+    const db = createDb({ url: t.database.url, poolMax: 2, timeoutMs: 30_000 });
+    try {
+      for (const table of ['tenants', 'api_keys', 'sources', 'endpoints', 'events', 'receipts', 'messages', 'deliveries', 'audit_log']) {
+        expect({ table, rows: Number((await db(table).count({ n: '*' }))[0]!.n) > 0 }).toEqual({ table, rows: true });
+      }
+      await db.migrate.rollback(undefined, true);
+      expect(await appObjects(db)).toEqual([]);
+      await migrateLatest(db);
+      expect(await tables(db)).toEqual(expect.arrayContaining(requiredTables));
+    } finally {
+      await db.destroy();
+    }
+  });
+
+  it('keeps uniqueness in the database: (source, dedupe key), (tenant, Idempotency-Key), (event, endpoint)', async () => {
+    const { db } = await emptyDatabase();
+    await migrateLatest(db);
+    await db('tenants').insert({ id: 'ten_1', name: 't' });
+    await db('sources').insert({ id: 'src_1', tenant_id: 'ten_1', type: 'standard-webhooks', name: 's', secret_enc: 'v1:x' });
+    await db('endpoints').insert({ id: 'ep_1', tenant_id: 'ten_1', url: 'https://x.example.com', max_concurrency: 1, secret_enc: 'v1:x' });
+    const event = (id: string, extra: Record<string, unknown>) => ({ id, tenant_id: 'ten_1', origin: 'api', type: 'x', body: '{}', ...extra });
+    const violation = (p: Promise<unknown>) => p.then(() => 'inserted', (err: { code?: string }) => err.code);
+
+    await db('events').insert(event('evt_1', { source_id: 'src_1', origin: 'callback', dedupe_key: 'k' }));
+    expect(await violation(db('events').insert(event('evt_2', { source_id: 'src_1', origin: 'callback', dedupe_key: 'k' })))).toBe('23505');
+
+    await db('events').insert(event('evt_3', { idempotency_key: 'idem' }));
+    expect(await violation(db('events').insert(event('evt_4', { idempotency_key: 'idem' })))).toBe('23505');
+    // Events without a key are not constrained by it.
+    await db('events').insert([event('evt_5', {}), event('evt_6', {})]);
+
+    const delivery = (id: string) => ({ id, tenant_id: 'ten_1', event_id: 'evt_1', endpoint_id: 'ep_1', status: 'pending', deadline_at: new Date() });
+    await db('deliveries').insert(delivery('dlv_1'));
+    expect(await violation(db('deliveries').insert(delivery('dlv_2')))).toBe('23505');
+  });
+});

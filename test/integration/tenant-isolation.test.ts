@@ -1,0 +1,262 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { publish } from '../helpers/api.js';
+import type { ApiResponse } from '../helpers/http.js';
+import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
+import { standard } from '../helpers/providers.js';
+import { startReceiver, type Receiver } from '../helpers/receiver.js';
+
+/**
+ * Tenant B holds valid credentials and A's ids, and tries every tenant route with them. The list of
+ * routes comes from the app's own OpenAPI document, so a route added without an isolation case here
+ * fails the first test instead of going untested.
+ */
+
+interface Fixture {
+  tenant: TestTenant;
+  source: string;
+  sourceSecret: string;
+  endpoint: string;
+  event: string;
+  callbackEvent: string;
+  delivery: string;
+  messageId: string;
+  replay: string;
+  idempotencyKey: string;
+  eventBody: { type: string; messageId: string; data: unknown };
+}
+
+/** A route with an id in its path: B calling it with A's id must get exactly what an unknown id gets. */
+interface IdCase {
+  id: (a: Fixture) => string;
+  /** Where the owner reads the same resource, to prove the id is real (default: the route itself). */
+  ownerPath?: (a: Fixture) => string;
+  body?: unknown;
+}
+
+/** A list route: B never sees A's rows, and A's ids as filters give an empty page. */
+interface ListCase {
+  ownIds: (f: Fixture) => string[];
+  foreignFilters: (a: Fixture) => string[];
+}
+
+const unknownId = 'x_01h455vb4pex5vsknk084sn02q';
+
+const idCases: Record<string, IdCase> = {
+  'get /v1/sources/{id}': { id: (a) => a.source },
+  'get /v1/endpoints/{id}': { id: (a) => a.endpoint },
+  'patch /v1/endpoints/{id}': { id: (a) => a.endpoint, body: { url: 'http://127.0.0.1:9/stolen', status: 'disabled', eventTypes: ['nothing'] } },
+  'delete /v1/endpoints/{id}': { id: (a) => a.endpoint },
+  'post /v1/endpoints/{id}/secret/rotate': { id: (a) => a.endpoint, ownerPath: (a) => `/v1/endpoints/${a.endpoint}` },
+  'get /v1/events/{id}': { id: (a) => a.event },
+  'get /v1/deliveries/{id}': { id: (a) => a.delivery },
+  'post /v1/deliveries/{id}/replay': { id: (a) => a.delivery, ownerPath: (a) => `/v1/deliveries/${a.delivery}`, body: { reason: 'not yours' } },
+  'get /v1/messages/{messageId}': { id: (a) => a.messageId },
+  'get /v1/replays/{id}': { id: (a) => a.replay },
+};
+
+const listCases: Record<string, ListCase> = {
+  'get /v1/sources': { ownIds: (f) => [f.source], foreignFilters: () => [] },
+  'get /v1/endpoints': { ownIds: (f) => [f.endpoint], foreignFilters: () => [] },
+  'get /v1/events': {
+    ownIds: (f) => [f.event, f.callbackEvent],
+    foreignFilters: (a) => [`messageId=${a.messageId}`, 'type=a.only', `messageId=${a.messageId}&type=order.created`],
+  },
+  'get /v1/deliveries': {
+    ownIds: (f) => [f.delivery],
+    foreignFilters: (a) => [`endpointId=${a.endpoint}`, `eventId=${a.event}`, `eventId=${a.callbackEvent}`, 'eventType=a.only'],
+  },
+  'get /v1/audit-log': {
+    ownIds: (f) => [f.endpoint, f.replay],
+    foreignFilters: (a) => [`targetId=${a.endpoint}`, `targetId=${a.replay}`, `targetId=${a.tenant.id}`],
+  },
+};
+
+/** Creation routes take no id; each has its own test below (what they must not do is touch or reveal the other tenant's rows). */
+const createRoutes = ['post /v1/sources', 'post /v1/endpoints', 'post /v1/events', 'post /v1/replays'];
+
+describe('tenant isolation', () => {
+  let t: TestPlatform;
+  let receiver: Receiver;
+  let a: Fixture;
+  let b: Fixture;
+
+  async function fixture(name: string, onlyType: string): Promise<Fixture> {
+    const tenant = await t.createTenant(name);
+    const source = await tenant.call('POST', '/v1/sources', { body: { type: 'standard-webhooks', name: `${name}-src` } });
+    const endpoint = await tenant.call('POST', '/v1/endpoints', { body: { url: `${receiver.url}/${name}` } });
+    const messageId = `${name}-message`;
+    const eventBody = { type: 'order.created', messageId, data: { owner: name } };
+    const idempotencyKey = `${name}-key`;
+    const event = await publish(tenant, eventBody, idempotencyKey);
+    await publish(tenant, { type: onlyType, data: {} });
+    const body = JSON.stringify({ type: 'order.updated', data: { owner: name } });
+    const callback = await t.call('POST', `/inbound/${source.body.id}`, { rawBody: body, headers: standard.headers(source.body.secret, `msg_${name}`, body) });
+    expect(callback.status).toBe(200);
+    const delivery = await eventually(async () => (await tenant.call('GET', `/v1/deliveries?eventId=${event}`)).body.data[0]?.id as string | undefined, 'delivery listed');
+    // A real replay that matches nothing, so it has an id but sends nothing.
+    const replay = await tenant.call('POST', '/v1/replays', { body: { filter: { eventType: 'matches.nothing' }, reason: 'fixture' } });
+    expect(replay.status).toBe(202);
+    return {
+      tenant,
+      source: source.body.id,
+      sourceSecret: source.body.secret,
+      endpoint: endpoint.body.id,
+      event,
+      callbackEvent: callback.body.eventId,
+      delivery,
+      messageId,
+      replay: replay.body.id,
+      idempotencyKey,
+      eventBody,
+    };
+  }
+
+  /** Everything tenant A owns, in every table. */
+  async function snapshotOfA(): Promise<unknown> {
+    const db = t.platform.db;
+    const tables = ['sources', 'endpoints', 'events', 'receipts', 'deliveries', 'attempts', 'audit_log', 'replays'];
+    const out: Record<string, unknown> = {};
+    for (const table of tables) out[table] = await db(table).where({ tenant_id: a.tenant.id }).orderBy('id');
+    out.messages = await db('messages').where({ tenant_id: a.tenant.id }).orderBy('message_id');
+    return out;
+  }
+
+  beforeAll(async () => {
+    t = await startTestPlatform();
+    receiver = await startReceiver();
+    a = await fixture('a', 'a.only');
+    b = await fixture('b', 'b.only');
+    // Let dispatch finish so A's rows stop changing on their own.
+    await eventually(async () => {
+      return Number((await t.platform.db('deliveries').whereNot({ status: 'succeeded' }).count({ n: '*' }))[0]?.n) === 0;
+    }, 'all deliveries succeeded');
+  });
+  afterAll(async () => {
+    await receiver?.close();
+    await t?.stop();
+  });
+
+  it('has a case for every tenant route in the OpenAPI document', async () => {
+    const doc = await t.call('GET', '/openapi.json');
+    expect(doc.status).toBe(200);
+    const tenantRoutes: string[] = [];
+    for (const [path, operations] of Object.entries(doc.body.paths as Record<string, Record<string, { security?: Array<Record<string, unknown>> }>>)) {
+      for (const [method, op] of Object.entries(operations)) {
+        if (op.security?.some((s) => 'apiKey' in s)) tenantRoutes.push(`${method} ${path}`);
+      }
+    }
+    const covered = [...Object.keys(idCases), ...Object.keys(listCases), ...createRoutes];
+    expect(tenantRoutes.sort()).toEqual(covered.sort());
+
+    // And none of them answers without a tenant key, or to the admin token.
+    for (const route of tenantRoutes) {
+      const [method, template] = route.split(' ') as [string, string];
+      const path = template.replace(/\{[A-Za-z]+\}/g, 'x_01h455vb4pex5vsknk084sn02q');
+      for (const token of [undefined, t.config.adminToken, 'sk_unknown']) {
+        const res = await t.call(method.toUpperCase(), path, method === 'get' ? { token } : { token, body: {} });
+        expect({ route, token, status: res.status }).toEqual({ route, token, status: 401 });
+      }
+    }
+  });
+
+  for (const [route, c] of Object.entries(idCases)) {
+    it(`${route}: another tenant's id answers 404 exactly like an unknown id and changes nothing`, async () => {
+      const [method, template] = route.split(' ') as [string, string];
+      const path = (id: string) => template.replace(/\{[A-Za-z]+\}/, encodeURIComponent(id));
+      const before = await snapshotOfA();
+
+      // A's own id is valid for A, so a 404 for B means scoping, not a wrong id.
+      const ownerView = await a.tenant.call('GET', c.ownerPath?.(a) ?? path(c.id(a)));
+      expect(ownerView.status).toBe(200);
+
+      const foreign: ApiResponse = await b.tenant.call(method.toUpperCase(), path(c.id(a)), c.body === undefined ? {} : { body: c.body });
+      const unknown: ApiResponse = await b.tenant.call(method.toUpperCase(), path(unknownId), c.body === undefined ? {} : { body: c.body });
+      expect(foreign.status).toBe(404);
+      expect(foreign.body).toEqual({ error: { code: 'not_found', message: expect.any(String) } });
+      // No existence oracle: the answer does not reveal that the id exists elsewhere.
+      expect(foreign.body).toEqual(unknown.body);
+      expect(foreign.text).not.toContain(a.tenant.id);
+
+      expect(await snapshotOfA()).toEqual(before);
+    });
+  }
+
+  for (const [route, c] of Object.entries(listCases)) {
+    it(`${route}: lists only the caller's rows, and the other tenant's ids as filters give an empty page`, async () => {
+      const path = route.split(' ')[1]!;
+      const own = await b.tenant.call('GET', `${path}?limit=500`);
+      expect(own.status).toBe(200);
+      const seen = JSON.stringify(own.body);
+      for (const id of c.ownIds(b)) expect(seen).toContain(id);
+      for (const id of [a.source, a.endpoint, a.event, a.callbackEvent, a.delivery, a.tenant.id]) expect(seen).not.toContain(id);
+
+      for (const filter of c.foreignFilters(a)) {
+        const res = await b.tenant.call('GET', `${path}?${filter}`);
+        expect({ filter, status: res.status, body: res.body }).toEqual({ filter, status: 200, body: { data: [], nextCursor: null } });
+      }
+      // The same filters work for their owner, so the empty pages above are not vacuous.
+      for (const filter of c.foreignFilters(a)) {
+        const res = await a.tenant.call('GET', `${path}?${filter}`);
+        expect({ filter, count: res.body.data.length > 0 }).toEqual({ filter, count: true });
+      }
+    });
+  }
+
+  it("post /v1/events: the other tenant's Idempotency-Key and body make a new event of the caller's own", async () => {
+    const before = await snapshotOfA();
+    const res = await b.tenant.call('POST', '/v1/events', { body: a.eventBody, headers: { 'idempotency-key': a.idempotencyKey } });
+    expect(res.status).toBe(202);
+    expect(res.body.id).not.toBe(a.event);
+    // Fan-out stays inside the tenant: none of A's endpoints gets B's event.
+    expect(await t.platform.db('deliveries').where({ event_id: res.body.id, endpoint_id: a.endpoint })).toHaveLength(0);
+    expect(await t.platform.db('deliveries').where({ event_id: res.body.id, endpoint_id: b.endpoint })).toHaveLength(1);
+    await eventually(async () => receiver.requests.some((r) => r.headers['webhook-id'] === res.body.id), 'delivered to B');
+    expect(receiver.requests.filter((r) => r.headers['webhook-id'] === res.body.id).map((r) => r.path)).toEqual(['/b']);
+    expect(await snapshotOfA()).toEqual(before);
+  });
+
+  it('post /v1/sources and post /v1/endpoints: what one tenant creates the other never sees', async () => {
+    const src = await b.tenant.call('POST', '/v1/sources', { body: { type: 'momo-automation', name: 'b-2' } });
+    const ep = await b.tenant.call('POST', '/v1/endpoints', { body: { url: `${receiver.url}/b-2`, eventTypes: ['never.sent'] } });
+    expect([src.status, ep.status]).toEqual([201, 201]);
+    const aSources = JSON.stringify((await a.tenant.call('GET', '/v1/sources?limit=500')).body);
+    const aEndpoints = JSON.stringify((await a.tenant.call('GET', '/v1/endpoints?limit=500')).body);
+    expect(aSources).not.toContain(src.body.id);
+    expect(aEndpoints).not.toContain(ep.body.id);
+    expect((await a.tenant.call('GET', `/v1/sources/${src.body.id}`)).status).toBe(404);
+    expect((await a.tenant.call('GET', `/v1/endpoints/${ep.body.id}`)).status).toBe(404);
+  });
+
+  it("post /v1/replays: the other tenant's endpoint as a filter matches nothing and replays nothing", async () => {
+    const before = await snapshotOfA();
+    const dry = await b.tenant.call('POST', '/v1/replays', { body: { filter: { status: 'succeeded', endpointId: a.endpoint }, reason: 'peek', dryRun: true } });
+    expect(dry.status).toBe(200);
+    expect(dry.body).toMatchObject({ dryRun: true, count: 0, sample: [] });
+    const real = await b.tenant.call('POST', '/v1/replays', { body: { filter: { status: 'succeeded', endpointId: a.endpoint }, reason: 'steal' } });
+    expect(real.status).toBe(202);
+    expect(real.body).toMatchObject({ dryRun: false, count: 0 });
+    // The same dry run is not vacuous for the owner.
+    const own = await a.tenant.call('POST', '/v1/replays', { body: { filter: { status: 'succeeded', endpointId: a.endpoint }, reason: 'peek', dryRun: true } });
+    expect(own.body.count).toBeGreaterThan(0);
+    expect(await snapshotOfA()).toEqual(before);
+  });
+
+  it("a message id both tenants use shows each tenant only its own events", async () => {
+    const shared = 'shared-message-id';
+    const aEvent = await publish(a.tenant, { type: 'order.created', messageId: shared });
+    const bEvent = await publish(b.tenant, { type: 'order.created', messageId: shared });
+    const aView = await a.tenant.call('GET', `/v1/messages/${shared}`);
+    const bView = await b.tenant.call('GET', `/v1/messages/${shared}`);
+    expect(aView.body.events.map((e: { id: string }) => e.id)).toEqual([aEvent]);
+    expect(bView.body.events.map((e: { id: string }) => e.id)).toEqual([bEvent]);
+  });
+
+  it("a callback to one tenant's source is delivered only to that tenant's endpoints", async () => {
+    const body = JSON.stringify({ type: 'order.shipped', data: {} });
+    const res = await t.call('POST', `/inbound/${a.source}`, { rawBody: body, headers: standard.headers(a.sourceSecret, 'msg_cross', body) });
+    expect(res.status).toBe(200);
+    const deliveries = await t.platform.db('deliveries').where({ event_id: res.body.eventId });
+    expect(deliveries.map((d) => d.endpoint_id)).toEqual([a.endpoint]);
+    expect((await b.tenant.call('GET', `/v1/events/${res.body.eventId}`)).status).toBe(404);
+  });
+});
