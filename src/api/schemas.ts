@@ -101,7 +101,13 @@ export const secretSchema = z.object({ secret: z.string() }).meta({ id: 'Endpoin
 
 // --- events ------------------------------------------------------------------------------------
 export const publishEventBody = z.strictObject({
-  type: z.string().min(1).max(200).regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, dot, dash and underscore only'),
+  type: z
+    .string()
+    .min(1)
+    .max(200)
+    .regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, dot, dash and underscore only')
+    // Subscribers must be able to trust that platform.* events come from the platform itself.
+    .refine((v) => !v.startsWith('platform.'), 'the platform. prefix is reserved for operational events'),
   messageId: z.string().min(1).max(200).optional(),
   data: z.unknown().refine((v) => v !== undefined, 'required'),
 });
@@ -216,7 +222,13 @@ export const bulkReplayBody = z.strictObject({
 });
 export const replayAccepted = z.object({ status: z.literal('replaying'), deliveryId: z.string() }).meta({ id: 'ReplayAccepted' });
 export const bulkReplayResult = z
-  .object({ id: z.string().optional(), count: z.number(), dryRun: z.boolean(), sample: z.array(z.unknown()).optional() })
+  .object({
+    id: z.string().optional().describe('The replay, to follow with GET /v1/replays/{id}; absent on a dry run'),
+    count: z.number().describe('Deliveries replayed (or, on a dry run, that would be): at most the limit'),
+    dryRun: z.boolean(),
+    matching: z.number().optional().describe('Dry run only: every delivery the filter matches, before the limit'),
+    sample: z.array(deliverySchema).optional().describe('Dry run only: the first deliveries the replay would take'),
+  })
   .meta({ id: 'BulkReplayResult' });
 export const replayProgressSchema = z
   .object({ id: z.string(), status: z.enum(['running', 'completed']), total: z.number(), done: z.number(), failed: z.number(), reason: z.string(), filter: z.unknown(), createdAt: z.string() })

@@ -4,8 +4,8 @@ import { decide, resolvePolicy, type AttemptOutcome, type RetryPolicy } from '..
 import type { SecretBox } from '../domain/secret-box.js';
 import { signatureHeader } from '../domain/signing.js';
 import { metrics, statusClass } from '../metrics/registry.js';
+import { autoDisableEndpoint } from '../ops/auto-disable.js';
 import { emitDeliveriesDead, emitEndpointDisabled } from '../ops/platform-events.js';
-import { recordAudit } from '../store/audit-store.js';
 import { claimDelivery, recordAttempt, type AttemptRecord, type ClaimedDelivery, type HealthLimits } from '../store/dispatch-store.js';
 import { signingSecrets } from '../store/endpoints-store.js';
 import type { DeliveryClient } from './http-client.js';
@@ -105,6 +105,10 @@ export async function deliverOnce(deps: DeliverDeps, deliveryId: string): Promis
     endpointFailure: decision.action === 'retry' || (decision.action === 'dead' && decision.reason !== 'terminal'),
     disableEndpoint: decision.action === 'dead' && decision.disableEndpoint ? 'endpoint answered 410 Gone' : undefined,
   };
+  // Every attempt in flight may get the 410; only the one that disables the endpoint audits and announces it.
+  const disabledNow = record.disableEndpoint
+    ? await autoDisableEndpoint(deps.db, { id: ep.id, tenantId: claimed.tenant_id, reason: record.disableEndpoint })
+    : false;
   const applied = await recordAttempt(deps.db, record, deps.health);
   const sc = statusClass(statusCode);
   metrics.attemptDuration.observe({ status_class: sc }, result.durationMs / 1000);
@@ -117,17 +121,7 @@ export async function deliverOnce(deps: DeliverDeps, deliveryId: string): Promis
     metrics.deliveryLatency.observe((Date.now() - claimed.event_created_at.getTime()) / 1000);
   }
   if (decision.action === 'dead') metrics.deadLettered.inc({ reason: decision.reason });
-  if (record.disableEndpoint) {
-    await recordAudit(deps.db, {
-      tenantId: claimed.tenant_id,
-      actor: { type: 'system', id: null },
-      action: 'endpoint.auto_disabled',
-      targetType: 'endpoint',
-      targetId: ep.id,
-      reason: record.disableEndpoint,
-    });
-  }
-  if (decision.action === 'dead') await announceDead(deps, claimed, record.disableEndpoint);
+  if (decision.action === 'dead') await announceDead(deps, claimed, disabledNow ? record.disableEndpoint : undefined);
 }
 
 /**

@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { metrics } from '../metrics/registry.js';
 import { publishEvent } from '../store/events-store.js';
 import { TenantScope } from '../store/tenant-scope.js';
 
@@ -27,6 +28,8 @@ async function emit(db: Knex, tenantId: string, type: string, key: string, data:
   if (!(await hasSubscriber(db, tenantId, type))) return false;
   const scope = new TenantScope(db, tenantId, system);
   const result = await publishEvent(scope, { type, data, idempotencyKey: key, origin: 'platform' }, defaultMaxAgeSeconds);
+  // Subscribers that are disabled get their delivery created dead; count it like every dead letter.
+  if (result.fanOut.deadDisabled > 0) metrics.deadLettered.inc({ reason: 'endpoint_disabled' }, result.fanOut.deadDisabled);
   return result.fanOut.pending > 0;
 }
 

@@ -71,13 +71,18 @@ function filtered(scope: TenantScope, filter: ReplayFilter): Knex.QueryBuilder {
   return q;
 }
 
+/** How many deliveries a dry run shows; never more than the replay itself would take. */
+const sampleSize = 10;
+
 /** What a bulk replay would touch: the count (up to the limit) and a sample, changing nothing. */
 export async function previewReplay(scope: TenantScope, filter: ReplayFilter, limit: number) {
   const [{ count }] = await filtered(scope, filter).count({ count: '*' });
+  // The first deliveries the replay would take (same order as startBulkReplay), so the sample is
+  // a preview of the real thing and never shows a delivery beyond the limit.
   const sample: DeliveryRow[] = await filtered(scope, filter)
     .select([...deliveryColumns, 'events.type as event_type'])
     .orderBy('deliveries.id')
-    .limit(10);
+    .limit(Math.min(sampleSize, limit));
   return { count: Math.min(Number(count), limit), matching: Number(count), sample };
 }
 
@@ -120,7 +125,12 @@ export async function startBulkReplay(scope: TenantScope, filter: ReplayFilter, 
   });
 }
 
-/** Progress is read from the deliveries themselves, so it is right whichever worker did the work. */
+/**
+ * Progress is read from the deliveries themselves, so it is right whichever worker did the work.
+ * A later replay may take over some of this replay's finished deliveries (it re-tags them), so
+ * "completed" means none of the deliveries still tagged with this replay is waiting or in flight;
+ * comparing done + failed with the total would leave such a replay "running" forever.
+ */
 export async function replayProgress(scope: TenantScope, id: string) {
   const replay: { id: string; total: number; reason: string; filter: unknown; created_at: Date } | undefined = await scope
     .db('replays')
@@ -135,9 +145,10 @@ export async function replayProgress(scope: TenantScope, id: string) {
   const by = (status: string) => rows.find((r) => r.status === status)?.count ?? 0;
   const done = by('succeeded');
   const failed = by('dead');
+  const outstanding = by('pending') + by('queued') + by('in_flight');
   return {
     id: replay.id,
-    status: done + failed >= replay.total ? 'completed' : 'running',
+    status: outstanding > 0 ? 'running' : 'completed',
     total: replay.total,
     done,
     failed,

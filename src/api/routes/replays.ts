@@ -53,7 +53,8 @@ export function replayRoutes(routes: ApiRoutes, ctx: ApiContext): void {
         return { status: 200, body: { dryRun: true, count: preview.count, matching: preview.matching, sample: preview.sample.map((d) => rowToDelivery(d)) } };
       }
       const started = await startBulkReplay(scope, body.filter, body.reason, limit, pacing);
-      metrics.replays.inc({ kind: 'bulk' });
+      // One count per delivery, like a single replay, so the rate reads as "deliveries replayed".
+      if (started.count > 0) metrics.replays.inc({ kind: 'bulk' }, started.count);
       ctx.onWork();
       return { status: 202, body: { dryRun: false, id: started.id, count: started.count } };
     },
