@@ -25,6 +25,10 @@ export function eventRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       if (key !== undefined && (key.length === 0 || key.length > 255)) {
         throw badRequest('invalid_idempotency_key', 'Idempotency-Key must be 1 to 255 characters');
       }
+      // Operational events use keys in this namespace; a tenant key there could suppress one.
+      if (key?.startsWith('platform.')) {
+        throw badRequest('invalid_idempotency_key', 'Idempotency-Key must not start with "platform."');
+      }
       const result = await publishEvent(scope, { type: body.type, messageId: body.messageId, data: body.data, idempotencyKey: key }, ctx.config.retry.maxEventAgeSeconds);
       if (result.fanOut.pending > 0) ctx.onWork();
       // A disabled endpoint's delivery is created already dead: a dead letter like any other.
