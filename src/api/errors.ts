@@ -8,7 +8,24 @@ const bodyParserErrors: Record<string, [number, string, string]> = {
   'entity.parse.failed': [400, 'malformed_json', 'request body is not valid JSON'],
   'encoding.unsupported': [415, 'unsupported_encoding', 'request body encoding is not supported'],
   'request.aborted': [400, 'request_aborted', 'request was aborted by the client'],
+  'charset.unsupported': [415, 'unsupported_charset', 'request body charset is not supported'],
 };
+
+/**
+ * Other client errors that Express and the body parser raise as http-errors with a 4xx status and
+ * no known `type`: a corrupt gzip/deflate/br body, a path with a broken %-escape. They must keep
+ * their 4xx; falling through to the storage check would report them as an outage (503).
+ */
+const clientErrorCodes: Record<number, [string, string]> = {
+  400: ['bad_request', 'request could not be read'],
+  413: ['payload_too_large', 'request body is larger than the limit'],
+  415: ['unsupported_media_type', 'request body encoding is not supported'],
+};
+
+function clientErrorStatus(err: unknown): number | undefined {
+  const status = (err as { status?: unknown } | null)?.status;
+  return typeof status === 'number' && Number.isInteger(status) && status >= 400 && status < 500 ? status : undefined;
+}
 
 /** Maps every failure to the contract's error shape. Only 5xx are logged as errors. */
 export function errorHandler(logger: Logger): ErrorRequestHandler {
@@ -22,6 +39,9 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
       ({ status, code, message, headers } = err);
     } else if (parserType && bodyParserErrors[parserType]) {
       [status, code, message] = bodyParserErrors[parserType]!;
+    } else if (clientErrorStatus(err) !== undefined) {
+      status = clientErrorStatus(err)!;
+      [code, message] = clientErrorCodes[status] ?? clientErrorCodes[400]!;
     } else if (isStorageUnavailable(err)) {
       status = 503;
       code = 'unavailable';

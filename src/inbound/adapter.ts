@@ -46,6 +46,12 @@ export interface InboundAdapter {
   verify(request: InboundRequest, secret: string): VerifyResult;
   /** Parses an already verified body. Never throws. */
   parse(request: InboundRequest): ParseResult;
+  /**
+   * What recognises a byte-identical repeat of a verified callback without parsing it: by default
+   * the SHA-256 of the raw body. A contract whose event identity lives outside the body (a header
+   * such as `webhook-id`) must fold it in, or two events with equal bodies would be taken for one.
+   */
+  repeatDigest?(request: InboundRequest): string;
   /** A fresh signing secret in the provider's own format, for sources created without one. */
   generateSecret(): string;
 }

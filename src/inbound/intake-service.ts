@@ -48,6 +48,10 @@ export class IntakeService {
   constructor(private readonly deps: IntakeDeps) {}
 
   async sourceType(sourceId: string): Promise<SourceType> {
+    // A source's type never changes, so even an expired entry answers: during a database outage
+    // the 503s must still be counted under their source type.
+    const known = this.sources.get(sourceId);
+    if (known) return known.row.type;
     return (await this.loadSource(sourceId)).row.type;
   }
 
@@ -56,7 +60,7 @@ export class IntakeService {
     const adapter = getAdapter(row.type);
     const verified = adapter.verify(request, secret);
     if (!verified.ok) throw new IntakeError(401, verified.reason, verified.message, 'rejected_signature');
-    const bodyDigest = digestHex(request.rawBody);
+    const bodyDigest = adapter.repeatDigest?.(request) ?? digestHex(request.rawBody);
     const source = { id: row.id, tenantId: row.tenant_id };
     const repeat = await this.guard(() => recordDigestDuplicate(this.deps.db, source, bodyDigest, 'callback'));
     if (repeat) return repeat;

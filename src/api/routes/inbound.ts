@@ -12,13 +12,18 @@ import { inboundAccepted, inboundParams } from '../schemas.js';
  */
 export function inboundMetrics(intake: IntakeService): Middleware {
   return (req: Request, res: Response, next) => {
-    const stop = metrics.inboundAck.startTimer();
+    const started = process.hrtime.bigint();
+    // Read now: once an error has travelled on to the app-level error handler, Express has
+    // replaced req.params, so at 'finish' every rejection would look like an unknown source.
+    const sourceId = String(req.params.sourceId);
     res.on('finish', () => {
+      // Timed at the response, not after the source type lookup below.
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       const outcome = res.locals.inboundOutcome as ReceiptOutcome | undefined;
-      intake.sourceType(String(req.params.sourceId)).then(
+      intake.sourceType(sourceId).then(
         (sourceType: SourceType) => {
           const labels = { source_type: sourceType, outcome: outcome ?? outcomeFromStatus(res.statusCode) };
-          stop(labels);
+          metrics.inboundAck.observe(labels, seconds);
           metrics.inboundReceipts.inc(labels);
         },
         () => undefined, // unknown source or storage down: not a receipt of any source type

@@ -67,12 +67,16 @@ function verify(request: InboundRequest, secret: string): ReturnType<InboundAdap
   return matched ? { ok: true } : rejected('bad_signature', 'no v1 signature matches the body');
 }
 
-/** The provider's ordering hint: top-level sequence/version first, then the subject's. */
+/**
+ * The provider's ordering hint: top-level sequence/version first, then the subject's. Only whole
+ * numbers are a sequence (it is stored as a bigint); a fractional or huge value is ignored like
+ * any other loosely used field, rather than failing the insert of an otherwise valid event.
+ */
 function findSequence(body: JsonObject, subject: JsonObject | undefined): number | undefined {
   for (const holder of [body, subject]) {
     for (const field of ['sequence', 'version']) {
       const value = holder !== undefined && Object.hasOwn(holder, field) ? holder[field] : undefined;
-      if (typeof value === 'number' && Number.isFinite(value)) return value;
+      if (typeof value === 'number' && Number.isSafeInteger(value)) return value;
     }
   }
   return undefined;

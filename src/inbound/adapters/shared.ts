@@ -61,6 +61,24 @@ export function isObject(value: unknown): value is JsonObject {
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
+/**
+ * Provider payloads are shallow. A body nested deeper than this still parses (JSON.parse does not
+ * recurse) but JSON.stringify does, so storing it would overflow the stack: a 500 for bad input.
+ */
+export const MAX_JSON_DEPTH = 256;
+
+/** Iterative, so the check itself cannot overflow the stack it protects. */
+function nestedDeeperThan(value: unknown, limit: number): boolean {
+  const pending: Array<[unknown, number]> = [[value, 1]];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const [item, depth] = next;
+    if (typeof item !== 'object' || item === null) continue;
+    if (depth > limit) return true;
+    for (const child of Array.isArray(item) ? item : Object.values(item)) pending.push([child, depth + 1]);
+  }
+  return false;
+}
+
 /** The body as a JSON object. Invalid UTF-8 is malformed too: replacing bytes would alter what is forwarded. */
 export function parseJsonObject(rawBody: Buffer): JsonObject {
   let value: unknown;
@@ -70,6 +88,7 @@ export function parseJsonObject(rawBody: Buffer): JsonObject {
     throw new ParseFailure('malformed_json', 'body is not valid UTF-8 JSON');
   }
   if (!isObject(value)) throw new ParseFailure('invalid_field', 'body must be a JSON object');
+  if (nestedDeeperThan(value, MAX_JSON_DEPTH)) throw new ParseFailure('invalid_field', `body is nested deeper than ${MAX_JSON_DEPTH} levels`);
   return value;
 }
 
@@ -85,6 +104,9 @@ export function optionalString(object: JsonObject, field: string, path = field):
   if (value === undefined || value === null) return undefined;
   if (typeof value !== 'string' || value === '') throw new ParseFailure('invalid_field', `${path} must be a non-empty string`);
   if (value.length > MAX_FIELD_LENGTH) throw new ParseFailure('invalid_field', `${path} is longer than ${MAX_FIELD_LENGTH} characters`);
+  // PostgreSQL text cannot hold U+0000: stored as an id or type it would fail the insert (a 500,
+  // retried forever by the provider) instead of being refused as the bad input it is.
+  if (value.includes('\u0000')) throw new ParseFailure('invalid_field', `${path} must not contain NUL characters`);
   return value;
 }
 

@@ -1,4 +1,5 @@
 import type { InboundAdapter, InboundRequest, ParsedEvent } from '../adapter.js';
+import { digestHex } from '../../domain/dedupe.js';
 import { generateWebhookSecret, verifyStandardWebhook } from '../../domain/signing.js';
 import {
   checkTimestamp,
@@ -49,9 +50,20 @@ function parseEvent(request: InboundRequest): ParsedEvent {
   };
 }
 
+/**
+ * webhook-id is the event's identity and is not in the body: two messages may carry identical bytes
+ * (`{"type":"ping"}`), so a repeat is the same id AND the same body. The id is length-prefixed so
+ * no (id, body) pair can be spelled as another.
+ */
+function repeatDigest(request: InboundRequest): string {
+  const id = header(request, 'webhook-id') ?? '';
+  return digestHex(Buffer.concat([Buffer.from(`${Buffer.byteLength(id)}:${id}.`, 'utf8'), request.rawBody]));
+}
+
 export const standardWebhooks: InboundAdapter = {
   type: 'standard-webhooks',
   verify: (request, secret) => safeVerify(() => verify(request, secret)),
   parse: (request) => safeParse(() => parseEvent(request)),
+  repeatDigest,
   generateSecret: () => generateWebhookSecret(),
 };
