@@ -1,5 +1,5 @@
 import { once } from 'node:events';
-import type { Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Redis } from 'ioredis';
 import type { Knex } from 'knex';
@@ -18,6 +18,9 @@ import { setBacklogSource } from './metrics/registry.js';
 import { backlogSnapshot } from './store/sweep-store.js';
 
 export type Role = 'all' | 'api' | 'worker';
+
+/** Largest request line plus header block the HTTP server reads (Node's default, made explicit). */
+export const MAX_HEADER_BYTES = 16 * 1024;
 
 export interface PlatformOptions {
   role: Role;
@@ -48,7 +51,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   const logger = opts.logger ?? createLogger(config.logLevel);
   const prefix = opts.queuePrefix ?? config.queuePrefix;
   const wakeChannel = `${prefix}:wake`;
-  const db = createDb({ url: config.databaseUrl, poolMax: config.dbPoolMax });
+  const db = createDb({ url: config.databaseUrl, poolMax: config.dbPoolMax, logger });
   const redis = createRedis(config.redisUrl, 'request');
   redis.on('error', (err) => logger.debug({ err }, 'redis connection error'));
   const box = new SecretBox(config.secretsKey);
@@ -86,12 +89,24 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
     reconciler.start();
   }
 
-  const server: Server = app.listen(config.port, '0.0.0.0');
-  await once(server, 'listening');
-  // Slow or stalled clients cannot hold a connection forever (slow-loris).
-  server.requestTimeout = 30_000;
-  server.headersTimeout = 10_000;
+  // Slow or stalled clients cannot hold a connection forever (slow-loris): the headers must arrive
+  // within headersTimeout and the whole request within requestTimeout, or Node answers 408 and
+  // closes. Node enforces both only when it sweeps its connections, every
+  // connectionsCheckingInterval (30 s by default, which would let a slow client stay up to 30 s
+  // past its deadline), so the sweep runs every second. The header block is capped at Node's
+  // 16 KiB (431 above it). See docs/security.md.
+  const server: Server = createServer(
+    {
+      headersTimeout: config.httpHeadersTimeoutMs,
+      requestTimeout: config.httpRequestTimeoutMs,
+      connectionsCheckingInterval: Math.min(1_000, config.httpHeadersTimeoutMs),
+      maxHeaderSize: MAX_HEADER_BYTES,
+    },
+    app,
+  );
   server.keepAliveTimeout = 5_000;
+  server.listen(config.port, '0.0.0.0');
+  await once(server, 'listening');
   const port = (server.address() as AddressInfo).port;
   logger.info({ role, port }, 'listening');
 

@@ -29,6 +29,9 @@ export const envSchema = z.object({
   ALLOW_PRIVATE_TARGETS: bool.default(false),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   MAX_BODY_BYTES: int(1024).default(1_048_576),
+  // Slow clients (slow-loris): a request must deliver its headers, and then all of it, within these.
+  HTTP_HEADERS_TIMEOUT_MS: int(500, 600_000).default(10_000),
+  HTTP_REQUEST_TIMEOUT_MS: int(1_000, 3_600_000).default(30_000),
   RETRY_MAX_ATTEMPTS: int(1, 100).default(defaultRetryPolicy.maxAttempts),
   RETRY_BASE_DELAY_MS: int(1).default(defaultRetryPolicy.baseDelayMs),
   RETRY_MAX_DELAY_MS: int(1).default(defaultRetryPolicy.maxDelayMs),

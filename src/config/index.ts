@@ -16,6 +16,8 @@ export interface Config {
   allowPrivateTargets: boolean;
   logLevel: ParsedEnv['LOG_LEVEL'];
   maxBodyBytes: number;
+  httpHeadersTimeoutMs: number;
+  httpRequestTimeoutMs: number;
   retry: RetryPolicy;
   attemptTimeoutMs: number;
   connectTimeoutMs: number;
@@ -50,6 +52,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const e = parsed.data;
   if (!e.ADMIN_TOKEN) throw new ConfigError('invalid configuration: ADMIN_TOKEN: required');
   if (!e.SECRETS_KEY) throw new ConfigError('invalid configuration: SECRETS_KEY: required');
+  // Node refuses a server whose headers may take longer than the whole request.
+  if (e.HTTP_HEADERS_TIMEOUT_MS > e.HTTP_REQUEST_TIMEOUT_MS) {
+    throw new ConfigError('invalid configuration: HTTP_HEADERS_TIMEOUT_MS: must not exceed HTTP_REQUEST_TIMEOUT_MS');
+  }
   return {
     nodeEnv: e.NODE_ENV,
     port: e.PORT,
@@ -61,6 +67,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     allowPrivateTargets: e.ALLOW_PRIVATE_TARGETS,
     logLevel: e.LOG_LEVEL,
     maxBodyBytes: e.MAX_BODY_BYTES,
+    httpHeadersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS,
+    httpRequestTimeoutMs: e.HTTP_REQUEST_TIMEOUT_MS,
     retry: {
       maxAttempts: e.RETRY_MAX_ATTEMPTS,
       baseDelayMs: e.RETRY_BASE_DELAY_MS,

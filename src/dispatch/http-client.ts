@@ -6,7 +6,7 @@ import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { Agent, buildConnector, errors as undiciErrors } from 'undici';
 import type { AttemptOutcome, ErrorClass } from '../domain/retry-policy.js';
-import { classifyAddress } from './address-guard.js';
+import { classifyAddress, isLocalhostName } from './address-guard.js';
 
 export interface LookupAddress {
   address: string;
@@ -22,7 +22,12 @@ export interface DeliveryClientOptions {
   maxResponseBytes: number; // read cap, e.g. 64 KiB
   excerptBytes: number; // stored excerpt, e.g. 2 KiB
   lookup?: LookupFn; // injectable for tests
-  connectionsPerOrigin?: number; // default 8
+  /**
+   * Sockets per origin; default unlimited. Callers bound concurrency themselves (the dispatcher
+   * admits at most maxConcurrency per endpoint), and a request waiting here for a socket would
+   * spend its attempt timeout unsent and be recorded as the receiver's timeout.
+   */
+  connectionsPerOrigin?: number;
 }
 export interface DeliveryRequest {
   url: string;
@@ -88,6 +93,10 @@ export function createDeliveryClient(opts: DeliveryClientOptions): DeliveryClien
       assertAllowed(host, 'target is');
       return host;
     }
+    // localhost and *.localhost are loopback by definition (RFC 6761), whatever this host's
+    // resolver says: refused before any DNS query, so a resolver that does not know them cannot
+    // turn the refusal into a dns_failure that is retried for a day.
+    if (!opts.allowPrivateTargets && isLocalhostName(host)) throw new SsrfRefusedError('target is a localhost name');
     const addresses = await withTimeout(lookup(host), opts.connectTimeoutMs);
     return selectAddress(addresses, opts.allowPrivateTargets);
   }
@@ -107,7 +116,7 @@ export function createDeliveryClient(opts: DeliveryClientOptions): DeliveryClien
 
   const agent = new Agent({
     connect,
-    connections: opts.connectionsPerOrigin ?? 8,
+    connections: opts.connectionsPerOrigin ?? null,
     keepAliveTimeout: 4_000, // below the common 5 s server idle timeout, to avoid reset races
     keepAliveMaxTimeout: 60_000,
     headersTimeout: opts.attemptTimeoutMs,

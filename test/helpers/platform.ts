@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { loadConfig, type Config } from '../../src/config/index.js';
 import { createLogger } from '../../src/infra/logger.js';
+import type { LookupFn } from '../../src/dispatch/http-client.js';
 import { startPlatform, type Platform, type Role } from '../../src/platform.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
 import { request, type ApiResponse, type RequestOptions } from './http.js';
@@ -54,6 +55,8 @@ export interface TestPlatformOptions {
   database?: TestDatabase;
   queuePrefix?: string;
   logs?: NodeJS.WritableStream;
+  /** DNS for outbound deliveries (e.g. names that fail, hang or resolve to loopback); IP literals skip it. */
+  lookup?: LookupFn;
 }
 
 export async function startTestPlatform(opts: TestPlatformOptions = {}): Promise<TestPlatform> {
@@ -61,8 +64,9 @@ export async function startTestPlatform(opts: TestPlatformOptions = {}): Promise
   const env = testEnv(database.url, opts.env);
   const config = loadConfig(env);
   const queuePrefix = opts.queuePrefix ?? `t${randomBytes(4).toString('hex')}`;
-  const logger = createLogger(opts.logs ? 'info' : config.logLevel, opts.logs);
-  const platform = await startPlatform({ role: opts.role ?? 'all', config, logger, queuePrefix });
+  // Captured logs default to info; an explicit LOG_LEVEL (e.g. trace, to capture everything) wins.
+  const logger = createLogger(opts.logs ? (opts.env?.LOG_LEVEL ?? 'info') : config.logLevel, opts.logs);
+  const platform = await startPlatform({ role: opts.role ?? 'all', config, logger, queuePrefix, lookup: opts.lookup });
   const call = <T = any>(method: string, path: string, o?: RequestOptions) => request<T>(platform.url, method, path, o);
   return {
     platform,

@@ -26,6 +26,17 @@ describe('parseHostLiteral', () => {
     ['[::ffff:7f00:1]', '::ffff:7f00:1'],
     ['[0:0:0:0:0:0:0:1]', '::1'],
     ['[::]', '::'],
+    ['127.000.000.001', '127.0.0.1'], // zero-padded parts are octal, and 000/001 mean 0/1
+    ['127.0.0.2', '127.0.0.2'],
+    // Private ranges hide behind the same notations as loopback.
+    ['10.1', '10.0.0.1'],
+    ['012.0.0.1', '10.0.0.1'],
+    ['0xa000001', '10.0.0.1'],
+    ['3232235777', '192.168.1.1'],
+    ['0xa9fea9fe', '169.254.169.254'],
+    ['0251.0376.0251.0376', '169.254.169.254'],
+    ['[fc00:0:0:0:0:0:0:1]', 'fc00::1'],
+    ['[FE80::1]', 'fe80::1'],
   ])('%s → %s', (input, expected) => expect(parseHostLiteral(input)).toBe(expected));
 
   it.each(['example.com', 'localhost', '1.2.3.4.5', '256.0.0.1', '08.0.0.1', '4294967296', '', '[fe80::1%eth0]', 'a@127.0.0.1', '1.2.3.4/x', '[::1'])(
@@ -91,6 +102,66 @@ describe('classifyAddress', () => {
     ['not-an-ip', 'invalid'],
     ['', 'invalid'],
   ])('%s → %s', (ip, expected) => expect(classifyAddress(ip)).toBe(expected));
+
+  // The edges of every non-public range, from both sides: an off-by-one in a prefix length would
+  // either open a private address or close a public one. Nothing here is ever contacted.
+  it.each([
+    // 127/8
+    ['126.255.255.255', 'public'],
+    ['127.0.0.0', 'loopback'],
+    ['127.0.0.2', 'loopback'],
+    ['128.0.0.0', 'public'],
+    // 10/8
+    ['9.255.255.255', 'public'],
+    ['10.0.0.0', 'private'],
+    ['10.255.255.255', 'private'],
+    ['11.0.0.0', 'public'],
+    // 172.16/12
+    ['172.15.255.255', 'public'],
+    ['172.16.0.0', 'private'],
+    ['172.20.1.1', 'private'],
+    ['172.31.255.255', 'private'],
+    ['172.32.0.0', 'public'],
+    // 192.168/16
+    ['192.167.255.255', 'public'],
+    ['192.168.0.0', 'private'],
+    ['192.168.255.255', 'private'],
+    ['192.169.0.0', 'public'],
+    // 169.254/16 (cloud metadata)
+    ['169.253.255.255', 'public'],
+    ['169.254.0.0', 'link_local'],
+    ['169.254.255.255', 'link_local'],
+    ['169.255.0.0', 'public'],
+    // 100.64/10 (CGNAT)
+    ['100.63.255.255', 'public'],
+    ['100.64.0.0', 'private'],
+    ['100.127.255.255', 'private'],
+    ['100.128.0.0', 'public'],
+    // fc00::/7 (unique local): fc00:: through fdff:...; fbff:: and fe00:: are outside it
+    ['fc00::', 'private'],
+    ['fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff', 'private'],
+    ['fbff:ffff:ffff:ffff:ffff:ffff:ffff:ffff', 'reserved'],
+    ['fe00::', 'reserved'],
+    // fe80::/10 (link local): fe80:: through febf:...; fec0:: is the deprecated site-local
+    ['fe80::', 'link_local'],
+    ['febf:ffff:ffff:ffff:ffff:ffff:ffff:ffff', 'link_local'],
+    ['fe7f:ffff:ffff:ffff:ffff:ffff:ffff:ffff', 'reserved'],
+    ['fec0::', 'reserved'],
+    // IPv4-mapped, NAT64 and 6to4 forms of each private range are judged by the IPv4 inside
+    ['::ffff:172.16.0.1', 'private'],
+    ['::ffff:192.168.0.1', 'private'],
+    ['::ffff:100.64.0.1', 'private'],
+    ['::ffff:a9fe:a9fe', 'link_local'],
+    ['64:ff9b::a9fe:a9fe', 'link_local'],
+    ['64:ff9b::c0a8:101', 'private'],
+    ['2002:c0a8:101::', 'private'],
+    ['2002:a9fe:a9fe::', 'link_local'],
+    // Loose IPv4 notations of private ranges
+    ['10.1', 'private'],
+    ['0xa000001', 'private'],
+    ['3232235777', 'private'],
+    ['0251.0376.0251.0376', 'link_local'],
+  ])('range edge %s → %s', (ip, expected) => expect(classifyAddress(ip)).toBe(expected));
 });
 
 describe('isLocalhostName', () => {
@@ -134,6 +205,11 @@ describe('checkTargetUrl', () => {
     '127.0.0.1', '2130706433', '0x7f000001', '127.1', '0177.0.0.1', '0.0.0.0', '0', '[::1]', '[::ffff:127.0.0.1]',
     '[::ffff:7f00:1]', '10.0.0.1', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '[fc00::1]',
     '[fe80::1]', '[::]', '224.0.0.1', 'localhost', 'LocalHost.', 'app.localhost', '%31%32%37.0.0.1',
+    // The loopback notations the live SSRF suite (test/security/ssrf.test.ts) sends for real.
+    '127.0.0.2', '[0:0:0:0:0:0:0:1]', '127.000.000.001', '0x7f.1', 'localhost.', 'foo.localhost',
+    // Private and link-local ranges, never contacted by any test.
+    '10.255.255.255', '172.31.255.255', '192.168.255.255', '169.254.0.1', '100.127.255.255', '[fd00::1]',
+    '[febf::1]', '[::ffff:10.0.0.1]', '[64:ff9b::a9fe:a9fe]', '3232235777', '0xa9fea9fe', '10.1',
   ];
   it.each(privateHosts)('private_address: https://%s:8443/', (host) => {
     expect(checkTargetUrl(`https://${host}:8443/x`, strict)).toMatchObject({ ok: false, code: 'private_address' });

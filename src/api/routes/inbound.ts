@@ -1,8 +1,9 @@
-import express, { type Request, type Response } from 'express';
+import type { Request, Response } from 'express';
 import type { SourceType } from '../../inbound/adapter.js';
 import { IntakeError, type IntakeService } from '../../inbound/intake-service.js';
 import { metrics, type ReceiptOutcome } from '../../metrics/registry.js';
 import type { ApiContext } from '../context.js';
+import { rawBody } from '../raw-body.js';
 import type { ApiRoutes, Middleware } from '../route.js';
 import { inboundAccepted, inboundParams } from '../schemas.js';
 
@@ -41,7 +42,7 @@ function outcomeFromStatus(status: number): ReceiptOutcome {
 
 export function inboundRawBody(limitBytes: number): Middleware {
   // Every content type is read as bytes: the signature covers the body exactly as sent.
-  return express.raw({ type: () => true, limit: limitBytes }) as Middleware;
+  return rawBody(limitBytes);
 }
 
 export function inboundRoutes(routes: ApiRoutes, ctx: ApiContext): void {
