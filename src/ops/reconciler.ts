@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import pLimit from 'p-limit';
 import type { Logger } from 'pino';
 import { digestHex } from '../domain/dedupe.js';
+import { advances, messageStatus } from '../domain/message-status.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import type { DeliveryClient } from '../dispatch/http-client.js';
 import { getAdapter } from '../inbound/adapters/index.js';
@@ -31,13 +32,17 @@ export interface ReconcilerDeps {
 export class Reconciler {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
+  private stopped = false;
 
   constructor(private readonly deps: ReconcilerDeps) {}
 
   start(): void {
+    this.stopped = false;
     // Jittered start so many worker processes (and many deployments) don't poll in lockstep.
     const random = this.deps.random ?? Math.random;
     const tick = () => {
+      // A run that was under way when stop() was called must not schedule another one.
+      if (this.stopped) return;
       this.timer = setTimeout(() => {
         this.running = this.runOnce().then(() => undefined).finally(tick);
       }, this.deps.intervalSeconds * 1000 * (0.8 + 0.4 * random()));
@@ -46,7 +51,9 @@ export class Reconciler {
     tick();
   }
 
+  /** Stops the timer and waits for a run in progress; runOnce() may still be called directly. */
   async stop(): Promise<void> {
+    this.stopped = true;
     clearTimeout(this.timer);
     await this.running?.catch(() => undefined);
   }
@@ -93,7 +100,12 @@ export class Reconciler {
     }
     const a = answer as { message_id?: unknown; status?: unknown; updated_at?: unknown };
     if (a === null || typeof a !== 'object' || a.message_id !== c.message_id || typeof a.status !== 'string') return 'invalid_response';
-    if (a.status === c.status) return 'unchanged';
+    const reported = messageStatus(a.status);
+    if (reported === undefined) return 'invalid_response';
+    // A provider that is not ahead of us has nothing to tell. Feeding its answer to intake anyway would
+    // add a duplicate or stale receipt on every run, for as long as the message stays open.
+    const current = c.status === null ? undefined : messageStatus(c.status);
+    if (current !== undefined && !advances(current, reported)) return 'unchanged';
     // Shaped exactly like the provider's own callback, so the adapter derives the same dedupe key.
     const body = JSON.stringify({ event: 'message.status', message_id: c.message_id, status: a.status, timestamp: typeof a.updated_at === 'string' ? a.updated_at : undefined });
     const parsed = getAdapter('momo-communication').parse({ rawBody: Buffer.from(body), headers: {}, now: new Date() });

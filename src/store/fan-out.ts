@@ -6,7 +6,11 @@ export interface NewEvent {
   tenantId: string;
   type: string;
   createdAt: Date;
-  /** Acceptance order (events.seq). */
+  /**
+   * events.seq. Not used as the per-message order: it is drawn when the event row is inserted, before
+   * the message's row lock is taken, so two events of one message racing each other can commit in the
+   * opposite order of their seq (see `orderPosition`).
+   */
   seq: number;
   /** The message the event concerns, scoped to its source: the unit of per-message ordering. */
   messageKey?: string | null;
@@ -37,6 +41,7 @@ export async function fanOut(trx: Knex.Transaction, event: NewEvent, defaultMaxA
   );
   if (endpoints.length === 0) return { pending: 0, deadDisabled: 0 };
   const at = event.createdAt.getTime();
+  const orderSeq = event.messageKey && endpoints.some((ep) => ep.ordering === 'per-message') ? await orderPosition(trx) : null;
   const rows = endpoints.map((ep) => {
     const active = ep.status === 'active';
     const ordered = ep.ordering === 'per-message' && event.messageKey;
@@ -52,7 +57,7 @@ export async function fanOut(trx: Knex.Transaction, event: NewEvent, defaultMaxA
       deadline_at: new Date(at + (ep.max_age ?? defaultMaxAgeSeconds) * 1000),
       order_key: ordered ? event.messageKey : null,
       order_hint: ordered ? (event.providerSequence ?? null) : null,
-      order_seq: ordered ? event.seq : null,
+      order_seq: ordered ? orderSeq : null,
       created_at: event.createdAt,
       updated_at: event.createdAt,
     };
@@ -60,4 +65,19 @@ export async function fanOut(trx: Knex.Transaction, event: NewEvent, defaultMaxA
   await trx('deliveries').insert(rows);
   const deadDisabled = rows.filter((r) => r.status === 'dead').length;
   return { pending: rows.length - deadDisabled, deadDisabled };
+}
+
+/**
+ * The event's place in its message's acceptance order. Both callers (callback intake and the publish
+ * API) have already written the message's row in this transaction, so they hold its row lock until
+ * commit: a position drawn now is drawn in the same order as the message's events commit, which is
+ * also the order in which its status advanced. events.seq is not: it is taken before the lock, so a
+ * `delivered` callback can get a lower seq than a racing `sent` one that commits first (both are
+ * accepted: `sent` advanced the message, then `delivered`), and ordering by seq handed receivers
+ * `delivered` before `sent`. Positions are only compared within one line, so
+ * any increasing source does; events.seq's sequence is used because it needs no schema change.
+ */
+async function orderPosition(trx: Knex.Transaction): Promise<string> {
+  const { rows } = await trx.raw<{ rows: Array<{ pos: string }> }>(`SELECT nextval(pg_get_serial_sequence('events', 'seq'))::text AS pos`);
+  return rows[0]!.pos;
 }
