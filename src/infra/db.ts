@@ -1,5 +1,6 @@
 import knexFactory, { type Knex } from 'knex';
 import pg from 'pg';
+import type { Logger } from 'pino';
 import { fileURLToPath } from 'node:url';
 import { DirectoryMigrationSource } from './migration-source.js';
 
@@ -13,10 +14,24 @@ export interface DbOptions {
   poolMax?: number;
   /** Bounds every wait on PostgreSQL so an outage becomes a 503, never a hung request. */
   timeoutMs?: number;
+  /**
+   * Where knex's own warnings go ("Connection Error", "Acquire connection error" with a stack,
+   * once per failed connection during an outage). Without it knex writes them to the console,
+   * unstructured and regardless of LOG_LEVEL.
+   */
+  logger?: Pick<Logger, 'warn' | 'debug'>;
 }
 
-export function createDb({ url, poolMax = 20, timeoutMs = 5_000 }: DbOptions): Knex {
+export function createDb({ url, poolMax = 20, timeoutMs = 5_000, logger }: DbOptions): Knex {
   return knexFactory({
+    ...(logger && {
+      log: {
+        warn: (detail: unknown) => logger.warn({ detail: String(detail) }, 'database client warning'),
+        error: (detail: unknown) => logger.warn({ detail: String(detail) }, 'database client error'),
+        deprecate: (detail: unknown) => logger.debug({ detail: String(detail) }, 'database client deprecation'),
+        debug: (detail: unknown) => logger.debug({ detail: String(detail) }, 'database client debug'),
+      },
+    }),
     client: 'pg',
     connection: { connectionString: url, connectionTimeoutMillis: timeoutMs, query_timeout: timeoutMs * 2, keepAlive: true },
     pool: { min: 0, max: poolMax, idleTimeoutMillis: 30_000 },

@@ -25,8 +25,11 @@ export interface Receiver {
   close(): Promise<void>;
 }
 
-/** A real HTTP server on 127.0.0.1:0 that records every request it receives. */
-export async function startReceiver(responder: Responder = ok): Promise<Receiver> {
+/**
+ * A real HTTP server on 127.0.0.1 that records every request it receives; on a free port unless
+ * `port` is given (e.g. a receiver coming back where an endpoint's URL points).
+ */
+export async function startReceiver(responder: Responder = ok, opts: { port?: number } = {}): Promise<Receiver> {
   const requests: ReceivedRequest[] = [];
   let current = responder;
   const server: Server = createServer((req, res) => {
@@ -45,7 +48,7 @@ export async function startReceiver(responder: Responder = ok): Promise<Receiver
     });
   });
   server.keepAliveTimeout = 1_000;
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(opts.port ?? 0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}`,
