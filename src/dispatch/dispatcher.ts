@@ -23,6 +23,17 @@ export interface DispatcherDeps {
 }
 
 /**
+ * Lock and stall-check timing of the delivery Worker. A job fetched by a worker that died before
+ * claiming its delivery stays `active` in Redis, and re-admitting the same attempt (same job id)
+ * finds it there and adds nothing: only BullMQ's stall check hands it to a live worker. With
+ * BullMQ's defaults (30 s lock, 30 s checks) that took up to a minute; tied to the queued lease it
+ * takes seconds. Losing a lock spuriously is harmless: the claim in PostgreSQL lets one job win.
+ */
+export function workerLockOptions(queuedLeaseSeconds: number): { lockDuration: number; stalledInterval: number } {
+  return { lockDuration: Math.max(5_000, queuedLeaseSeconds * 1000), stalledInterval: Math.max(2_500, queuedLeaseSeconds * 500) };
+}
+
+/**
  * The worker role: admission (Pump), the BullMQ worker that makes attempts, and the sweeper that
  * takes back lost work. PostgreSQL holds the truth; Redis only carries what is runnable right now.
  */
@@ -81,6 +92,7 @@ export class Dispatcher {
         connection: this.deps.connection,
         prefix: this.deps.queuePrefix,
         concurrency: config.workerConcurrency,
+        ...workerLockOptions(config.queuedLeaseSeconds),
         removeOnComplete: { count: 0 },
         removeOnFail: { count: 0 },
       },

@@ -31,9 +31,11 @@ export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult>
 
   // Claimed by a worker that died mid-attempt: the attempt counts, its result is unknown, so it is
   // recorded as lost and the delivery is retried now (or dead if that was its last attempt).
-  const { rows: lost } = await db.raw<{ rows: Array<{ id: string; tenant_id: string; attempt_count: number; next_trigger: string; status: string }> }>(
+  // The attempt row keeps the lost attempt's own trigger (an initial attempt stays `initial`) and
+  // its start, the claim time (claiming is the last write to an in-flight row).
+  const { rows: lost } = await db.raw<{ rows: Array<{ id: string; tenant_id: string; attempt_count: number; lost_trigger: string; claimed_at: Date; status: string }> }>(
     `WITH lost AS (
-       SELECT d.id FROM deliveries d
+       SELECT d.id, d.next_trigger AS lost_trigger, d.updated_at AS claimed_at FROM deliveries d
         WHERE d.status = 'in_flight' AND d.lease_until < now()
         FOR UPDATE SKIP LOCKED
      )
@@ -45,7 +47,7 @@ export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult>
        next_trigger = 'retry'
       FROM lost, endpoints ep
      WHERE d.id = lost.id AND ep.id = d.endpoint_id
-     RETURNING d.id, d.tenant_id, d.attempt_count, d.status`,
+     RETURNING d.id, d.tenant_id, d.attempt_count, d.status, lost.lost_trigger, lost.claimed_at`,
     [limits.defaultMaxAttempts, limits.defaultMaxAttempts],
   );
   if (lost.length > 0) {
@@ -55,8 +57,8 @@ export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult>
         delivery_id: l.id,
         tenant_id: l.tenant_id,
         attempt_number: l.attempt_count,
-        trigger: 'retry',
-        started_at: new Date(),
+        trigger: l.lost_trigger,
+        started_at: l.claimed_at,
         duration_ms: 0,
         outcome: l.status === 'dead' ? 'terminal' : 'retry',
         error_class: 'worker_lost',

@@ -1,0 +1,239 @@
+// Helpers for dispatcher tests: publishing through the API, waiting for a delivery to settle,
+// raw TCP servers for broken receivers, and worker child processes. Everything is real: loopback
+// sockets, the platform's HTTP API, PostgreSQL and Redis.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import net from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { expect } from 'vitest';
+import type { ServerResponse } from 'node:http';
+import { eventually, type TestPlatform, type TestTenant } from './platform.js';
+import type { ReceivedRequest, Responder } from './receiver.js';
+
+export interface Attempt {
+  id: string;
+  attemptNumber: number;
+  trigger: 'initial' | 'retry' | 'replay';
+  startedAt: string;
+  durationMs: number;
+  statusCode: number | null;
+  outcome: 'success' | 'retry' | 'terminal';
+  errorClass: string | null;
+  error: string | null;
+  responseExcerpt: string | null;
+  nextAttemptAt: string | null;
+}
+
+export interface Delivery {
+  id: string;
+  eventId: string;
+  endpointId: string;
+  status: 'pending' | 'queued' | 'in_flight' | 'succeeded' | 'dead';
+  attemptCount: number;
+  nextAttemptAt: string | null;
+  deadReason: string | null;
+  lastError: string | null;
+  lastStatusCode: number | null;
+  attempts?: Attempt[];
+}
+
+export interface EndpointBody {
+  url: string;
+  eventTypes?: string[];
+  maxConcurrency?: number;
+  rateLimitPerSecond?: number;
+  retryPolicy?: { maxAttempts?: number; baseDelayMs?: number; maxDelayMs?: number; maxEventAgeSeconds?: number };
+}
+
+export async function createEndpoint(tenant: TestTenant, body: EndpointBody): Promise<{ id: string; secret: string; url: string }> {
+  const res = await tenant.call('POST', '/v1/endpoints', { body });
+  expect(res.status, res.text).toBe(201);
+  return res.body;
+}
+
+let keyCounter = 0;
+/** Publishes one event through the API and returns its id (the webhook-id receivers see). */
+export async function publish(tenant: TestTenant, type = 'order.created', data: unknown = { n: keyCounter }): Promise<string> {
+  const res = await tenant.call('POST', '/v1/events', { body: { type, data }, headers: { 'idempotency-key': `k-${process.pid}-${++keyCounter}-${Date.now()}` } });
+  expect(res.status, res.text).toBe(202);
+  return res.body.id as string;
+}
+
+/** Publishes `count` events, `parallel` at a time (publishing is not what these tests measure). */
+export async function publishMany(tenant: TestTenant, count: number, parallel = 8, type = 'order.created'): Promise<string[]> {
+  const ids: string[] = new Array(count);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: parallel }, async () => {
+      for (let i = next++; i < count; i = next++) ids[i] = await publish(tenant, type, { i });
+    }),
+  );
+  return ids;
+}
+
+export async function deliveryOfEvent(tenant: TestTenant, eventId: string): Promise<Delivery | undefined> {
+  const list = await tenant.call('GET', `/v1/deliveries?eventId=${eventId}`);
+  expect(list.status).toBe(200);
+  return list.body.data[0] as Delivery | undefined;
+}
+
+export async function getDelivery(tenant: TestTenant, id: string): Promise<Delivery> {
+  const res = await tenant.call('GET', `/v1/deliveries/${id}`);
+  expect(res.status, res.text).toBe(200);
+  return res.body as Delivery;
+}
+
+/** Waits until the event's (only) delivery is succeeded or dead and returns it with its attempts. */
+export async function settledDelivery(tenant: TestTenant, eventId: string, timeoutMs = 15_000): Promise<Delivery> {
+  const d = await eventually(
+    async () => {
+      const found = await deliveryOfEvent(tenant, eventId);
+      return found && (found.status === 'succeeded' || found.status === 'dead') && found;
+    },
+    `delivery of ${eventId} settled`,
+    timeoutMs,
+  );
+  return getDelivery(tenant, d.id);
+}
+
+/** Counts the platform's deliveries by status, straight from the database. */
+export async function statusCounts(t: TestPlatform, endpointId?: string): Promise<Record<string, number>> {
+  const q = t.platform.db('deliveries').select('status').count<{ status: string; count: string }[]>('* as count').groupBy('status');
+  if (endpointId) q.where('endpoint_id', endpointId);
+  const rows = await q;
+  return Object.fromEntries(rows.map((r) => [r.status, Number(r.count)]));
+}
+
+/** A responder that answers after `ms` and tracks how many requests it holds at once. */
+export function slowResponder(ms: number, status = 200): Responder & { readonly inFlight: number; readonly maxInFlight: number } {
+  const state = { inFlight: 0, maxInFlight: 0 };
+  const responder: Responder = (_req: ReceivedRequest, res: ServerResponse) => {
+    state.inFlight++;
+    state.maxInFlight = Math.max(state.maxInFlight, state.inFlight);
+    setTimeout(() => {
+      state.inFlight--;
+      res.writeHead(status).end();
+    }, ms);
+  };
+  return Object.defineProperties(responder, {
+    inFlight: { get: () => state.inFlight },
+    maxInFlight: { get: () => state.maxInFlight },
+  }) as Responder & { readonly inFlight: number; readonly maxInFlight: number };
+}
+
+export interface RawServer {
+  url: string;
+  connections: number;
+  close(): Promise<void>;
+}
+
+/** A TCP server that speaks whatever `onRequestBytes` writes: for malformed HTTP responses. */
+export async function rawServer(onRequestBytes: (socket: net.Socket) => void): Promise<RawServer> {
+  const sockets = new Set<net.Socket>();
+  const state = { connections: 0 };
+  const server = net.createServer((s) => {
+    state.connections++;
+    sockets.add(s);
+    s.on('error', () => {});
+    s.on('close', () => sockets.delete(s));
+    s.once('data', () => onRequestBytes(s));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    get connections() {
+      return state.connections;
+    },
+    close: () => {
+      for (const s of sockets) s.destroy();
+      return new Promise((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/** A loopback port with nothing listening on it (bound, then released). */
+export async function closedPort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/** Milliseconds between consecutive requests, by arrival time at the receiver. */
+export function gaps(requests: ReceivedRequest[]): number[] {
+  return requests.slice(1).map((r, i) => r.at - requests[i]!.at);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Worker child processes
+
+const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
+
+export interface WorkerProcess {
+  child: ChildProcess;
+  pid: number;
+  /** The port of the worker's operations server (/metrics), once it is listening. */
+  port(): Promise<number>;
+  /** Resolves with the exit code (or the signal name) when the process has ended. */
+  exited: Promise<number | string>;
+  output(): string;
+  kill(signal: NodeJS.Signals): void;
+}
+
+/**
+ * Starts `src/main.ts worker` in its own process with the platform's environment (same database,
+ * same SECRETS_KEY, same Redis prefix).
+ */
+export function startWorkerProcess(t: TestPlatform, extraEnv: Record<string, string> = {}): WorkerProcess {
+  return startPlatformProcess('worker', { ...t.env, QUEUE_PREFIX: t.queuePrefix, PORT: '0', LOG_LEVEL: 'info', ...extraEnv });
+}
+
+/**
+ * Starts `src/main.ts <role>` in its own process with exactly `env` (on top of this process's
+ * environment; LOG_LEVEL must be at least `info` for port() to see the "listening" line). Node runs
+ * the TypeScript through tsx's loader in this one process, not through the tsx CLI, which would put
+ * a second process in between: a SIGKILL must reach the process that holds the attempts.
+ */
+export function startPlatformProcess(role: 'all' | 'api' | 'worker', env: Record<string, string>): WorkerProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', role], { cwd: repoRoot, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+  child.stderr!.on('data', (c: Buffer) => (out += c.toString()));
+  const exited = once(child, 'exit').then(([code, signal]) => (code ?? signal) as number | string);
+  return {
+    child,
+    pid: child.pid!,
+    port: () =>
+      eventually(
+        async () => {
+          const m = /"port":(\d+)[^\n]*"msg":"listening"/.exec(out) ?? /"msg":"listening"[^\n]*"port":(\d+)/.exec(out);
+          if (child.exitCode !== null) throw new Error(`${role} process exited early:\n${out}`);
+          return m ? Number(m[1]) : undefined;
+        },
+        `${role} process listening`,
+        30_000,
+        50,
+      ),
+    exited,
+    output: () => out,
+    kill: (signal) => {
+      if (child.exitCode === null && child.signalCode === null) process.kill(child.pid!, signal);
+    },
+  };
+}
+
+/** Reads one counter or gauge sample from a /metrics text, summed over label sets matching `labels`. */
+export function metricValue(text: string, name: string, labels: Record<string, string> = {}): number {
+  let sum = 0;
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(name)) continue;
+    const m = /^([a-z_]+)(\{([^}]*)\})? ([0-9.e+-]+)$/.exec(line);
+    if (!m || m[1] !== name) continue;
+    const got = Object.fromEntries([...(m[3] ?? '').matchAll(/([a-z_]+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
+    if (Object.entries(labels).every(([k, v]) => got[k] === v)) sum += Number(m[4]);
+  }
+  return sum;
+}
