@@ -33,39 +33,43 @@ export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult>
   // recorded as lost and the delivery is retried now (or dead if that was its last attempt).
   // The attempt row keeps the lost attempt's own trigger (an initial attempt stays `initial`) and
   // its start, the claim time (claiming is the last write to an in-flight row).
-  const { rows: lost } = await db.raw<{ rows: Array<{ id: string; tenant_id: string; attempt_count: number; lost_trigger: string; claimed_at: Date; status: string }> }>(
-    `WITH lost AS (
-       SELECT d.id, d.next_trigger AS lost_trigger, d.updated_at AS claimed_at FROM deliveries d
-        WHERE d.status = 'in_flight' AND d.lease_until < now()
-        FOR UPDATE SKIP LOCKED
-     )
-     UPDATE deliveries d SET
-       status = CASE WHEN d.attempt_count - d.attempt_base >= COALESCE((ep.retry_policy->>'maxAttempts')::int, ?) THEN 'dead' ELSE 'pending' END,
-       dead_reason = CASE WHEN d.attempt_count - d.attempt_base >= COALESCE((ep.retry_policy->>'maxAttempts')::int, ?) THEN 'max_attempts' ELSE NULL END,
-       last_error = 'worker_lost: the attempt did not report back before its lease ended',
-       next_attempt_at = now(), lease_until = NULL, updated_at = now(),
-       next_trigger = 'retry'
-      FROM lost, endpoints ep
-     WHERE d.id = lost.id AND ep.id = d.endpoint_id
-     RETURNING d.id, d.tenant_id, d.attempt_count, d.status, lost.lost_trigger, lost.claimed_at`,
-    [limits.defaultMaxAttempts, limits.defaultMaxAttempts],
-  );
-  if (lost.length > 0) {
-    await db('attempts').insert(
-      lost.map((l) => ({
-        id: newId('attempt'),
-        delivery_id: l.id,
-        tenant_id: l.tenant_id,
-        attempt_number: l.attempt_count,
-        trigger: l.lost_trigger,
-        started_at: l.claimed_at,
-        duration_ms: 0,
-        outcome: l.status === 'dead' ? 'terminal' : 'retry',
-        error_class: 'worker_lost',
-        error_message: 'the worker stopped before the attempt reported back',
-      })),
+  // One transaction: the delivery is never back in line without its lost attempt on record.
+  const lost = await db.transaction(async (trx) => {
+    const { rows: lost } = await trx.raw<{ rows: Array<{ id: string; tenant_id: string; attempt_count: number; lost_trigger: string; claimed_at: Date; status: string }> }>(
+      `WITH lost AS (
+         SELECT d.id, d.next_trigger AS lost_trigger, d.updated_at AS claimed_at FROM deliveries d
+          WHERE d.status = 'in_flight' AND d.lease_until < now()
+          FOR UPDATE SKIP LOCKED
+       )
+       UPDATE deliveries d SET
+         status = CASE WHEN d.attempt_count - d.attempt_base >= COALESCE((ep.retry_policy->>'maxAttempts')::int, ?) THEN 'dead' ELSE 'pending' END,
+         dead_reason = CASE WHEN d.attempt_count - d.attempt_base >= COALESCE((ep.retry_policy->>'maxAttempts')::int, ?) THEN 'max_attempts' ELSE NULL END,
+         last_error = 'worker_lost: the attempt did not report back before its lease ended',
+         next_attempt_at = now(), lease_until = NULL, updated_at = now(),
+         next_trigger = 'retry'
+        FROM lost, endpoints ep
+       WHERE d.id = lost.id AND ep.id = d.endpoint_id
+       RETURNING d.id, d.tenant_id, d.attempt_count, d.status, lost.lost_trigger, lost.claimed_at`,
+      [limits.defaultMaxAttempts, limits.defaultMaxAttempts],
     );
-  }
+    if (lost.length > 0) {
+      await trx('attempts').insert(
+        lost.map((l) => ({
+          id: newId('attempt'),
+          delivery_id: l.id,
+          tenant_id: l.tenant_id,
+          attempt_number: l.attempt_count,
+          trigger: l.lost_trigger,
+          started_at: l.claimed_at,
+          duration_ms: 0,
+          outcome: l.status === 'dead' ? 'terminal' : 'retry',
+          error_class: 'worker_lost',
+          error_message: 'the worker stopped before the attempt reported back',
+        })),
+      );
+    }
+    return lost;
+  });
 
   const deadMaxAge: string[] = await db('deliveries')
     .where('status', 'pending')
