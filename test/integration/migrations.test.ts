@@ -46,6 +46,9 @@ async function schemaFingerprint(db: Knex): Promise<string[]> {
       FROM pg_constraint WHERE connamespace = 'public'::regnamespace
     UNION ALL
     SELECT 'index ' || indexdef FROM pg_indexes WHERE schemaname = 'public'
+    UNION ALL
+    SELECT 'function ' || p.oid::regprocedure::text || ' ' || md5(p.prosrc)
+      FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace
     ORDER BY 1`);
   return rows.map((r) => r.item);
 }
