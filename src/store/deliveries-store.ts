@@ -90,8 +90,9 @@ export interface DeliveryFilter {
   until?: Date;
 }
 
-export function listDeliveriesQuery(scope: TenantScope, f: DeliveryFilter) {
-  const q = scope.from('deliveries').join('events', 'events.id', 'deliveries.event_id').select([...deliveryColumns, 'events.type as event_type']);
+/** Deliveries joined to their events and narrowed by the filter; shared by search and bulk replay. */
+export function filteredDeliveries(scope: TenantScope, f: DeliveryFilter) {
+  const q = scope.from('deliveries').join('events', 'events.id', 'deliveries.event_id');
   if (f.status) q.where('deliveries.status', f.status);
   if (f.endpointId) q.where('deliveries.endpoint_id', f.endpointId);
   if (f.eventId) q.where('deliveries.event_id', f.eventId);
@@ -100,6 +101,10 @@ export function listDeliveriesQuery(scope: TenantScope, f: DeliveryFilter) {
   if (f.since) q.where('deliveries.created_at', '>=', f.since);
   if (f.until) q.where('deliveries.created_at', '<', f.until);
   return q;
+}
+
+export function listDeliveriesQuery(scope: TenantScope, f: DeliveryFilter) {
+  return filteredDeliveries(scope, f).select([...deliveryColumns, 'events.type as event_type']);
 }
 
 export async function attemptsFor(scope: TenantScope, deliveryIds: string[]): Promise<Map<string, AttemptRow[]>> {

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { newId } from '../domain/ids.js';
 import { recordAudit } from './audit-store.js';
-import { deliveryColumns, type DeliveryRow } from './deliveries-store.js';
+import { deliveryColumns, filteredDeliveries, type DeliveryRow } from './deliveries-store.js';
 import type { TenantScope } from './tenant-scope.js';
 
 export type ReplayableStatus = 'dead' | 'succeeded';
@@ -56,19 +56,11 @@ export async function replayDelivery(
 }
 
 function filtered(scope: TenantScope, filter: ReplayFilter): Knex.QueryBuilder {
-  const q = scope
-    .from('deliveries')
-    .join('events', 'events.id', 'deliveries.event_id')
+  // Only deliveries whose endpoint can take them now: a disabled endpoint would dead-letter them again.
+  return filteredDeliveries(scope, { ...filter, status: filter.status ?? 'dead' })
     .join('endpoints', 'endpoints.id', 'deliveries.endpoint_id')
-    .where('deliveries.status', filter.status ?? 'dead')
     .where('endpoints.status', 'active')
     .whereNull('endpoints.deleted_at');
-  if (filter.endpointId) q.where('deliveries.endpoint_id', filter.endpointId);
-  if (filter.eventType) q.where('events.type', filter.eventType);
-  if (filter.reason) q.where('deliveries.dead_reason', filter.reason);
-  if (filter.since) q.where('deliveries.created_at', '>=', filter.since);
-  if (filter.until) q.where('deliveries.created_at', '<', filter.until);
-  return q;
 }
 
 /** How many deliveries a dry run shows; never more than the replay itself would take. */
