@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { newId } from '../domain/ids.js';
 
 export interface NewEvent {
   id: string;
@@ -30,45 +31,44 @@ export interface FanOutResult {
  * it did not know existed.
  */
 export async function fanOut(trx: Knex.Transaction, event: NewEvent, defaultMaxAgeSeconds: number): Promise<FanOutResult> {
-  // One statement: the matching endpoints are read and their deliveries written together, with ids
-  // made by typeid_new() because the number of matches is only known inside the statement.
-  const { rows } = await trx.raw<{ rows: Array<{ pending: number; dead: number }> }>(
-    `WITH made AS (
-       INSERT INTO deliveries (id, tenant_id, event_id, endpoint_id, status, dead_reason, last_error, next_attempt_at,
-                               deadline_at, order_key, order_hint, order_seq, created_at, updated_at)
-       SELECT typeid_new('dlv'), e.tenant_id, :eventId, e.id,
-              CASE WHEN e.status = 'active' THEN 'pending' ELSE 'dead' END,
-              CASE WHEN e.status = 'active' THEN NULL ELSE 'endpoint_disabled' END,
-              CASE WHEN e.status = 'active' THEN NULL ELSE 'endpoint was disabled when the event was accepted' END,
-              CASE WHEN e.status = 'active' THEN :at::timestamptz END,
-              :at::timestamptz + make_interval(secs => COALESCE((e.retry_policy->>'maxEventAgeSeconds')::int, :maxAge)),
-              CASE WHEN ordered THEN :messageKey::text END,
-              CASE WHEN ordered THEN :hint::bigint END,
-              -- Drawn here, under the message's row lock (see orderPosition below).
-              CASE WHEN ordered THEN nextval(pg_get_serial_sequence('events', 'seq')) END,
-              :at::timestamptz, :at::timestamptz
-         FROM endpoints e, LATERAL (SELECT e.ordering = 'per-message' AND :messageKey::text IS NOT NULL AS ordered) o
-        WHERE e.tenant_id = :tenantId AND e.deleted_at IS NULL
-          AND ((cardinality(e.event_types) = 0 AND NOT starts_with(:type, 'platform.')) OR :type = ANY(e.event_types)
-               OR EXISTS (SELECT 1 FROM unnest(e.event_types) f WHERE right(f, 2) = '.*' AND starts_with(:type, left(f, -1))))
-       RETURNING status
-     )
-     SELECT count(*) FILTER (WHERE status = 'pending')::int AS pending, count(*) FILTER (WHERE status = 'dead')::int AS dead FROM made`,
-    {
-      eventId: event.id,
-      tenantId: event.tenantId,
-      type: event.type,
-      at: event.createdAt,
-      maxAge: defaultMaxAgeSeconds,
-      messageKey: event.messageKey ?? null,
-      hint: event.providerSequence ?? null,
-    },
+  const { rows: endpoints } = await trx.raw<{ rows: Array<{ id: string; status: string; ordering: string; max_age: number | null }> }>(
+    `SELECT id, status, ordering, (retry_policy->>'maxEventAgeSeconds')::int AS max_age
+       FROM endpoints
+      WHERE tenant_id = ? AND deleted_at IS NULL
+        AND ((cardinality(event_types) = 0 AND NOT starts_with(?, 'platform.')) OR ? = ANY(event_types)
+             OR EXISTS (SELECT 1 FROM unnest(event_types) f WHERE right(f, 2) = '.*' AND starts_with(?, left(f, -1))))`,
+    [event.tenantId, event.type, event.type, event.type],
   );
-  return { pending: rows[0]!.pending, deadDisabled: rows[0]!.dead };
+  if (endpoints.length === 0) return { pending: 0, deadDisabled: 0 };
+  const at = event.createdAt.getTime();
+  const orderSeq = event.messageKey && endpoints.some((ep) => ep.ordering === 'per-message') ? await orderPosition(trx) : null;
+  const rows = endpoints.map((ep) => {
+    const active = ep.status === 'active';
+    const ordered = ep.ordering === 'per-message' && event.messageKey;
+    return {
+      id: newId('delivery'),
+      tenant_id: event.tenantId,
+      event_id: event.id,
+      endpoint_id: ep.id,
+      status: active ? 'pending' : 'dead',
+      dead_reason: active ? null : 'endpoint_disabled',
+      last_error: active ? null : 'endpoint was disabled when the event was accepted',
+      next_attempt_at: active ? event.createdAt : null,
+      deadline_at: new Date(at + (ep.max_age ?? defaultMaxAgeSeconds) * 1000),
+      order_key: ordered ? event.messageKey : null,
+      order_hint: ordered ? (event.providerSequence ?? null) : null,
+      order_seq: ordered ? orderSeq : null,
+      created_at: event.createdAt,
+      updated_at: event.createdAt,
+    };
+  });
+  await trx('deliveries').insert(rows);
+  const deadDisabled = rows.filter((r) => r.status === 'dead').length;
+  return { pending: rows.length - deadDisabled, deadDisabled };
 }
 
-/*
- * Order positions. The event's place in its message's acceptance order. Both callers (callback intake and the publish
+/**
+ * The event's place in its message's acceptance order. Both callers (callback intake and the publish
  * API) have already written the message's row in this transaction, so they hold its row lock until
  * commit: a position drawn now is drawn in the same order as the message's events commit, which is
  * also the order in which its status advanced. events.seq is not: it is taken before the lock, so a
@@ -77,3 +77,7 @@ export async function fanOut(trx: Knex.Transaction, event: NewEvent, defaultMaxA
  * `delivered` before `sent`. Positions are only compared within one line, so
  * any increasing source does; events.seq's sequence is used because it needs no schema change.
  */
+async function orderPosition(trx: Knex.Transaction): Promise<string> {
+  const { rows } = await trx.raw<{ rows: Array<{ pos: string }> }>(`SELECT nextval(pg_get_serial_sequence('events', 'seq'))::text AS pos`);
+  return rows[0]!.pos;
+}
