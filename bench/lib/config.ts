@@ -1,0 +1,109 @@
+/**
+ * Every knob of the benchmark, read once from the environment. Defaults fit a 2-core machine in
+ * about 8 to 10 minutes; every size can be changed to take a second data point (for example
+ * BENCH_DISPATCH_BACKLOG=10000 or BENCH_DISPATCH_WORKERS=2).
+ */
+
+function int(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (!/^\d+$/.test(raw)) throw new Error(`${name} must be a whole number, got "${raw}"`);
+  return Number(raw);
+}
+
+function str(name: string, fallback: string): string {
+  const raw = process.env[name];
+  return raw === undefined || raw === '' ? fallback : raw;
+}
+
+function platformEnv(raw: string): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const pair of raw.split(',').map((p) => p.trim()).filter(Boolean)) {
+    const eq = pair.indexOf('=');
+    if (eq <= 0) throw new Error(`BENCH_PLATFORM_ENV: expected KEY=VALUE, got "${pair}"`);
+    env[pair.slice(0, eq)] = pair.slice(eq + 1);
+  }
+  return env;
+}
+
+export const scenarioNames = ['intake', 'dispatch', 'isolation', 'latency', 'duplicateStorm'] as const;
+export type ScenarioName = (typeof scenarioNames)[number];
+
+function selectedScenarios(): ScenarioName[] {
+  const raw = str('BENCH_ONLY', '');
+  if (raw === '') return [...scenarioNames];
+  const picked = raw.split(',').map((s) => s.trim());
+  for (const name of picked) {
+    if (!(scenarioNames as readonly string[]).includes(name)) throw new Error(`BENCH_ONLY: unknown scenario "${name}"; use ${scenarioNames.join(', ')}`);
+  }
+  return picked as ScenarioName[];
+}
+
+export const benchConfig = {
+  /** Comma-separated subset; a partial run writes bench/results/partial.json instead of latest.json. */
+  only: selectedScenarios(),
+  databaseUrl: str('BENCH_DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/whr_bench'),
+  redisUrl: str('BENCH_REDIS_URL', 'redis://127.0.0.1:6379'),
+  queuePrefix: str('BENCH_QUEUE_PREFIX', 'whr_bench'),
+  /** 1: run the measured platform processes under `node --cpu-prof` (slower; numbers are not headline numbers). */
+  cpuProf: str('BENCH_CPU_PROF', '0') === '1',
+  /** 1: sample pg_stat_activity during dispatch and intake (where PostgreSQL spends its time). */
+  pgSample: str('BENCH_PG_SAMPLE', '0') === '1',
+  /**
+   * Diagnostics only: PostgreSQL session options for the platform's connections, e.g.
+   * "-c synchronous_commit=off" to measure how much of a path is commit (WAL flush) latency.
+   * Never a recommendation for production: it gives up durability of the last commits on a crash.
+   */
+  platformDbOptions: str('BENCH_PLATFORM_DB_OPTIONS', ''),
+  /** Extra environment for every platform process, "KEY=VALUE,KEY=VALUE" (e.g. DB_POOL_MAX=50). */
+  platformEnv: platformEnv(str('BENCH_PLATFORM_ENV', '')),
+  /** 1: keep the whr_bench database after the run, for inspection. */
+  keepDatabase: str('BENCH_KEEP_DB', '0') === '1',
+  /** Size of one ordinary payload (`data`) in bytes, used by every scenario. */
+  payloadBytes: int('BENCH_PAYLOAD_BYTES', 400),
+
+  intake: {
+    tenants: int('BENCH_INTAKE_TENANTS', 10),
+    connections: int('BENCH_INTAKE_CONNECTIONS', 50),
+    warmupSeconds: int('BENCH_INTAKE_WARMUP_SECONDS', 3),
+    seconds: int('BENCH_INTAKE_SECONDS', 15),
+    halfLoadSeconds: int('BENCH_INTAKE_HALF_LOAD_SECONDS', 15),
+  },
+  dispatch: {
+    backlog: int('BENCH_DISPATCH_BACKLOG', 100_000),
+    endpoints: int('BENCH_DISPATCH_ENDPOINTS', 10),
+    endpointConcurrency: int('BENCH_DISPATCH_ENDPOINT_CONCURRENCY', 10),
+    workers: int('BENCH_DISPATCH_WORKERS', 1),
+    floorSeconds: int('BENCH_DISPATCH_FLOOR_SECONDS', 10),
+    /**
+     * Upper bound on draining the backlog, so the whole run stays within its time budget on a slow
+     * machine: past it, the rate is what succeeded so far over the time taken (reported as partial).
+     */
+    maxDrainSeconds: int('BENCH_DISPATCH_MAX_DRAIN_SECONDS', 240),
+  },
+  isolation: {
+    healthyPerEndpoint: int('BENCH_ISOLATION_HEALTHY_BACKLOG', 5_000),
+    hangingBacklog: int('BENCH_ISOLATION_HANGING_BACKLOG', 5_000),
+    attemptTimeoutMs: int('BENCH_ISOLATION_ATTEMPT_TIMEOUT_MS', 10_000),
+    warmupSeconds: int('BENCH_ISOLATION_WARMUP_SECONDS', 2),
+    /** Longer than the attempt timeout, so the window covers hung attempts timing out and retrying. */
+    windowSeconds: int('BENCH_ISOLATION_WINDOW_SECONDS', 15),
+  },
+  latency: {
+    rate: int('BENCH_LATENCY_RATE', 200),
+    seconds: int('BENCH_LATENCY_SECONDS', 25),
+    /** Events sent in the first seconds are excluded from the percentile (JIT and pool warm-up). */
+    warmupSeconds: int('BENCH_LATENCY_WARMUP_SECONDS', 2),
+    endpoints: int('BENCH_LATENCY_ENDPOINTS', 1),
+    /** How long to wait for the last deliveries after the last publish; later ones count as lower bounds. */
+    drainSeconds: int('BENCH_LATENCY_DRAIN_SECONDS', 60),
+  },
+  duplicateStorm: {
+    n: int('BENCH_DUP_N', 5_000),
+    copies: int('BENCH_DUP_COPIES', 5),
+    connections: int('BENCH_DUP_CONNECTIONS', 20),
+    warmup: int('BENCH_DUP_WARMUP', 2_000),
+  },
+};
+
+export type BenchConfig = typeof benchConfig;

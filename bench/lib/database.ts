@@ -1,0 +1,129 @@
+import type { Knex } from 'knex';
+import { createDatabaseIfMissing, createDb, migrateLatest } from '../../src/infra/db.js';
+import { newId } from '../../src/domain/ids.js';
+import { outboundBody } from '../../src/store/intake-store.js';
+import { payloadData } from './payload.js';
+
+/** The server's maintenance database, next to the bench database. */
+function adminUrl(url: string): string {
+  const admin = new URL(url);
+  admin.pathname = '/postgres';
+  return admin.toString();
+}
+
+function databaseName(url: string): string {
+  return decodeURIComponent(new URL(url).pathname.replace(/^\//, ''));
+}
+
+/** Drops the bench database (whatever a previous run left behind) and creates it again, migrated. */
+export async function freshDatabase(url: string): Promise<void> {
+  await dropDatabase(url);
+  await createDatabaseIfMissing(url);
+  const migrator = createDb({ url, poolMax: 1, timeoutMs: 30_000 });
+  try {
+    await migrateLatest(migrator);
+  } finally {
+    await migrator.destroy();
+  }
+}
+
+export async function dropDatabase(url: string): Promise<void> {
+  const name = databaseName(url);
+  if (!/^[A-Za-z0-9_-]+$/.test(name)) throw new Error(`unsupported database name: ${name}`);
+  const admin = createDb({ url: adminUrl(url), poolMax: 1 });
+  try {
+    await admin.raw(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+  } finally {
+    await admin.destroy();
+  }
+}
+
+/**
+ * Empties every table (except knex's migration bookkeeping) so each scenario starts from nothing:
+ * no leftover pending work from an earlier scenario can be dispatched during a measurement.
+ */
+export async function truncateAll(db: Knex): Promise<void> {
+  const { rows } = await db.raw<{ rows: Array<{ tablename: string }> }>(
+    "SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename NOT LIKE 'knex\\_%'",
+  );
+  if (rows.length === 0) return;
+  await db.raw(`TRUNCATE ${rows.map((r) => `"${r.tablename}"`).join(', ')} CASCADE`);
+}
+
+export async function postgresVersion(db: Knex): Promise<string> {
+  const { rows } = await db.raw<{ rows: Array<{ version: string }> }>('SELECT version()');
+  return rows[0]?.version ?? 'unknown';
+}
+
+export interface BacklogShare {
+  endpointId: string;
+  count: number;
+}
+
+/**
+ * Creates pending work directly in SQL, as fan-out would have left it: events (one body each, built
+ * by the platform's own outboundBody) and their deliveries, due now. Event k goes to every endpoint
+ * whose share is larger than k, so endpoints with equal shares receive the same events (fan-out).
+ * Events are dated 1 ms apart, ending now, as a backlog that built up from a stream of callbacks
+ * would be (intake stamps each event with its own arrival time). Ids come from the platform's own
+ * newId. Ends with ANALYZE: a production table has statistics from autovacuum, a table filled in
+ * seconds does not yet.
+ */
+export async function insertBacklog(db: Knex, tenantId: string, shares: BacklogShare[], payloadBytes: number): Promise<number> {
+  const events = Math.max(0, ...shares.map((s) => s.count));
+  const batch = 5_000;
+  const firstAt = Date.now() - events;
+  let deliveries = 0;
+  for (let from = 0; from < events; from += batch) {
+    const size = Math.min(batch, events - from);
+    const eventIds: string[] = [];
+    const bodies: string[] = [];
+    const times: string[] = [];
+    for (let i = 0; i < size; i++) {
+      const id = newId('event');
+      const at = new Date(firstAt + from + i);
+      eventIds.push(id);
+      times.push(at.toISOString());
+      bodies.push(outboundBody(id, 'order.created', at, undefined, payloadData(from + i, payloadBytes)));
+    }
+    const deliveryIds: string[] = [];
+    const deliveryEvents: string[] = [];
+    const deliveryEndpoints: string[] = [];
+    const deliveryTimes: string[] = [];
+    for (let i = 0; i < size; i++) {
+      for (const share of shares) {
+        if (from + i >= share.count) continue;
+        deliveryIds.push(newId('delivery'));
+        deliveryEvents.push(eventIds[i]!);
+        deliveryEndpoints.push(share.endpointId);
+        deliveryTimes.push(times[i]!);
+      }
+    }
+    await db.transaction(async (trx) => {
+      await trx.raw(
+        `INSERT INTO events (id, tenant_id, origin, type, body, created_at)
+         SELECT e.id, ?, 'api', 'order.created', e.body, e.at FROM unnest(?::text[], ?::text[], ?::timestamptz[]) AS e(id, body, at)`,
+        [tenantId, eventIds, bodies, times],
+      );
+      await trx.raw(
+        `INSERT INTO deliveries (id, tenant_id, event_id, endpoint_id, status, next_attempt_at, deadline_at, created_at, updated_at)
+         SELECT d.id, ?, d.event_id, d.endpoint_id, 'pending', d.at, d.at + interval '3 days', d.at, d.at
+           FROM unnest(?::text[], ?::text[], ?::text[], ?::timestamptz[]) AS d(id, event_id, endpoint_id, at)`,
+        [tenantId, deliveryIds, deliveryEvents, deliveryEndpoints, deliveryTimes],
+      );
+    });
+    deliveries += deliveryIds.length;
+  }
+  await db.raw('ANALYZE events, deliveries');
+  return deliveries;
+}
+
+/** Deletes every event, delivery, attempt and receipt, keeping tenants, sources and endpoints. */
+export async function clearWork(db: Knex): Promise<void> {
+  await db.raw('TRUNCATE attempts, deliveries, receipts, messages, events CASCADE');
+}
+
+export async function countRows(db: Knex, sql: string, bindings: readonly Knex.Value[] = []): Promise<number> {
+  const { rows } = await db.raw<{ rows: Array<{ n: number }> }>(sql, [...bindings]);
+  return Number(rows[0]?.n ?? 0);
+}

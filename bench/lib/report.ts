@@ -1,0 +1,62 @@
+import type { ScenarioName } from './config.js';
+
+/** The published shape of bench/results/latest.json: numbers only, nothing else. */
+export interface LatestJson {
+  intake: { rps: number; floorRps: number; ratio: number; p99MsHalfLoad: number };
+  dispatch: { rps: number; floorRps: number; ratio: number };
+  isolation: { ratio: number };
+  latency: { p99Ms: number };
+  memory: { rssMb: number; backlog: number };
+  duplicateStorm: { cpuRatio: number };
+  machine: { cpus: number; node: number; postgres: number; redis: number };
+}
+
+interface Row {
+  measure: string;
+  value: string;
+  floor: string;
+  target: string;
+  met: boolean | undefined;
+}
+
+const fmt = (v: number | undefined, digits = 0) => (v === undefined || Number.isNaN(v) ? '—' : v.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }));
+
+/** Builds the human table from whatever scenarios ran. */
+export function summaryRows(r: Partial<LatestJson>): Row[] {
+  const rows: Row[] = [];
+  const check = (value: number | undefined, ok: (v: number) => boolean) => (value === undefined ? undefined : ok(value));
+  if (r.intake) {
+    rows.push({ measure: 'intake rps (callbacks/s)', value: fmt(r.intake.rps), floor: fmt(r.intake.floorRps), target: '', met: undefined });
+    rows.push({ measure: 'intake ratio', value: fmt(r.intake.ratio, 3), floor: '', target: '≥ 0.5', met: check(r.intake.ratio, (v) => v >= 0.5) });
+    rows.push({ measure: 'intake p99 ms at half load', value: fmt(r.intake.p99MsHalfLoad, 1), floor: '', target: '≤ 20', met: check(r.intake.p99MsHalfLoad, (v) => v <= 20) });
+  }
+  if (r.dispatch) {
+    rows.push({ measure: 'dispatch rps (deliveries/s)', value: fmt(r.dispatch.rps), floor: fmt(r.dispatch.floorRps), target: '', met: undefined });
+    rows.push({ measure: 'dispatch ratio', value: fmt(r.dispatch.ratio, 3), floor: '', target: '≥ 0.25', met: check(r.dispatch.ratio, (v) => v >= 0.25) });
+  }
+  if (r.isolation) rows.push({ measure: 'isolation ratio', value: fmt(r.isolation.ratio, 3), floor: '', target: '≥ 0.9', met: check(r.isolation.ratio, (v) => v >= 0.9) });
+  if (r.latency) rows.push({ measure: 'latency p99 ms (202 → receiver)', value: fmt(r.latency.p99Ms, 1), floor: '', target: '≤ 50', met: check(r.latency.p99Ms, (v) => v <= 50) });
+  if (r.memory) {
+    rows.push({
+      measure: `worker peak RSS MiB (${fmt(r.memory.backlog)} backlog)`,
+      value: fmt(r.memory.rssMb, 1),
+      floor: '',
+      target: '≤ 256',
+      met: check(r.memory.rssMb, (v) => v <= 256),
+    });
+  }
+  if (r.duplicateStorm) rows.push({ measure: 'duplicateStorm cpuRatio', value: fmt(r.duplicateStorm.cpuRatio, 3), floor: '', target: '≤ 2.0', met: check(r.duplicateStorm.cpuRatio, (v) => v <= 2) });
+  return rows;
+}
+
+export function renderTable(rows: Row[]): string {
+  const header = ['measure', 'value', 'floor', 'target', 'met'];
+  const cells = rows.map((r) => [r.measure, r.value, r.floor, r.target, r.met === undefined ? '' : r.met ? 'yes' : 'NO']);
+  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
+  const line = (c: string[]) => c.map((v, i) => (i === 0 ? v.padEnd(widths[i]!) : v.padStart(widths[i]!))).join('  ');
+  return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...cells.map(line)].join('\n');
+}
+
+export function isComplete(names: ScenarioName[]): boolean {
+  return ['intake', 'dispatch', 'isolation', 'latency', 'duplicateStorm'].every((n) => names.includes(n as ScenarioName));
+}

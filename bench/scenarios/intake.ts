@@ -1,0 +1,167 @@
+import { createTenant } from '../lib/api.js';
+import { freePort, spawnTs, waitForHttp } from '../lib/children.js';
+import { resetState, startMeasured, type BenchContext } from '../lib/context.js';
+import { countRows } from '../lib/database.js';
+import { closedLoop, paced, p99 } from '../lib/load.js';
+import { signedCallback, signedCallbacks, type PreparedRequest, type SignedSource } from '../lib/payload.js';
+import { percentile, round } from '../lib/stats.js';
+import { CpuBudget, perUnitMs } from '../lib/cpu-budget.js';
+import { PgSampler } from '../lib/pg-sampler.js';
+import { pgCounters, perUnit } from '../lib/pg-stats.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export interface IntakeResult {
+  rps: number;
+  floorRps: number;
+  ratio: number;
+  p99MsHalfLoad: number;
+  details: Record<string, unknown>;
+}
+
+/**
+ * Hands out pre-generated signed callbacks (distinct event ids), so signing costs the load
+ * generator nothing during the measurement. If the pool runs dry, more are signed on the fly and
+ * counted, which would show up in the details.
+ */
+class Feed {
+  private index = 0;
+  private pool: PreparedRequest[];
+  lateSigned = 0;
+
+  constructor(
+    private readonly sources: SignedSource[],
+    size: number,
+    private readonly payloadBytes: number,
+    private readonly offset: number,
+  ) {
+    this.pool = signedCallbacks(sources, size, payloadBytes, offset);
+  }
+
+  next = (): PreparedRequest => {
+    const i = this.index++;
+    const ready = this.pool[i];
+    if (ready) return ready;
+    this.lateSigned++;
+    return signedCallback(this.sources[i % this.sources.length]!, this.offset + i, this.payloadBytes);
+  };
+}
+
+/**
+ * Intake: signed momo-automation callbacks with distinct event ids, round-robin over one source per
+ * tenant, each tenant with 2 endpoints, through the full path (verify, dedupe, store, fan-out).
+ * The platform runs as role `api` only, so dispatch does not compete for the 2 cores; the
+ * deliveries stay pending and are counted at the end as proof that fan-out happened.
+ */
+export async function runIntake(ctx: BenchContext): Promise<IntakeResult> {
+  const { intake: cfg, payloadBytes } = ctx.config;
+  await resetState(ctx);
+  const api = await startMeasured(ctx, 'api', 'intake-api');
+  let max;
+  let half;
+  let warm;
+  let lateSigned = 0;
+  let cpu: Record<string, number>;
+  let perCallback: Record<string, number>;
+  let pgActivity: ReturnType<PgSampler['stop']> | undefined;
+  try {
+    const sources: SignedSource[] = [];
+    for (let t = 0; t < cfg.tenants; t++) {
+      const tenant = await createTenant(api, ctx.settings.adminToken, {
+        name: `intake-${t}`,
+        endpointUrls: [ctx.receiver.okUrl(0, `t${t}/a`), ctx.receiver.okUrl(1, `t${t}/b`)],
+        source: true,
+      });
+      sources.push(tenant.source!);
+    }
+    // Generous pools: 6,000 callbacks per second of run time outruns what 2 cores can take.
+    const warmFeed = new Feed(sources, 6_000 * cfg.warmupSeconds, payloadBytes, 0);
+    ctx.log(`intake: warm-up ${cfg.warmupSeconds}s at ${cfg.connections} connections`);
+    warm = await closedLoop(api.url, warmFeed.next, cfg.connections, cfg.warmupSeconds);
+    const maxFeed = new Feed(sources, 6_000 * cfg.seconds, payloadBytes, 1_000_000);
+    ctx.log(`intake: maximum rate for ${cfg.seconds}s`);
+    await sleep(1_100); // lets PostgreSQL publish the warm-up's counters before the snapshot
+    const pgBefore = await pgCounters(ctx.db);
+    const budget = new CpuBudget(ctx.db, { api: [api.pid], loadGenerator: [process.pid] });
+    const pgSampler = ctx.config.pgSample ? new PgSampler(ctx.db) : undefined;
+    pgSampler?.start();
+    await budget.start();
+    max = await closedLoop(api.url, maxFeed.next, cfg.connections, cfg.seconds);
+    cpu = await budget.stop();
+    pgActivity = pgSampler?.stop();
+    await sleep(1_100);
+    perCallback = perUnit(pgBefore, await pgCounters(ctx.db), max.ok);
+    const rate = Math.max(1, Math.floor(max.rps / 2));
+    const halfFeed = new Feed(sources, Math.ceil(rate * cfg.halfLoadSeconds) + 10, payloadBytes, 2_000_000);
+    ctx.log(`intake: ${rate}/s (half of ${Math.round(max.rps)}/s) for ${cfg.halfLoadSeconds}s`);
+    half = await paced(api.url, halfFeed.next, { rate, seconds: cfg.halfLoadSeconds, connections: cfg.connections });
+    lateSigned = warmFeed.lateSigned + maxFeed.lateSigned + halfFeed.lateSigned;
+  } finally {
+    await api.stop();
+  }
+
+  // Every 2xx was a distinct callback: it must be one accepted receipt, one event and two pending
+  // deliveries, or the number above measured something other than the full path. autocannon drops
+  // the requests still in flight when its time is up (at most one per connection per run); the
+  // platform may still have committed those, so they may add to the rows but never be missing.
+  const answered = warm.ok + max.ok + half.ok;
+  const unanswered = 2 * cfg.connections;
+  const events = await countRows(ctx.db, "SELECT count(*) AS n FROM events WHERE origin = 'callback'");
+  const receipts = await countRows(ctx.db, "SELECT count(*) AS n FROM receipts WHERE outcome = 'accepted'");
+  const deliveries = await countRows(ctx.db, "SELECT count(*) AS n FROM deliveries WHERE status = 'pending'");
+  const within = (n: number, per: number) => n >= per * answered && n <= per * (answered + unanswered);
+  if (!within(events, 1) || receipts !== events || !within(deliveries, 2) || deliveries !== 2 * events) {
+    throw new Error(`intake: ${answered} callbacks answered 2xx but the database holds ${events} events, ${receipts} accepted receipts, ${deliveries} pending deliveries`);
+  }
+
+  const floor = await runIntakeFloor(ctx, signedCallbacks([{ id: 'x', secret: 'x', subscription: 'x' }], 1, payloadBytes)[0]!.body);
+  const halfLatencies = half.latenciesMs;
+  return {
+    rps: round(max.rps),
+    floorRps: round(floor.rps),
+    ratio: round(max.rps / floor.rps, 3),
+    p99MsHalfLoad: round(p99(halfLatencies), 2),
+    details: {
+      connections: cfg.connections,
+      seconds: cfg.seconds,
+      cpuMsPerCallback: perUnitMs(cpu, max.ok),
+      postgresPerCallback: perCallback,
+      max: { ok: max.ok, failed: max.failed, statusCodes: max.statusCodes, p50Ms: max.p50Ms, p99Ms: max.p99Ms },
+      halfLoad: {
+        rate: Math.floor(max.rps / 2),
+        achievedRate: round(half.achievedRate),
+        ok: half.ok,
+        failed: half.failed,
+        p50Ms: round(percentile(halfLatencies, 50), 2),
+        p90Ms: round(percentile(halfLatencies, 90), 2),
+        p99Ms: round(p99(halfLatencies), 2),
+        maxMs: round(Math.max(...halfLatencies), 2),
+      },
+      floor,
+      ...(pgActivity && { pgActivity }),
+      verified: { events, acceptedReceipts: receipts, pendingDeliveries: deliveries },
+      lateSigned,
+    },
+  };
+}
+
+/** The floor: floor-intake-process.ts, same connections, same duration, same body size. */
+async function runIntakeFloor(ctx: BenchContext, body: string) {
+  const { intake: cfg } = ctx.config;
+  const port = await freePort();
+  const child = spawnTs('intake floor', 'bench/lib/floor-intake-process.ts', [String(port), ctx.settings.databaseUrl]);
+  try {
+    const url = `http://127.0.0.1:${port}`;
+    await waitForHttp(child, `${url}/healthz`);
+    const request: PreparedRequest = { path: '/floor', headers: { 'content-type': 'application/json' }, body };
+    const next = () => request;
+    ctx.log(`intake floor: warm-up ${cfg.warmupSeconds}s, then ${cfg.seconds}s`);
+    await closedLoop(url, next, cfg.connections, cfg.warmupSeconds);
+    const budget = new CpuBudget(ctx.db, { floor: [child.pid], loadGenerator: [process.pid] });
+    await budget.start();
+    const result = await closedLoop(url, next, cfg.connections, cfg.seconds);
+    const cpu = await budget.stop();
+    return { rps: result.rps, ok: result.ok, failed: result.failed, p50Ms: result.p50Ms, p99Ms: result.p99Ms, cpuMsPerRequest: perUnitMs(cpu, result.ok) };
+  } finally {
+    await child.stop();
+  }
+}
