@@ -6,7 +6,7 @@ import { signatureHeader } from '../domain/signing.js';
 import { metrics, statusClass } from '../metrics/registry.js';
 import { autoDisableEndpoint } from '../ops/auto-disable.js';
 import { emitDeliveriesDead, emitEndpointDisabled } from '../ops/platform-events.js';
-import { claimDelivery, recordAttempt, type AttemptRecord, type ClaimedDelivery, type HealthLimits } from '../store/dispatch-store.js';
+import { claimDelivery, handOffNext, recordAttempt, type AttemptRecord, type ClaimedDelivery, type HealthLimits } from '../store/dispatch-store.js';
 import { signingSecrets } from '../store/endpoints-store.js';
 import type { DeliveryClient } from './http-client.js';
 
@@ -23,7 +23,12 @@ export interface DeliverDeps {
   now?: () => Date;
   /** Wakes admission after operational events created new deliveries. */
   onWork?: () => void;
+  /** False while shutting down: a slot then stops taking its endpoint's next delivery. */
+  mayContinue?: () => boolean;
 }
+
+/** Deliveries one job may carry through slot hand-off before it lets admission decide again. */
+const maxHandOffs = 500;
 
 const userAgent = 'webhook-relay/1.0';
 
@@ -43,13 +48,25 @@ export function outboundHeaders(d: ClaimedDelivery, secrets: string[], timestamp
 }
 
 /**
- * One attempt of one delivery: claim it, send it, decide what the outcome means, record both.
- * Every outcome of the receiver is a result, not an error; only a storage failure throws, and then
- * the delivery's lease brings it back.
+ * Claims an admitted delivery and attempts it; while attempts succeed, the slot carries on with the
+ * endpoint's next due delivery (hand-off) instead of going back through admission and Redis.
  */
 export async function deliverOnce(deps: DeliverDeps, deliveryId: string): Promise<void> {
-  const claimed = await claimDelivery(deps.db, deliveryId, deps.inFlightLeaseMs);
-  if (!claimed) return; // already taken, finished, or dead: nothing to do
+  let claimed = await claimDelivery(deps.db, deliveryId, deps.inFlightLeaseMs);
+  for (let handOffs = 0; claimed; handOffs++) {
+    // Asked when the attempt is done, so a shutdown signalled meanwhile stops the hand-off.
+    const mayHandOff = () => handOffs < maxHandOffs && (deps.mayContinue?.() ?? true);
+    claimed = await attemptClaimed(deps, claimed, mayHandOff);
+  }
+}
+
+/**
+ * One attempt of one claimed delivery: send it, decide what the outcome means, record both.
+ * Every outcome of the receiver is a result, not an error; only a storage failure throws, and then
+ * the delivery's lease brings it back. Returns the endpoint's next delivery when it was handed off.
+ */
+async function attemptClaimed(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandOff: () => boolean): Promise<ClaimedDelivery | undefined> {
+  const deliveryId = claimed.id;
   const now = deps.now ?? (() => new Date());
   const ep = claimed.endpoint;
   const base = {
@@ -66,7 +83,7 @@ export async function deliverOnce(deps: DeliverDeps, deliveryId: string): Promis
       errorMessage: 'endpoint is disabled', responseExcerpt: null, next: { status: 'dead', reason: 'endpoint_disabled' }, endpointFailure: false,
     }, deps.health);
     metrics.deadLettered.inc({ reason: 'endpoint_disabled' });
-    return;
+    return undefined;
   }
 
   const startedAt = now();
@@ -109,19 +126,26 @@ export async function deliverOnce(deps: DeliverDeps, deliveryId: string): Promis
   const disabledNow = record.disableEndpoint
     ? await autoDisableEndpoint(deps.db, { id: ep.id, tenantId: claimed.tenant_id, reason: record.disableEndpoint })
     : false;
-  const applied = await recordAttempt(deps.db, record, deps.health);
+  let next: ClaimedDelivery | undefined;
+  const applied = await deps.db.transaction(async (trx) => {
+    const recorded = await recordAttempt(trx, record, deps.health);
+    // Same transaction: the finished delivery leaves the slot as the next one takes it.
+    if (recorded && decision.action === 'succeed' && mayHandOff()) next = await handOffNext(trx, ep.id, deps.inFlightLeaseMs);
+    return recorded;
+  });
   const sc = statusClass(statusCode);
   metrics.attemptDuration.observe({ status_class: sc }, result.durationMs / 1000);
   metrics.deliveryAttempts.inc({ outcome: record.outcome, status_class: sc });
   if (!applied) {
     deps.logger.warn({ deliveryId }, 'attempt finished after its lease was taken back; result kept only in metrics');
-    return;
+    return undefined;
   }
   if (decision.action === 'succeed' && claimed.succeeded_at === null) {
     metrics.deliveryLatency.observe((Date.now() - claimed.event_created_at.getTime()) / 1000);
   }
   if (decision.action === 'dead') metrics.deadLettered.inc({ reason: decision.reason });
   if (decision.action === 'dead') await announceDead(deps, claimed, disabledNow ? record.disableEndpoint : undefined);
+  return next;
 }
 
 /**

@@ -44,6 +44,7 @@ export class Dispatcher {
   private worker: Worker<DeliveryJob> | undefined;
   private sweepTimer: NodeJS.Timeout | undefined;
   private sweeping = false;
+  private stopping = false;
 
   constructor(private readonly deps: DispatcherDeps) {
     const { config } = deps;
@@ -78,6 +79,7 @@ export class Dispatcher {
       health: { circuitFailureThreshold: config.circuitFailureThreshold, circuitCooldownSeconds: config.circuitCooldownSeconds },
       inFlightLeaseMs: config.attemptTimeoutMs + 10_000,
       onWork: this.pump.wake,
+      mayContinue: () => !this.stopping,
     };
     this.worker = new Worker<DeliveryJob>(
       deliveryQueueName,
@@ -140,6 +142,7 @@ export class Dispatcher {
 
   /** Stops taking work, lets in-flight attempts finish (bounded by the attempt timeout), then closes. */
   async stop(): Promise<void> {
+    this.stopping = true;
     this.pump.stop();
     clearInterval(this.sweepTimer);
     await this.worker?.close();

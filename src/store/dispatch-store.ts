@@ -25,6 +25,11 @@ export interface ClaimedDelivery {
  * Takes a queued delivery for one attempt. Only one worker can win: the row moves queued -> in_flight
  * atomically, with a lease long enough for the attempt, after which the sweeper may take it back.
  */
+const claimedColumns = `d.id, d.tenant_id, d.attempt_count, d.attempt_base, d.replayed_at, d.next_trigger, d.deadline_at, d.succeeded_at,
+            ev.id AS event_id, ev.type AS event_type, ev.created_at AS event_created_at, ev.body,
+            ep.id AS ep_id, ep.url, ep.status AS ep_status, ep.retry_policy, ep.secret_enc, ep.previous_secret_enc,
+            ep.previous_secret_expires_at, ep.deleted_at`;
+
 export async function claimDelivery(db: Knex, id: string, leaseMs: number): Promise<ClaimedDelivery | undefined> {
   const { rows } = await db.raw(
     `UPDATE deliveries d
@@ -32,14 +37,48 @@ export async function claimDelivery(db: Knex, id: string, leaseMs: number): Prom
             lease_until = now() + make_interval(secs => ? / 1000.0), updated_at = now()
        FROM events ev, endpoints ep
       WHERE d.id = ? AND d.status = 'queued' AND ev.id = d.event_id AND ep.id = d.endpoint_id
-  RETURNING d.id, d.tenant_id, d.attempt_count, d.attempt_base, d.replayed_at, d.next_trigger, d.deadline_at, d.succeeded_at,
-            ev.id AS event_id, ev.type AS event_type, ev.created_at AS event_created_at, ev.body,
-            ep.id AS ep_id, ep.url, ep.status AS ep_status, ep.retry_policy, ep.secret_enc, ep.previous_secret_enc,
-            ep.previous_secret_expires_at, ep.deleted_at`,
+  RETURNING ${claimedColumns}`,
     [leaseMs, id],
   );
-  const r = rows[0];
-  if (!r) return undefined;
+  return rows[0] ? rowToClaimed(rows[0]) : undefined;
+}
+
+/**
+ * Slot hand-off: after a success, the worker that holds one of an endpoint's slots takes the
+ * endpoint's next due delivery straight to in_flight, in the transaction that records the success,
+ * so the endpoint's busy count never changes and no admission round or Redis job is needed. Only
+ * for a healthy endpoint without a rate limit (the token bucket is admission's), and only the head
+ * of a message's line where the endpoint orders per message, exactly as admission would choose.
+ */
+export async function handOffNext(trx: Knex.Transaction, endpointId: string, leaseMs: number): Promise<ClaimedDelivery | undefined> {
+  const { rows } = await trx.raw(
+    `UPDATE deliveries d
+        SET status = 'in_flight', attempt_count = d.attempt_count + 1,
+            lease_until = now() + make_interval(secs => :lease / 1000.0), updated_at = now()
+       FROM events ev, endpoints ep
+      WHERE d.id = (
+              SELECT n.id FROM deliveries n JOIN endpoints e ON e.id = n.endpoint_id
+               WHERE n.endpoint_id = :endpointId AND n.status = 'pending' AND n.next_attempt_at <= now()
+                 AND e.status = 'active' AND e.deleted_at IS NULL AND e.rate_limit_per_second IS NULL
+                 AND e.consecutive_failures = 0 AND e.circuit_open_until IS NULL
+                 AND (n.order_key IS NULL OR NOT EXISTS (
+                   SELECT 1 FROM deliveries o
+                    WHERE o.endpoint_id = n.endpoint_id AND o.order_key = n.order_key AND o.id <> n.id
+                      AND o.status IN ('pending', 'queued', 'in_flight')
+                      AND (o.status <> 'pending'
+                           OR (COALESCE(o.order_hint, -1), o.order_seq, o.id) < (COALESCE(n.order_hint, -1), n.order_seq, n.id))))
+               ORDER BY n.next_attempt_at, n.id
+               LIMIT 1
+               FOR UPDATE OF n SKIP LOCKED)
+        AND ev.id = d.event_id AND ep.id = d.endpoint_id
+  RETURNING ${claimedColumns}`,
+    { lease: leaseMs, endpointId },
+  );
+  return rows[0] ? rowToClaimed(rows[0]) : undefined;
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+function rowToClaimed(r: any): ClaimedDelivery {
   return {
     id: r.id,
     tenant_id: r.tenant_id,
