@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { headOfLine } from './order-sql.js';
 
 export interface AdmissionLimits {
   /** Lease on `queued`: how long Redis may hold a job before the sweeper assumes it was lost. */
@@ -51,14 +52,7 @@ export async function admitDue(db: Knex, limits: AdmissionLimits): Promise<Admit
          SELECT p.id FROM cap CROSS JOIN LATERAL (
            SELECT d.id FROM deliveries d
             WHERE d.endpoint_id = cap.id AND d.status = 'pending' AND d.next_attempt_at <= now()
-              -- Per-message ordering: only the head of a message's line may go, and only when
-              -- nothing of that message is already on its way. Dead or succeeded releases the next.
-              AND (d.order_key IS NULL OR NOT EXISTS (
-                SELECT 1 FROM deliveries o
-                 WHERE o.endpoint_id = d.endpoint_id AND o.order_key = d.order_key AND o.id <> d.id
-                   AND o.status IN ('pending', 'queued', 'in_flight')
-                   AND (o.status <> 'pending'
-                        OR (COALESCE(o.order_hint, -1), o.order_seq, o.id) < (COALESCE(d.order_hint, -1), d.order_seq, d.id))))
+              AND ${headOfLine('d')}
             ORDER BY d.next_attempt_at, d.id
             LIMIT cap.free
             FOR UPDATE SKIP LOCKED) p

@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { headOfLine } from './order-sql.js';
 import { newId } from '../domain/ids.js';
 import type { EndpointRow } from './endpoints-store.js';
 
@@ -61,12 +62,7 @@ export async function handOffNext(trx: Knex.Transaction, endpointId: string, lea
                WHERE n.endpoint_id = :endpointId AND n.status = 'pending' AND n.next_attempt_at <= now()
                  AND e.status = 'active' AND e.deleted_at IS NULL AND e.rate_limit_per_second IS NULL
                  AND e.consecutive_failures = 0 AND e.circuit_open_until IS NULL
-                 AND (n.order_key IS NULL OR NOT EXISTS (
-                   SELECT 1 FROM deliveries o
-                    WHERE o.endpoint_id = n.endpoint_id AND o.order_key = n.order_key AND o.id <> n.id
-                      AND o.status IN ('pending', 'queued', 'in_flight')
-                      AND (o.status <> 'pending'
-                           OR (COALESCE(o.order_hint, -1), o.order_seq, o.id) < (COALESCE(n.order_hint, -1), n.order_seq, n.id))))
+                 AND ${headOfLine('n')}
                ORDER BY n.next_attempt_at, n.id
                LIMIT 1
                FOR UPDATE OF n SKIP LOCKED)

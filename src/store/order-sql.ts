@@ -1,0 +1,13 @@
+/**
+ * Per-message ordering, as a SQL condition on the delivery aliased `d`: only the head of a message's
+ * line may go, and only when nothing of that message is already on its way to the endpoint. Dead or
+ * succeeded releases the next. Admission and slot hand-off both use it, so they cannot disagree.
+ */
+export function headOfLine(d: string): string {
+  return `(${d}.order_key IS NULL OR NOT EXISTS (
+    SELECT 1 FROM deliveries o
+     WHERE o.endpoint_id = ${d}.endpoint_id AND o.order_key = ${d}.order_key AND o.id <> ${d}.id
+       AND o.status IN ('pending', 'queued', 'in_flight')
+       AND (o.status <> 'pending'
+            OR (COALESCE(o.order_hint, -1), o.order_seq, o.id) < (COALESCE(${d}.order_hint, -1), ${d}.order_seq, ${d}.id))))`;
+}
