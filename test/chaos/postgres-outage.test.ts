@@ -16,7 +16,7 @@ import { expectNoViolations, metricsOf } from '../helpers/invariants.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 import { automation } from '../helpers/providers.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
-import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
+import { proxyDatabase, type TcpProxy } from '../helpers/tcp-proxy.js';
 
 const BEFORE = 60;
 const DURING = 30;
@@ -30,12 +30,10 @@ describe('PostgreSQL unreachable during intake, dispatcher running', () => {
 
   beforeAll(async () => {
     database = await createTestDatabase();
-    const target = new URL(database.url);
-    proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port || 5432) });
-    const viaProxy = new URL(database.url);
-    viaProxy.port = String(proxy.port);
+    const proxied = await proxyDatabase(database.url);
+    proxy = proxied.proxy;
     // ATTEMPT_TIMEOUT_MS bounds the in-flight lease (timeout + 10 s) of attempts cut off by the outage.
-    t = await startTestPlatform({ database, env: { DATABASE_URL: viaProxy.toString(), ATTEMPT_TIMEOUT_MS: '1000' } });
+    t = await startTestPlatform({ database, env: { DATABASE_URL: proxied.url, ATTEMPT_TIMEOUT_MS: '1000' } });
     // The test reads the database around the proxy.
     direct = createDb({ url: database.url, poolMax: 2 });
     receiver = await startReceiver(slowResponder(200));

@@ -156,3 +156,11 @@ export async function publishPerMessage(tenant: TestTenant, messageIds: string[]
 
 /** `n` message ids with a common prefix. */
 export const messageIds = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}-${String(i).padStart(3, '0')}`);
+
+/** An endpoint that orders per message (maxConcurrency 8 unless `extra` says otherwise). */
+export async function orderedEndpoint(tenant: TestTenant, url: string, extra: Record<string, unknown> = {}): Promise<string> {
+  const res = await tenant.call('POST', '/v1/endpoints', { body: { url, ordering: 'per-message', maxConcurrency: 8, ...extra } });
+  expect(res.status, res.text).toBe(201);
+  expect(res.body.ordering).toBe('per-message');
+  return res.body.id as string;
+}

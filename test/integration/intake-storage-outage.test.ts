@@ -22,7 +22,7 @@ import {
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { automation, communication } from '../helpers/providers.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
-import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
+import { proxyDatabase, type TcpProxy } from '../helpers/tcp-proxy.js';
 
 /**
  * PostgreSQL goes away behind a TCP proxy while the platform keeps running: every callback must be
@@ -40,11 +40,9 @@ let receiver: Receiver;
 
 beforeAll(async () => {
   database = await createTestDatabase();
-  const target = new URL(database.url);
-  proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port || 5432) });
-  const viaProxy = new URL(database.url);
-  viaProxy.port = String(proxy.port);
-  t = await startTestPlatform({ database, env: { DATABASE_URL: viaProxy.toString() } });
+  const proxied = await proxyDatabase(database.url);
+  proxy = proxied.proxy;
+  t = await startTestPlatform({ database, env: { DATABASE_URL: proxied.url } });
   // Assertions read the database directly, around the proxy.
   direct = createDb({ url: database.url, poolMax: 2 });
   tenant = await t.createTenant('outage');

@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { statusCounts } from '../helpers/dispatch.js';
 import { postCallback, sign } from '../helpers/intake.js';
-import { expectInOrder, FAIL, OK, publishPerMessage, startMessageReceiver, type Hold, type MessageReceiver } from '../helpers/ordering.js';
+import { expectInOrder, FAIL, OK, orderedEndpoint, publishPerMessage, startMessageReceiver, type Hold, type MessageReceiver } from '../helpers/ordering.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 
 const receivers: MessageReceiver[] = [];
@@ -16,11 +16,6 @@ async function receiver(hold?: Hold): Promise<MessageReceiver> {
   return r;
 }
 
-async function orderedEndpoint(tenant: TestTenant, url: string, extra: Record<string, unknown> = {}): Promise<string> {
-  const res = await tenant.call('POST', '/v1/endpoints', { body: { url, ordering: 'per-message', maxConcurrency: 8, ...extra } });
-  expect(res.status, res.text).toBe(201);
-  return res.body.id as string;
-}
 
 /** Arrivals of one message as [eventId, ok, replay] triples, in arrival order. */
 const lineOf = (r: MessageReceiver, messageId: string) => r.arrivals.filter((a) => a.messageId === messageId).map((a) => [a.eventId, a.ok, a.replay]);

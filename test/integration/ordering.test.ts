@@ -15,6 +15,7 @@ import {
   startMessageReceiver,
   type Hold,
   type MessageReceiver,
+  orderedEndpoint,
 } from '../helpers/ordering.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { communication } from '../helpers/providers.js';
@@ -26,12 +27,6 @@ async function receiver(hold?: Hold): Promise<MessageReceiver> {
   return r;
 }
 
-async function orderedEndpoint(tenant: TestTenant, url: string, extra: Record<string, unknown> = {}): Promise<string> {
-  const res = await tenant.call('POST', '/v1/endpoints', { body: { url, ordering: 'per-message', maxConcurrency: 8, ...extra } });
-  expect(res.status, res.text).toBe(201);
-  expect(res.body.ordering).toBe('per-message');
-  return res.body.id as string;
-}
 
 /** ~30 % of attempts fail with 500, at random (each attempt independently). */
 const flaky = () => (Math.random() < 0.3 ? FAIL : OK);
