@@ -95,7 +95,7 @@ export async function publishEvent(
     }
     const fan = await fanOut(
       trx,
-      { id, tenantId: s.tenantId, type: input.type, createdAt: now, seq: event.seq, messageKey: input.messageId ? `api:${input.messageId}` : null },
+      { id, tenantId: s.tenantId, type: input.type, createdAt: now, messageKey: input.messageId ? `api:${input.messageId}` : null },
       defaultMaxAgeSeconds,
     );
     return { event, duplicate: false, fanOut: fan };

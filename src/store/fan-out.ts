@@ -6,12 +6,6 @@ export interface NewEvent {
   tenantId: string;
   type: string;
   createdAt: Date;
-  /**
-   * events.seq. Not used as the per-message order: it is drawn when the event row is inserted, before
-   * the message's row lock is taken, so two events of one message racing each other can commit in the
-   * opposite order of their seq (see `orderPosition`).
-   */
-  seq: number;
   /** The message the event concerns, scoped to its source: the unit of per-message ordering. */
   messageKey?: string | null;
   /** The provider's own sequence or version, when it sends one; it orders before acceptance order. */
@@ -25,59 +19,65 @@ export interface FanOutResult {
 
 /**
  * Creates one delivery per endpoint of the tenant whose filter matches the event type, in the
- * caller's transaction. Disabled endpoints get a dead `endpoint_disabled` delivery instead of none,
- * so what piles up while an endpoint is off can be replayed once it is back. Operational events
- * (`platform.*`) only reach endpoints that name them: a catch-all endpoint never receives a type
- * it did not know existed.
+ * caller's transaction, after the caller has written the event and, when it has a message, the
+ * message's row (whose lock orders the event within its message). Disabled endpoints get a dead
+ * `endpoint_disabled` delivery instead of none, so what piles up while an endpoint is off can be
+ * replayed once it is back. Operational events (`platform.*`) only reach endpoints that name them:
+ * a catch-all endpoint never receives a type it did not know existed.
+ *
+ * The rules live in SQL (`fan_out` and the functions it shares with `intake_accept`, migration
+ * 20261129000011), so callback intake and the publish API cannot drift apart; this is the caller:
+ * delivery ids in, counts out.
  */
 export async function fanOut(trx: Knex.Transaction, event: NewEvent, defaultMaxAgeSeconds: number): Promise<FanOutResult> {
-  const { rows: endpoints } = await trx.raw<{ rows: Array<{ id: string; status: string; ordering: string; max_age: number | null }> }>(
-    `SELECT id, status, ordering, (retry_policy->>'maxEventAgeSeconds')::int AS max_age
-       FROM endpoints
-      WHERE tenant_id = ? AND deleted_at IS NULL
-        AND ((cardinality(event_types) = 0 AND NOT starts_with(?, 'platform.')) OR ? = ANY(event_types)
-             OR EXISTS (SELECT 1 FROM unnest(event_types) f WHERE right(f, 2) = '.*' AND starts_with(?, left(f, -1))))`,
-    [event.tenantId, event.type, event.type, event.type],
-  );
-  if (endpoints.length === 0) return { pending: 0, deadDisabled: 0 };
-  const at = event.createdAt.getTime();
-  const orderSeq = event.messageKey && endpoints.some((ep) => ep.ordering === 'per-message') ? await orderPosition(trx) : null;
-  const rows = endpoints.map((ep) => {
-    const active = ep.status === 'active';
-    const ordered = ep.ordering === 'per-message' && event.messageKey;
-    return {
-      id: newId('delivery'),
-      tenant_id: event.tenantId,
-      event_id: event.id,
-      endpoint_id: ep.id,
-      status: active ? 'pending' : 'dead',
-      dead_reason: active ? null : 'endpoint_disabled',
-      last_error: active ? null : 'endpoint was disabled when the event was accepted',
-      next_attempt_at: active ? event.createdAt : null,
-      deadline_at: new Date(at + (ep.max_age ?? defaultMaxAgeSeconds) * 1000),
-      order_key: ordered ? event.messageKey : null,
-      order_hint: ordered ? (event.providerSequence ?? null) : null,
-      order_seq: ordered ? orderSeq : null,
-      created_at: event.createdAt,
-      updated_at: event.createdAt,
-    };
+  const row = await withDeliveryIds(event.tenantId, event.type, async (ids) => {
+    const { rows } = await trx.raw<{ rows: Array<{ endpoint_count: number; pending: number; dead_disabled: number }> }>(
+      'SELECT * FROM fan_out(?, ?, ?, ?::timestamptz, ?, ?::bigint, ?::int, ?::text[])',
+      [event.id, event.tenantId, event.type, event.createdAt, event.messageKey ?? null, event.providerSequence ?? null, defaultMaxAgeSeconds, ids],
+    );
+    return rows[0]!;
   });
-  await trx('deliveries').insert(rows);
-  const deadDisabled = rows.filter((r) => r.status === 'dead').length;
-  return { pending: rows.length - deadDisabled, deadDisabled };
+  return { pending: row.pending, deadDisabled: row.dead_disabled };
 }
 
 /**
- * The event's place in its message's acceptance order. Both callers (callback intake and the publish
- * API) have already written the message's row in this transaction, so they hold its row lock until
- * commit: a position drawn now is drawn in the same order as the message's events commit, which is
- * also the order in which its status advanced. events.seq is not: it is taken before the lock, so a
- * `delivered` callback can get a lower seq than a racing `sent` one that commits first (both are
- * accepted: `sent` advanced the message, then `delivered`), and ordering by seq handed receivers
- * `delivered` before `sent`. Positions are only compared within one line, so
- * any increasing source does; events.seq's sequence is used because it needs no schema change.
+ * Delivery ids are TypeIDs made here, not in SQL: they must sort by creation time, and ids made in
+ * SQL were not monotonic within a millisecond. How many an event needs (its matching endpoints) is
+ * only known in the database, so the caller guesses; the fan-out functions write nothing when the
+ * guess is short and answer how many they need. The guess is the number the last event of the same
+ * tenant and type needed (filters match by type, so one number per tenant would keep missing for a
+ * tenant whose types reach different numbers of endpoints): the steady state is one call, and an
+ * endpoint added or removed costs one extra call for the next event of each type.
  */
-async function orderPosition(trx: Knex.Transaction): Promise<string> {
-  const { rows } = await trx.raw<{ rows: Array<{ pos: string }> }>(`SELECT nextval(pg_get_serial_sequence('events', 'seq'))::text AS pos`);
-  return rows[0]!.pos;
+export const initialDeliveryIdGuess = 4;
+const maxRemembered = 10_000;
+const needed = new Map<string, number>();
+
+/** Runs `call` with enough delivery ids: again, with as many as it said it needs, when it had too few. */
+export async function withDeliveryIds<R extends { endpoint_count: number }>(
+  tenantId: string,
+  type: string,
+  call: (ids: string[]) => Promise<R>,
+): Promise<R> {
+  const key = `${tenantId}\u0000${type}`;
+  let ids = newDeliveryIds(needed.get(key) ?? initialDeliveryIdGuess);
+  // Endpoints would have to be added between every two calls to need a third; a fifth means a bug.
+  for (let round = 1; ; round++) {
+    const row = await call(ids);
+    remember(key, row.endpoint_count);
+    if (row.endpoint_count <= ids.length) return row;
+    if (round === 5) throw new Error(`fan-out still needs ${row.endpoint_count} delivery ids after ${round} calls`);
+    ids = newDeliveryIds(row.endpoint_count);
+  }
+}
+
+function newDeliveryIds(n: number): string[] {
+  return Array.from({ length: n }, () => newId('delivery'));
+}
+
+function remember(key: string, count: number): void {
+  // Most recently used last; the oldest goes when the map is full (types are chosen by tenants).
+  needed.delete(key);
+  if (needed.size >= maxRemembered) needed.delete(needed.keys().next().value!);
+  needed.set(key, count);
 }

@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { initialDeliveryIdGuess } from '../../src/store/fan-out.js';
+import { publish } from '../helpers/api.js';
 import { createEndpoint, createSource, expectOutcome, postCallback, readMetrics, rowsOfEvent, sampleOf, sign, type TestSource } from '../helpers/intake.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { automation } from '../helpers/providers.js';
@@ -35,9 +37,9 @@ afterAll(async () => {
   await Promise.all(Object.values(receivers).map((r) => r.close()));
 });
 
-async function accept(event: string): Promise<string> {
+async function accept(event: string, to: TestSource = source): Promise<string> {
   const body = automation.body(randomUUID(), event);
-  return expectOutcome(await postCallback(t, source.id, sign.automation(source.secret, body)), 'accepted').eventId;
+  return expectOutcome(await postCallback(t, to.id, sign.automation(to.secret, body)), 'accepted').eventId;
 }
 
 const received = (name: keyof typeof receivers, eventId: string) => receivers[name].requests.filter((r) => r.headers['webhook-id'] === eventId);
@@ -87,5 +89,99 @@ describe('fan-out of an accepted callback', () => {
     await eventually(async () => received('disabled', eventId).length === 1, 'the re-enabled endpoint received the event');
     // What was dead-lettered while it was off stays so (it takes a replay), it is not sent on its own.
     expect(receivers.disabled.requests.map((r) => r.headers['webhook-id'])).toEqual([eventId]);
+  });
+});
+
+/**
+ * How many delivery ids an event needs is only known once its endpoints are matched in the
+ * database; the api process guesses from the previous event of the tenant and type and, when the
+ * guess is short, makes as many as it is told and calls again. Whatever the guess, every matching
+ * endpoint gets exactly one delivery.
+ */
+describe('fan-out to more endpoints than delivery ids were guessed', () => {
+  const other = {} as { receiver: Receiver };
+  beforeAll(async () => {
+    other.receiver = await startReceiver();
+  });
+  afterAll(async () => {
+    await other.receiver?.close();
+  });
+
+  interface DeliveryRow {
+    id: string;
+    endpoint_id: string;
+    status: string;
+    dead_reason: string | null;
+    deadline_at: Date;
+  }
+  const deliveriesOf = (eventId: string): Promise<DeliveryRow[]> =>
+    t.platform.db('deliveries').where({ event_id: eventId }).orderBy('endpoint_id').select('id', 'endpoint_id', 'status', 'dead_reason', 'deadline_at');
+  const arrivals = (eventId: string) => other.receiver.requests.filter((r) => r.headers['webhook-id'] === eventId).map((r) => r.path).sort();
+
+  /** One delivery per endpoint, each with its own `dlv_` id; the disabled ones dead, the others sent once. */
+  async function expectOneEach(eventId: string, active: string[], disabled: string[] = []): Promise<DeliveryRow[]> {
+    const rows = await deliveriesOf(eventId);
+    expect(rows.map((d) => d.endpoint_id)).toEqual([...active, ...disabled].sort());
+    expect(new Set(rows.map((d) => d.id)).size).toBe(rows.length);
+    for (const d of rows) expect(d.id).toMatch(/^dlv_[0-9a-z]{26}$/);
+    for (const d of rows.filter((r) => disabled.includes(r.endpoint_id))) expect(d).toMatchObject({ status: 'dead', dead_reason: 'endpoint_disabled' });
+    for (const d of rows.filter((r) => active.includes(r.endpoint_id))) expect(d.dead_reason).toBeNull();
+    return rows;
+  }
+
+  it('seven endpoints, one disabled, one with its own maximum age: each gets exactly one delivery, from a callback and from the API', async () => {
+    // The first event of this tenant runs with the initial guess, which is too short here.
+    expect(7).toBeGreaterThan(initialDeliveryIdGuess);
+    const wide = await t.createTenant('wide');
+    const wideSource = await createSource(wide, 'momo-automation');
+    const paths = Array.from({ length: 7 }, (_, i) => `/wide-${i}`);
+    const ids: string[] = [];
+    for (const path of paths.slice(0, 6)) ids.push(await createEndpoint(wide, `${other.receiver.url}${path}`));
+    const aged = await wide.call('POST', '/v1/endpoints', { body: { url: `${other.receiver.url}${paths[6]}`, retryPolicy: { maxEventAgeSeconds: 600 } } });
+    expect(aged.status, aged.text).toBe(201);
+    ids.push(aged.body.id as string);
+    const off = await wide.call('PATCH', `/v1/endpoints/${ids[0]}`, { body: { status: 'disabled' } });
+    expect(off.status, off.text).toBe(200);
+    const [disabled, ...active] = ids;
+
+    const first = await accept('order.created', wideSource);
+    const rows = await expectOneEach(first, active, [disabled!]);
+    const event = await t.platform.db('events').where({ id: first }).first('created_at');
+    const deadline = (endpointId: string) => rows.find((d) => d.endpoint_id === endpointId)!.deadline_at.getTime() - event.created_at.getTime();
+    expect(deadline(aged.body.id)).toBe(600_000);
+    expect(deadline(active[0]!)).toBe(t.config.retry.maxEventAgeSeconds * 1000);
+    // Now the guess is right: the next callback of the type, and a published event of a type this
+    // tenant has not sent before (short guess again), fan out the same way.
+    const second = await accept('order.created', wideSource);
+    await expectOneEach(second, active, [disabled!]);
+    const published = await publish(wide, { type: 'invoice.paid', messageId: 'inv-1' });
+    await expectOneEach(published, active, [disabled!]);
+
+    const sent = paths.slice(1).sort();
+    await eventually(async () => [first, second, published].every((id) => arrivals(id).length === sent.length), 'every active endpoint received all three');
+    for (const id of [first, second, published]) expect(arrivals(id)).toEqual(sent);
+    expect(other.receiver.requests.filter((r) => r.path === paths[0])).toHaveLength(0);
+  });
+
+  it('a tenant whose endpoints grow, then shrink, between two callbacks: each callback reaches exactly the endpoints it had', async () => {
+    const growing = await t.createTenant('growing');
+    const growingSource = await createSource(growing, 'momo-automation');
+    const ids = [await createEndpoint(growing, `${other.receiver.url}/grow-0`), await createEndpoint(growing, `${other.receiver.url}/grow-1`)];
+    const before = await accept('order.paid', growingSource);
+    await expectOneEach(before, ids);
+
+    for (let i = 2; i < 8; i++) ids.push(await createEndpoint(growing, `${other.receiver.url}/grow-${i}`));
+    const grown = await accept('order.paid', growingSource);
+    await expectOneEach(grown, ids);
+    // Deleting an endpoint dead-letters what it has not received yet: let this fan-out arrive first.
+    await eventually(async () => arrivals(grown).length === 8, 'the grown fan-out arrived');
+    expect(arrivals(grown)).toEqual(Array.from({ length: 8 }, (_, i) => `/grow-${i}`).sort());
+
+    for (const id of ids.splice(0, 5)) expect((await growing.call('DELETE', `/v1/endpoints/${id}`)).status).toBe(204);
+    const shrunk = await accept('order.paid', growingSource);
+    await expectOneEach(shrunk, ids);
+    await eventually(async () => arrivals(shrunk).length === 3, 'the shrunk fan-out arrived');
+    expect(arrivals(shrunk)).toEqual(['/grow-5', '/grow-6', '/grow-7']);
+    expect(arrivals(before)).toEqual(['/grow-0', '/grow-1']);
   });
 });
