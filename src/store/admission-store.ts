@@ -40,7 +40,10 @@ export async function admitDue(db: Knex, limits: AdmissionLimits): Promise<Admit
            FROM endpoints e
           WHERE e.status = 'active' AND e.deleted_at IS NULL
             AND (e.circuit_open_until IS NULL OR e.circuit_open_until <= now())
-            AND EXISTS (SELECT 1 FROM deliveries p WHERE p.endpoint_id = e.id AND p.status = 'pending' AND p.next_attempt_at <= now())
+            -- Written so that only deliveries_due can answer it: as EXISTS, the planner served it from
+            -- (event_id, endpoint_id) whenever statistics were stale, scanning every delivered row.
+            AND (SELECT p.next_attempt_at FROM deliveries p WHERE p.endpoint_id = e.id AND p.status = 'pending'
+                  ORDER BY p.next_attempt_at LIMIT 1) <= now()
        ), cap AS (
          SELECT id, tokens, GREATEST(0, LEAST(
                   max_concurrency - busy,
