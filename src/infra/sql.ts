@@ -1,0 +1,44 @@
+import type { Knex } from 'knex';
+import type pg from 'pg';
+
+/**
+ * A statement on a hot path (claim, record, intake), sent to PostgreSQL directly as a named
+ * prepared statement: each pooled connection parses and plans it once instead of on every call,
+ * and the per-call work of knex's raw bindings (5-9 % of busy time in profiles) is skipped.
+ * Written with `:name` parameters for readability; they become `$n` once, when the module loads.
+ */
+export interface Statement {
+  name: string;
+  text: string;
+  params: string[];
+}
+
+export function statement(name: string, sql: string): Statement {
+  const params: string[] = [];
+  // `::type` casts are not parameters: a parameter's colon never follows another colon.
+  const text = sql.replace(/(?<!:):([A-Za-z]\w*)/g, (_, param: string) => {
+    const at = params.indexOf(param);
+    if (at >= 0) return `$${at + 1}`;
+    params.push(param);
+    return `$${params.length}`;
+  });
+  return { name, text, params };
+}
+
+/**
+ * Runs a statement on a connection from knex's pool, so pool size, acquire timeout, query timeout
+ * and the pool's handling of broken connections stay the same as for every other query.
+ */
+export async function run<R extends pg.QueryResultRow>(db: Knex, st: Statement, values: Record<string, unknown>): Promise<R[]> {
+  const args = st.params.map((p) => {
+    if (!(p in values)) throw new TypeError(`statement ${st.name}: no value for :${p}`);
+    return values[p];
+  });
+  const conn: pg.PoolClient = await db.client.acquireConnection();
+  try {
+    const result = await conn.query<R>({ name: st.name, text: st.text, values: args });
+    return result.rows;
+  } finally {
+    await db.client.releaseConnection(conn);
+  }
+}
