@@ -6,7 +6,7 @@ import { signatureHeader } from '../domain/signing.js';
 import { metrics, statusClass } from '../metrics/registry.js';
 import { autoDisableEndpoint } from '../ops/auto-disable.js';
 import { emitDeliveriesDead, emitEndpointDisabled } from '../ops/platform-events.js';
-import { claimDelivery, handOffNext, recordAttempt, type AttemptRecord, type ClaimedDelivery, type HealthLimits } from '../store/dispatch-store.js';
+import { claimDelivery, recordAttempt, type AttemptRecord, type ClaimedDelivery, type HealthLimits } from '../store/dispatch-store.js';
 import { signingSecrets } from '../store/endpoints-store.js';
 import type { DeliveryClient } from './http-client.js';
 
@@ -76,12 +76,8 @@ async function attemptClaimed(deps: DeliverDeps, claimed: ClaimedDelivery, mayHa
     attemptNumber: claimed.attempt_count,
     trigger: claimed.next_trigger,
   };
-  if (ep.status !== 'active' || ep.deleted_at) {
-    // Disabled between admission and claim: dead-lettered unsent, replayable once re-enabled.
-    await recordAttempt(deps.db, {
-      ...base, startedAt: now(), durationMs: 0, statusCode: null, outcome: 'terminal', errorClass: 'endpoint_disabled',
-      errorMessage: 'endpoint is disabled', responseExcerpt: null, next: { status: 'dead', reason: 'endpoint_disabled' }, endpointFailure: false,
-    }, deps.health);
+  if (claimed.status === 'dead') {
+    // Disabled between admission and claim: dead-lettered unsent by the claim, replayable once re-enabled.
     metrics.deadLettered.inc({ reason: 'endpoint_disabled' });
     return undefined;
   }
@@ -126,13 +122,7 @@ async function attemptClaimed(deps: DeliverDeps, claimed: ClaimedDelivery, mayHa
   const disabledNow = record.disableEndpoint
     ? await autoDisableEndpoint(deps.db, { id: ep.id, tenantId: claimed.tenant_id, reason: record.disableEndpoint })
     : false;
-  let next: ClaimedDelivery | undefined;
-  const applied = await deps.db.transaction(async (trx) => {
-    const recorded = await recordAttempt(trx, record, deps.health);
-    // Same transaction: the finished delivery leaves the slot as the next one takes it.
-    if (recorded && decision.action === 'succeed' && mayHandOff()) next = await handOffNext(trx, ep.id, deps.inFlightLeaseMs);
-    return recorded;
-  });
+  const { applied, next } = await recordAttempt(deps.db, record, deps.health, mayHandOff() ? deps.inFlightLeaseMs : undefined);
   const sc = statusClass(statusCode);
   metrics.attemptDuration.observe({ status_class: sc }, result.durationMs / 1000);
   metrics.deliveryAttempts.inc({ outcome: record.outcome, status_class: sc });

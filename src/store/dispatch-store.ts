@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import { headOfLine } from './order-sql.js';
+import { run, statement } from '../infra/sql.js';
 import { newId } from '../domain/ids.js';
 import type { EndpointRow } from './endpoints-store.js';
 
@@ -8,6 +9,8 @@ export type Trigger = 'initial' | 'retry' | 'replay';
 export interface ClaimedDelivery {
   id: string;
   tenant_id: string;
+  /** `in_flight`: this worker holds it. `dead`: its endpoint was disabled before it could be sent. */
+  status: 'in_flight' | 'dead';
   attempt_count: number;
   /** Attempts made before the last replay; a replay gets a fresh attempt budget. */
   attempt_base: number;
@@ -22,54 +25,36 @@ export interface ClaimedDelivery {
   endpoint: Pick<EndpointRow, 'id' | 'url' | 'status' | 'retry_policy' | 'secret_enc' | 'previous_secret_enc' | 'previous_secret_expires_at' | 'deleted_at'>;
 }
 
-/**
- * Takes a queued delivery for one attempt. Only one worker can win: the row moves queued -> in_flight
- * atomically, with a lease long enough for the attempt, after which the sweeper may take it back.
- */
-const claimedColumns = `d.id, d.tenant_id, d.attempt_count, d.attempt_base, d.replayed_at, d.next_trigger, d.deadline_at, d.succeeded_at,
+const claimedColumns = `d.id, d.tenant_id, d.status, d.attempt_count, d.attempt_base, d.replayed_at, d.next_trigger, d.deadline_at, d.succeeded_at,
             ev.id AS event_id, ev.type AS event_type, ev.created_at AS event_created_at, ev.body,
             ep.id AS ep_id, ep.url, ep.status AS ep_status, ep.retry_policy, ep.secret_enc, ep.previous_secret_enc,
             ep.previous_secret_expires_at, ep.deleted_at`;
 
-export async function claimDelivery(db: Knex, id: string, leaseMs: number): Promise<ClaimedDelivery | undefined> {
-  const { rows } = await db.raw(
-    `UPDATE deliveries d
-        SET status = 'in_flight', attempt_count = d.attempt_count + 1,
-            lease_until = now() + make_interval(secs => ? / 1000.0), updated_at = now()
-       FROM events ev, endpoints ep
-      WHERE d.id = ? AND d.status = 'queued' AND ev.id = d.event_id AND ep.id = d.endpoint_id
-  RETURNING ${claimedColumns}`,
-    [leaseMs, id],
-  );
-  return rows[0] ? rowToClaimed(rows[0]) : undefined;
-}
-
 /**
- * Slot hand-off: after a success, the worker that holds one of an endpoint's slots takes the
- * endpoint's next due delivery straight to in_flight, in the transaction that records the success,
- * so the endpoint's busy count never changes and no admission round or Redis job is needed. Only
- * for a healthy endpoint without a rate limit (the token bucket is admission's), and only the head
- * of a message's line where the endpoint orders per message, exactly as admission would choose.
+ * Takes a queued delivery for one attempt. Only one worker can win: the row moves queued -> in_flight
+ * atomically, with a lease long enough for the attempt, after which the sweeper may take it back.
+ * An endpoint disabled or deleted since admission gets nothing sent: the delivery is dead-lettered
+ * in the same statement (`status` comes back `dead`), with no attempt counted or logged, as if
+ * it had still been waiting when the endpoint was disabled.
  */
-export async function handOffNext(trx: Knex.Transaction, endpointId: string, leaseMs: number): Promise<ClaimedDelivery | undefined> {
-  const { rows } = await trx.raw(
-    `UPDATE deliveries d
-        SET status = 'in_flight', attempt_count = d.attempt_count + 1,
-            lease_until = now() + make_interval(secs => :lease / 1000.0), updated_at = now()
-       FROM events ev, endpoints ep
-      WHERE d.id = (
-              SELECT n.id FROM deliveries n JOIN endpoints e ON e.id = n.endpoint_id
-               WHERE n.endpoint_id = :endpointId AND n.status = 'pending' AND n.next_attempt_at <= now()
-                 AND e.status = 'active' AND e.deleted_at IS NULL AND e.rate_limit_per_second IS NULL
-                 AND e.consecutive_failures = 0 AND e.circuit_open_until IS NULL
-                 AND ${headOfLine('n')}
-               ORDER BY n.next_attempt_at, n.id
-               LIMIT 1
-               FOR UPDATE OF n SKIP LOCKED)
-        AND ev.id = d.event_id AND ep.id = d.endpoint_id
+const claimStatement = statement(
+  'claim_delivery',
+  `UPDATE deliveries d
+        SET status = CASE WHEN x.live THEN 'in_flight' ELSE 'dead' END,
+            attempt_count = d.attempt_count + CASE WHEN x.live THEN 1 ELSE 0 END,
+            lease_until = CASE WHEN x.live THEN now() + make_interval(secs => :lease / 1000.0) END,
+            next_attempt_at = CASE WHEN x.live THEN d.next_attempt_at END,
+            dead_reason = CASE WHEN x.live THEN d.dead_reason ELSE 'endpoint_disabled' END,
+            last_error = CASE WHEN x.live THEN d.last_error
+                              WHEN ep.deleted_at IS NULL THEN 'endpoint is disabled' ELSE 'endpoint was deleted' END,
+            updated_at = now()
+       FROM events ev, endpoints ep, LATERAL (SELECT ep.status = 'active' AND ep.deleted_at IS NULL AS live) x
+      WHERE d.id = :id AND d.status = 'queued' AND ev.id = d.event_id AND ep.id = d.endpoint_id
   RETURNING ${claimedColumns}`,
-    { lease: leaseMs, endpointId },
-  );
+);
+
+export async function claimDelivery(db: Knex, id: string, leaseMs: number): Promise<ClaimedDelivery | undefined> {
+  const rows = await run(db, claimStatement, { lease: leaseMs, id });
   return rows[0] ? rowToClaimed(rows[0]) : undefined;
 }
 
@@ -78,6 +63,7 @@ function rowToClaimed(r: any): ClaimedDelivery {
   return {
     id: r.id,
     tenant_id: r.tenant_id,
+    status: r.status,
     attempt_count: r.attempt_count,
     attempt_base: r.attempt_base,
     replayed_at: r.replayed_at,
@@ -129,50 +115,102 @@ export interface HealthLimits {
   circuitCooldownSeconds: number;
 }
 
+export interface Recorded {
+  /** False when the attempt finished after its lease was taken back: nothing was changed. */
+  applied: boolean;
+  /** The endpoint's next delivery, already in flight for this worker, when it was handed off. */
+  next?: ClaimedDelivery;
+}
+
+const recordStatement = statement(
+  'record_attempt',
+  `WITH done AS (
+       UPDATE deliveries SET
+         status = :status, next_attempt_at = :nextAt, lease_until = NULL, next_trigger = 'retry',
+         dead_reason = :deadReason, last_status_code = :statusCode, last_error = :lastError,
+         succeeded_at = CASE WHEN :succeeded THEN COALESCE(succeeded_at, now()) ELSE succeeded_at END,
+         updated_at = now()
+       WHERE id = :deliveryId AND status = 'in_flight' AND attempt_count = :attemptNumber
+       RETURNING id
+     ), logged AS (
+       INSERT INTO attempts (id, delivery_id, tenant_id, attempt_number, trigger, started_at, duration_ms, status_code,
+                             outcome, error_class, error_message, response_excerpt, next_attempt_at)
+       SELECT :attemptId, done.id, :tenantId, :attemptNumber, :trigger, :startedAt, :durationMs, :statusCode,
+              :outcome, :errorClass, :errorMessage, :responseExcerpt, :nextAt FROM done
+     ), health AS (
+       UPDATE endpoints e SET
+         consecutive_failures = CASE WHEN :failure THEN e.consecutive_failures + 1 ELSE 0 END,
+         failing_since = CASE WHEN :failure THEN COALESCE(e.failing_since, now()) ELSE NULL END,
+         circuit_open_until = CASE WHEN :failure AND e.consecutive_failures + 1 >= :threshold
+                                   THEN now() + make_interval(secs => :cooldown) ELSE NULL END,
+         status = CASE WHEN :disable::text IS NOT NULL THEN 'disabled' ELSE e.status END,
+         disabled_reason = COALESCE(:disable::text, e.disabled_reason),
+         updated_at = CASE WHEN :disable::text IS NOT NULL THEN now() ELSE e.updated_at END
+       WHERE e.id = :endpointId AND EXISTS (SELECT 1 FROM done)
+         AND (:failure OR e.consecutive_failures <> 0 OR e.circuit_open_until IS NOT NULL OR :disable::text IS NOT NULL)
+     ), handed AS (
+       UPDATE deliveries d
+          SET status = 'in_flight', attempt_count = d.attempt_count + 1,
+              lease_until = now() + make_interval(secs => :lease / 1000.0), updated_at = now()
+         FROM events ev, endpoints ep
+        WHERE :handOff AND EXISTS (SELECT 1 FROM done)
+          AND d.id = (
+                SELECT n.id FROM deliveries n JOIN endpoints e ON e.id = n.endpoint_id
+                 WHERE n.endpoint_id = :endpointId AND n.status = 'pending' AND n.next_attempt_at <= now()
+                   AND e.status = 'active' AND e.deleted_at IS NULL AND e.rate_limit_per_second IS NULL
+                   AND e.consecutive_failures = 0 AND e.circuit_open_until IS NULL
+                   AND ${headOfLine('n', ':deliveryId')}
+                 ORDER BY n.next_attempt_at, n.id
+                 LIMIT 1
+                 FOR UPDATE OF n SKIP LOCKED)
+          AND ev.id = d.event_id AND ep.id = d.endpoint_id
+       RETURNING ${claimedColumns}
+     )
+     SELECT (SELECT count(*) FROM done)::int AS applied, handed.* FROM (SELECT 1) one LEFT JOIN handed ON true`,
+);
+
 /**
  * Records one attempt and its consequence in one statement. The guard on status and attempt number
  * makes a late result (from a worker whose lease was taken back) change nothing.
+ *
+ * With `handOffLeaseMs`, a success also hands the slot on: the same statement takes the endpoint's
+ * next due delivery straight to in_flight, so the endpoint's busy count never changes and no
+ * admission round or Redis job is needed. Only for a healthy endpoint without a rate limit (the
+ * token bucket is admission's), and only the head of a message's line where the endpoint orders per
+ * message, exactly as admission would choose. The statement's snapshot still shows the endpoint's
+ * health as it was before this success, so the first success after failures leaves the next
+ * delivery to admission: a conservative choice, never a wrong one.
  */
-export async function recordAttempt(db: Knex, a: AttemptRecord, limits: HealthLimits): Promise<boolean> {
+export async function recordAttempt(db: Knex, a: AttemptRecord, limits: HealthLimits, handOffLeaseMs?: number): Promise<Recorded> {
   const next = a.next;
   const lastError = a.errorMessage ?? (a.statusCode && a.outcome !== 'success' ? `HTTP ${a.statusCode}` : null);
-  const { rows } = await db.raw(
-    `WITH d AS (
-       UPDATE deliveries SET
-         status = ?, next_attempt_at = ?, lease_until = NULL, next_trigger = 'retry',
-         dead_reason = ?, last_status_code = ?, last_error = ?,
-         succeeded_at = CASE WHEN ? THEN COALESCE(succeeded_at, now()) ELSE succeeded_at END,
-         updated_at = now()
-       WHERE id = ? AND status = 'in_flight' AND attempt_count = ?
-       RETURNING id
-     ), a AS (
-       INSERT INTO attempts (id, delivery_id, tenant_id, attempt_number, trigger, started_at, duration_ms, status_code,
-                             outcome, error_class, error_message, response_excerpt, next_attempt_at)
-       SELECT ?, d.id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM d
-     ), health AS (
-       UPDATE endpoints e SET
-         consecutive_failures = CASE WHEN ? THEN e.consecutive_failures + 1 ELSE 0 END,
-         failing_since = CASE WHEN ? THEN COALESCE(e.failing_since, now()) ELSE NULL END,
-         circuit_open_until = CASE WHEN ? AND e.consecutive_failures + 1 >= ? THEN now() + make_interval(secs => ?) ELSE NULL END,
-         status = CASE WHEN ?::text IS NOT NULL THEN 'disabled' ELSE e.status END,
-         disabled_reason = COALESCE(?::text, e.disabled_reason),
-         updated_at = CASE WHEN ?::text IS NOT NULL THEN now() ELSE e.updated_at END
-       WHERE e.id = ? AND EXISTS (SELECT 1 FROM d)
-         AND (? OR e.consecutive_failures <> 0 OR e.circuit_open_until IS NOT NULL OR ?::text IS NOT NULL)
-     )
-     SELECT count(*)::int AS n FROM d`,
-    [
-      next.status, next.status === 'pending' ? next.at : null,
-      next.status === 'dead' ? next.reason : null, a.statusCode, next.status === 'succeeded' ? null : lastError,
-      next.status === 'succeeded',
-      a.deliveryId, a.attemptNumber,
-      newId('attempt'), a.tenantId, a.attemptNumber, a.trigger, a.startedAt, Math.round(a.durationMs), a.statusCode,
-      a.outcome, a.errorClass, a.errorMessage, a.responseExcerpt, next.status === 'pending' ? next.at : null,
-      a.endpointFailure, a.endpointFailure, a.endpointFailure, limits.circuitFailureThreshold, limits.circuitCooldownSeconds,
-      a.disableEndpoint ?? null, a.disableEndpoint ?? null, a.disableEndpoint ?? null,
-      a.endpointId,
-      a.endpointFailure, a.disableEndpoint ?? null,
-    ],
-  );
-  return rows[0]?.n === 1;
+  const disable = a.disableEndpoint ?? null;
+  const rows = await run(db, recordStatement, {
+    status: next.status,
+    nextAt: next.status === 'pending' ? next.at : null,
+    deadReason: next.status === 'dead' ? next.reason : null,
+    statusCode: a.statusCode,
+    lastError: next.status === 'succeeded' ? null : lastError,
+    succeeded: next.status === 'succeeded',
+    deliveryId: a.deliveryId,
+    attemptNumber: a.attemptNumber,
+    attemptId: newId('attempt'),
+    tenantId: a.tenantId,
+    trigger: a.trigger,
+    startedAt: a.startedAt,
+    durationMs: Math.round(a.durationMs),
+    outcome: a.outcome,
+    errorClass: a.errorClass,
+    errorMessage: a.errorMessage,
+    responseExcerpt: a.responseExcerpt,
+    failure: a.endpointFailure,
+    threshold: limits.circuitFailureThreshold,
+    cooldown: limits.circuitCooldownSeconds,
+    disable,
+    endpointId: a.endpointId,
+    handOff: handOffLeaseMs !== undefined && next.status === 'succeeded',
+    lease: handOffLeaseMs ?? 0,
+  });
+  const row = rows[0];
+  return { applied: row?.applied === 1, next: row?.id ? rowToClaimed(row) : undefined };
 }
