@@ -48,11 +48,14 @@ export class IntakeService {
   constructor(private readonly deps: IntakeDeps) {}
 
   async sourceType(sourceId: string): Promise<SourceType> {
+    return this.cachedSourceType(sourceId) ?? (await this.loadSource(sourceId)).row.type;
+  }
+
+  /** Without a promise, for the per-request metrics hook: every callback that got far enough is cached. */
+  cachedSourceType(sourceId: string): SourceType | undefined {
     // A source's type never changes, so even an expired entry answers: during a database outage
     // the 503s must still be counted under their source type.
-    const known = this.sources.get(sourceId);
-    if (known) return known.row.type;
-    return (await this.loadSource(sourceId)).row.type;
+    return this.sources.get(sourceId)?.row.type;
   }
 
   async receive(sourceId: string, request: InboundRequest): Promise<IntakeRecord> {

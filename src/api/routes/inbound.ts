@@ -21,14 +21,16 @@ export function inboundMetrics(intake: IntakeService): Middleware {
       // Timed at the response, not after the source type lookup below.
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       const outcome = res.locals.inboundOutcome as ReceiptOutcome | undefined;
-      intake.sourceType(sourceId).then(
-        (sourceType: SourceType) => {
-          const labels = { source_type: sourceType, outcome: outcome ?? outcomeFromStatus(res.statusCode) };
-          metrics.inboundAck.observe(labels, seconds);
-          metrics.inboundReceipts.inc(labels);
-        },
-        () => undefined, // unknown source or storage down: not a receipt of any source type
-      );
+      const count = (sourceType: SourceType) => {
+        const labels = { source_type: sourceType, outcome: outcome ?? outcomeFromStatus(res.statusCode) };
+        metrics.inboundAck.observe(labels, seconds);
+        metrics.inboundReceipts.inc(labels);
+      };
+      // The usual case is answered from the source cache the request itself filled.
+      const known = intake.cachedSourceType(sourceId);
+      if (known) count(known);
+      // Unknown source or storage down: not a receipt of any source type.
+      else intake.sourceType(sourceId).then(count, () => undefined);
     });
     next();
   };
