@@ -4,6 +4,7 @@
 import type { ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backoffCapMs } from '../../src/domain/retry-policy.js';
+import { claimDelivery } from '../../src/store/dispatch-store.js';
 import { createEndpoint, gaps, getDelivery, publish, publishMany, settledDelivery, type Attempt } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 import { startReceiver, type Receiver, type Responder } from '../helpers/receiver.js';
@@ -199,5 +200,23 @@ describe('disabling an endpoint', () => {
     const later = await getDelivery(tenant, (await settledDelivery(tenant, await publish(tenant))).id);
     expect(later).toMatchObject({ status: 'dead', deadReason: 'endpoint_disabled' });
     expect(r.requests).toHaveLength(1);
+  });
+
+  it('a delivery admitted just before the endpoint was disabled is dead-lettered by its claim: nothing sent, no attempt', async () => {
+    const r = await receiver(() => undefined);
+    const tenant = await t.createTenant();
+    const ep = await createEndpoint(tenant, { url: r.url });
+    await tenant.call('PATCH', `/v1/endpoints/${ep.id}`, { body: { status: 'disabled' } });
+    const { id } = await settledDelivery(tenant, await publish(tenant));
+    // Put it back where admission would have left it: queued, before the endpoint was disabled.
+    const db = t.platform.db;
+    await db('deliveries').where({ id }).update({ status: 'queued', dead_reason: null, last_error: null, next_attempt_at: new Date() });
+
+    const claimed = await claimDelivery(db, id, 30_000);
+    expect(claimed).toMatchObject({ id, status: 'dead' });
+    expect(await getDelivery(tenant, id)).toMatchObject({ status: 'dead', deadReason: 'endpoint_disabled', attemptCount: 0, lastError: 'endpoint is disabled', attempts: [] });
+    expect(await db('attempts').where({ delivery_id: id }).count({ n: '*' })).toEqual([{ n: 0 }]);
+    expect(await claimDelivery(db, id, 30_000)).toBeUndefined(); // and nobody can claim it again
+    expect(r.requests).toHaveLength(0);
   });
 });
