@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import { newId } from '../domain/ids.js';
+import { run, statement } from '../infra/sql.js';
 import type { ParsedEvent } from '../inbound/adapter.js';
 import { withDeliveryIds, type FanOutResult } from './fan-out.js';
 
@@ -32,6 +33,14 @@ export function outboundBody(id: string, type: string, at: Date, messageId: stri
   return JSON.stringify({ id, type, timestamp: at.toISOString(), messageId: messageId ?? null, data });
 }
 
+const digestDuplicateStatement = statement(
+  'intake_digest_duplicate',
+  `INSERT INTO receipts (id, tenant_id, source_id, event_id, outcome, origin, body_digest)
+   SELECT :receiptId, :tenantId, :sourceId, r.event_id, 'duplicate', :origin, :bodyDigest
+     FROM (SELECT event_id FROM receipts WHERE source_id = :sourceId AND body_digest = :bodyDigest LIMIT 1) r
+   RETURNING event_id`,
+);
+
 /**
  * A byte-identical repeat of a body this source already sent is answered from the digest index in
  * one statement, without parsing or touching events: the cheap path of a provider retry storm.
@@ -43,16 +52,19 @@ export async function recordDigestDuplicate(
   origin: 'callback' | 'reconcile',
 ): Promise<IntakeRecord | undefined> {
   const receiptId = newId('receipt');
-  const { rows } = await db.raw<{ rows: Array<{ event_id: string }> }>(
-    `INSERT INTO receipts (id, tenant_id, source_id, event_id, outcome, origin, body_digest)
-     SELECT ?, ?, ?, r.event_id, 'duplicate', ?, ?
-       FROM (SELECT event_id FROM receipts WHERE source_id = ? AND body_digest = ? LIMIT 1) r
-     RETURNING event_id`,
-    [receiptId, source.tenantId, source.id, origin, bodyDigest, source.id, bodyDigest],
-  );
+  const rows = await run<{ event_id: string }>(db, digestDuplicateStatement, {
+    receiptId, tenantId: source.tenantId, sourceId: source.id, origin, bodyDigest,
+  });
   const row = rows[0];
   return row ? { outcome: 'duplicate', receiptId, eventId: row.event_id, fanOut: none } : undefined;
 }
+
+const acceptStatement = statement(
+  'intake_accept',
+  `SELECT * FROM intake_accept(:receiptId, :eventId, :deliveryIds::text[], :tenantId, :sourceId, :origin, :bodyDigest,
+                               :receivedAt::timestamptz, :type, :messageId, :dedupeKey, :status, :statusRank::int,
+                               :statusFinal::boolean, :sequence::bigint, :body, :defaultMaxAgeSeconds::int)`,
+);
 
 /**
  * Accepting a callback is one statement, `intake_accept` (migration 20261129000011), and so one
@@ -68,16 +80,13 @@ export async function recordCallback(db: Knex, input: CallbackInput, defaultMaxA
   const candidateId = newId('event');
   const body = outboundBody(candidateId, event.type, input.receivedAt, event.messageId, event.data);
   const row = await withDeliveryIds(source.tenantId, event.type, async (deliveryIds) => {
-    const { rows } = await db.raw<{ rows: IntakeRow[] }>(
-      `SELECT * FROM intake_accept(?, ?, ?::text[], ?, ?, ?, ?, ?::timestamptz, ?, ?, ?, ?, ?::int, ?::boolean, ?::bigint, ?, ?::int)`,
-      [
-        receiptId, candidateId, deliveryIds,
-        source.tenantId, source.id, input.origin, input.bodyDigest, input.receivedAt,
-        event.type, event.messageId ?? null, event.dedupeKey,
-        event.status?.value ?? null, event.status?.rank ?? null, event.status?.final ?? null, event.sequence ?? null,
-        body, defaultMaxAgeSeconds,
-      ],
-    );
+    const rows = await run<IntakeRow>(db, acceptStatement, {
+      receiptId, eventId: candidateId, deliveryIds,
+      tenantId: source.tenantId, sourceId: source.id, origin: input.origin, bodyDigest: input.bodyDigest, receivedAt: input.receivedAt,
+      type: event.type, messageId: event.messageId ?? null, dedupeKey: event.dedupeKey,
+      status: event.status?.value ?? null, statusRank: event.status?.rank ?? null, statusFinal: event.status?.final ?? null,
+      sequence: event.sequence ?? null, body, defaultMaxAgeSeconds,
+    });
     return rows[0]!;
   });
   // withDeliveryIds only returns once the call had enough ids, i.e. once it wrote.

@@ -301,7 +301,7 @@ export async function inspect(input: InvariantInput): Promise<InvariantReport> {
   // Metrics against rows. Attempt rows of tries that never made an HTTP request (a worker lost
   // mid-attempt, an endpoint disabled before sending) are the sweeper's bookkeeping, not counted.
   const attemptRows: Array<{ outcome: string; n: number }> = await scoped(
-    db('attempts').whereRaw(`error_class IS DISTINCT FROM 'worker_lost' AND error_class IS DISTINCT FROM 'endpoint_disabled'`).select('outcome').count({ n: '*' }).groupBy('outcome'),
+    db('attempts').whereRaw(`error_class IS DISTINCT FROM 'worker_lost'`).select('outcome').count({ n: '*' }).groupBy('outcome'),
   );
   const receiptRows: Array<{ outcome: string; n: number }> = await scoped(
     db('receipts').where('origin', 'callback').select('outcome').count({ n: '*' }).groupBy('outcome'),
