@@ -299,7 +299,7 @@ export async function inspect(input: InvariantInput): Promise<InvariantReport> {
   for (const r of dupIdem) report({ kind: 'duplicate_idempotency_key', message: `${r.n} events share tenant ${r.tenant_id} Idempotency-Key ${r.idempotency_key}` });
 
   // Metrics against rows. Attempt rows of tries that never made an HTTP request (a worker lost
-  // mid-attempt, an endpoint disabled before sending) are the sweeper's bookkeeping, not counted.
+  // mid-attempt) are the sweeper's bookkeeping, not counted.
   const attemptRows: Array<{ outcome: string; n: number }> = await scoped(
     db('attempts').whereRaw(`error_class IS DISTINCT FROM 'worker_lost'`).select('outcome').count({ n: '*' }).groupBy('outcome'),
   );
