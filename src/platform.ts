@@ -11,6 +11,7 @@ import { Dispatcher } from './dispatch/dispatcher.js';
 import { createDeliveryClient, type DeliveryClient, type LookupFn } from './dispatch/http-client.js';
 import { IntakeService } from './inbound/intake-service.js';
 import { Reconciler } from './ops/reconciler.js';
+import { coalesced } from './infra/coalesce.js';
 import { createDb } from './infra/db.js';
 import { createLogger } from './infra/logger.js';
 import { createRedis } from './infra/redis.js';
@@ -70,7 +71,9 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       void subscriber.subscribe(wakeChannel).catch((err: unknown) => logger.warn({ err }, 'wake subscription failed'));
     }
   }
-  const onWork = dispatcher ? dispatcher.wake : () => void redis.publish(wakeChannel, '1').catch(() => undefined);
+  // An api process announces new work at most once per Redis round trip: a worker's admission round
+  // takes everything committed before it, so announcements made meanwhile need one more, not one each.
+  const onWork = dispatcher ? dispatcher.wake : coalesced(() => redis.publish(wakeChannel, '1'));
   const intake = new IntakeService({ db, box, defaultMaxAgeSeconds: config.retry.maxEventAgeSeconds, onWork });
   const app = createApp({ config, db, redis, box, intake, logger, onWork }, { opsOnly: role === 'worker' });
   let reconciler: Reconciler | undefined;
