@@ -4,7 +4,7 @@ import { AppError, notFound } from '../domain/errors.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import { isStorageUnavailable } from '../infra/db.js';
 import { metrics } from '../metrics/registry.js';
-import { recordCallback, recordDigestDuplicate, type IntakeRecord } from '../store/intake-store.js';
+import { IntakeWriter, type IntakeRecord } from '../store/intake-store.js';
 import { findSourceForIntake, type SourceRow } from '../store/sources-store.js';
 import type { InboundRequest, ParsedEvent, SourceType } from './adapter.js';
 import { getAdapter } from './adapters/index.js';
@@ -44,8 +44,11 @@ export class IntakeError extends AppError {
  */
 export class IntakeService {
   private readonly sources = new Map<string, CachedSource>();
+  private readonly writer: IntakeWriter;
 
-  constructor(private readonly deps: IntakeDeps) {}
+  constructor(private readonly deps: IntakeDeps) {
+    this.writer = new IntakeWriter(deps.db, deps.defaultMaxAgeSeconds);
+  }
 
   async sourceType(sourceId: string): Promise<SourceType> {
     return this.cachedSourceType(sourceId) ?? (await this.loadSource(sourceId)).row.type;
@@ -65,7 +68,7 @@ export class IntakeService {
     if (!verified.ok) throw new IntakeError(401, verified.reason, verified.message, 'rejected_signature');
     const bodyDigest = adapter.repeatDigest?.(request) ?? digestHex(request.rawBody);
     const source = { id: row.id, tenantId: row.tenant_id };
-    const repeat = await this.guard(() => recordDigestDuplicate(this.deps.db, source, bodyDigest, 'callback'));
+    const repeat = await this.guard(() => this.writer.recordDigestDuplicate(source, bodyDigest, 'callback'));
     if (repeat) return repeat;
     const parsed = adapter.parse(request);
     if (!parsed.ok) throw new IntakeError(400, parsed.code, parsed.message, 'rejected_malformed');
@@ -75,7 +78,7 @@ export class IntakeService {
   /** Also the entry point of reconciliation, which learns events by polling instead of by callback. */
   async accept(row: Pick<SourceRow, 'id' | 'tenant_id'>, event: ParsedEvent, bodyDigest: string, origin: 'callback' | 'reconcile', receivedAt: Date): Promise<IntakeRecord> {
     const record = await this.guard(() =>
-      recordCallback(this.deps.db, { source: { id: row.id, tenantId: row.tenant_id }, origin, bodyDigest, event, receivedAt }, this.deps.defaultMaxAgeSeconds),
+      this.writer.recordCallback({ source: { id: row.id, tenantId: row.tenant_id }, origin, bodyDigest, event, receivedAt }),
     );
     if (record.fanOut.deadDisabled > 0) metrics.deadLettered.inc({ reason: 'endpoint_disabled' }, record.fanOut.deadDisabled);
     if (record.fanOut.pending > 0) this.deps.onWork();

@@ -1,5 +1,7 @@
 import type { Knex } from 'knex';
 import { newId } from '../domain/ids.js';
+import { Batcher } from '../infra/batcher.js';
+import { isStorageUnavailable } from '../infra/db.js';
 import { run, statement } from '../infra/sql.js';
 import type { ParsedEvent } from '../inbound/adapter.js';
 import { withDeliveryIds, type FanOutResult } from './fan-out.js';
@@ -33,65 +35,103 @@ export function outboundBody(id: string, type: string, at: Date, messageId: stri
   return JSON.stringify({ id, type, timestamp: at.toISOString(), messageId: messageId ?? null, data });
 }
 
-const digestDuplicateStatement = statement(
-  'intake_digest_duplicate',
-  `INSERT INTO receipts (id, tenant_id, source_id, event_id, outcome, origin, body_digest)
-   SELECT :receiptId, :tenantId, :sourceId, r.event_id, 'duplicate', :origin, :bodyDigest
-     FROM (SELECT event_id FROM receipts WHERE source_id = :sourceId AND body_digest = :bodyDigest LIMIT 1) r
-   RETURNING event_id`,
-);
-
 /**
- * A byte-identical repeat of a body this source already sent is answered from the digest index in
- * one statement, without parsing or touching events: the cheap path of a provider retry storm.
+ * Writes callbacks with group commit (src/infra/batcher.ts): callbacks arriving while earlier ones
+ * are being written go together in the next statement, so under load many share one round trip and
+ * one commit. Each caller is answered only after the statement holding its callback has committed.
  */
-export async function recordDigestDuplicate(
-  db: Knex,
-  source: SourceRef,
-  bodyDigest: string,
-  origin: 'callback' | 'reconcile',
-): Promise<IntakeRecord | undefined> {
-  const receiptId = newId('receipt');
-  const rows = await run<{ event_id: string }>(db, digestDuplicateStatement, {
-    receiptId, tenantId: source.tenantId, sourceId: source.id, origin, bodyDigest,
-  });
-  const row = rows[0];
-  return row ? { outcome: 'duplicate', receiptId, eventId: row.event_id, fanOut: none } : undefined;
-}
+export class IntakeWriter {
+  private readonly repeats: Batcher<RepeatItem, string | undefined>;
+  private readonly accepts: Batcher<AcceptItem, IntakeRow>;
 
-const acceptStatement = statement(
-  'intake_accept',
-  `SELECT * FROM intake_accept(:receiptId, :eventId, :deliveryIds::text[], :tenantId, :sourceId, :origin, :bodyDigest,
-                               :receivedAt::timestamptz, :type, :messageId, :dedupeKey, :status, :statusRank::int,
-                               :statusFinal::boolean, :sequence::bigint, :body, :defaultMaxAgeSeconds::int)`,
-);
+  constructor(
+    private readonly db: Knex,
+    private readonly defaultMaxAgeSeconds: number,
+  ) {
+    const shared = { maxBatch: 64, maxInFlight: 2, retryAlone: mayBeOneItems };
+    this.repeats = new Batcher({ ...shared, run: (items) => this.writeRepeats(items) });
+    this.accepts = new Batcher({ ...shared, run: (items) => this.writeAccepts(items) });
+  }
 
-/**
- * Accepting a callback is one statement, `intake_accept` (migration 20261129000011), and so one
- * transaction without BEGIN/COMMIT round trips: the event (unique on source + dedupe key), the
- * message's forward-only status, one delivery per matching endpoint, and the receipt. Nothing is
- * acknowledged before it commits. A duplicate dedupe key answers with the stored event and creates
- * no work; an event older than what its message already reached is stored as stale evidence and
- * forwarded to nobody.
- */
-export async function recordCallback(db: Knex, input: CallbackInput, defaultMaxAgeSeconds: number): Promise<IntakeRecord> {
-  const { source, event } = input;
-  const receiptId = newId('receipt');
-  const candidateId = newId('event');
-  const body = outboundBody(candidateId, event.type, input.receivedAt, event.messageId, event.data);
-  const row = await withDeliveryIds(source.tenantId, event.type, async (deliveryIds) => {
-    const rows = await run<IntakeRow>(db, acceptStatement, {
-      receiptId, eventId: candidateId, deliveryIds,
+  /**
+   * A byte-identical repeat of a body this source already sent is answered from the digest index,
+   * without parsing or touching events: the cheap path of a provider retry storm. Its receipt is
+   * still written, as durably as any other.
+   */
+  async recordDigestDuplicate(source: SourceRef, bodyDigest: string, origin: 'callback' | 'reconcile'): Promise<IntakeRecord | undefined> {
+    const receiptId = newId('receipt');
+    const eventId = await this.repeats.submit({ receiptId, tenantId: source.tenantId, sourceId: source.id, origin, bodyDigest });
+    return eventId ? { outcome: 'duplicate', receiptId, eventId, fanOut: none } : undefined;
+  }
+
+  /**
+   * Accepting a callback is `intake_accept` (migration 20261129000011), one statement and so one
+   * transaction without BEGIN/COMMIT round trips: the event (unique on source + dedupe key), the
+   * message's forward-only status, one delivery per matching endpoint, and the receipt. Nothing is
+   * acknowledged before it commits. A duplicate dedupe key answers with the stored event and creates
+   * no work; an event older than what its message already reached is stored as stale evidence and
+   * forwarded to nobody.
+   */
+  async recordCallback(input: CallbackInput): Promise<IntakeRecord> {
+    const { source, event } = input;
+    const receiptId = newId('receipt');
+    const eventId = newId('event');
+    const item: Omit<AcceptItem, 'deliveryIds'> = {
+      receiptId, eventId,
       tenantId: source.tenantId, sourceId: source.id, origin: input.origin, bodyDigest: input.bodyDigest, receivedAt: input.receivedAt,
       type: event.type, messageId: event.messageId ?? null, dedupeKey: event.dedupeKey,
       status: event.status?.value ?? null, statusRank: event.status?.rank ?? null, statusFinal: event.status?.final ?? null,
-      sequence: event.sequence ?? null, body, defaultMaxAgeSeconds,
+      sequence: event.sequence ?? null,
+      body: outboundBody(eventId, event.type, input.receivedAt, event.messageId, event.data),
+    };
+    const row = await withDeliveryIds(source.tenantId, event.type, (deliveryIds) => this.accepts.submit({ ...item, deliveryIds }));
+    // withDeliveryIds only returns once the call had enough ids, i.e. once it wrote.
+    return { outcome: row.outcome as IntakeOutcome, receiptId, eventId: row.event_id, fanOut: { pending: row.pending, deadDisabled: row.dead_disabled } };
+  }
+
+  private async writeRepeats(items: RepeatItem[]): Promise<Array<string | undefined>> {
+    const rows = await run<{ id: string; event_id: string }>(this.db, repeatsStatement, {
+      receiptIds: items.map((i) => i.receiptId),
+      tenantIds: items.map((i) => i.tenantId),
+      sourceIds: items.map((i) => i.sourceId),
+      origins: items.map((i) => i.origin),
+      digests: items.map((i) => i.bodyDigest),
     });
-    return rows[0]!;
-  });
-  // withDeliveryIds only returns once the call had enough ids, i.e. once it wrote.
-  const outcome = row.outcome as IntakeOutcome;
-  return { outcome, receiptId, eventId: row.event_id, fanOut: { pending: row.pending, deadDisabled: row.dead_disabled } };
+    const byReceipt = new Map(rows.map((r) => [r.id, r.event_id]));
+    return items.map((i) => byReceipt.get(i.receiptId));
+  }
+
+  private async writeAccepts(items: AcceptItem[]): Promise<IntakeRow[]> {
+    return run<IntakeRow>(this.db, acceptsStatement, { items: JSON.stringify(items), defaultMaxAgeSeconds: this.defaultMaxAgeSeconds });
+  }
+}
+
+interface RepeatItem {
+  receiptId: string;
+  tenantId: string;
+  sourceId: string;
+  origin: 'callback' | 'reconcile';
+  bodyDigest: string;
+}
+
+/** intake_accept's parameters, as intake_accept_many reads them. */
+interface AcceptItem {
+  receiptId: string;
+  eventId: string;
+  deliveryIds: string[];
+  tenantId: string;
+  sourceId: string;
+  origin: 'callback' | 'reconcile';
+  bodyDigest: string;
+  receivedAt: Date;
+  type: string;
+  messageId: string | null;
+  dedupeKey: string;
+  status: string | null;
+  statusRank: number | null;
+  statusFinal: boolean | null;
+  sequence: number | null;
+  body: string;
 }
 
 interface IntakeRow {
@@ -100,4 +140,26 @@ interface IntakeRow {
   endpoint_count: number;
   pending: number;
   dead_disabled: number;
+}
+
+const repeatsStatement = statement(
+  'intake_repeats',
+  `INSERT INTO receipts (id, tenant_id, source_id, event_id, outcome, origin, body_digest)
+   SELECT i.receipt_id, i.tenant_id, i.source_id, r.event_id, 'duplicate', i.origin, i.body_digest
+     FROM unnest(:receiptIds::text[], :tenantIds::text[], :sourceIds::text[], :origins::text[], :digests::text[])
+          AS i(receipt_id, tenant_id, source_id, origin, body_digest)
+     CROSS JOIN LATERAL (SELECT event_id FROM receipts
+                          WHERE source_id = i.source_id AND body_digest = i.body_digest LIMIT 1) r
+   RETURNING id, event_id`,
+);
+
+const acceptsStatement = statement('intake_accept_many', 'SELECT * FROM intake_accept_many(:items::jsonb, :defaultMaxAgeSeconds::int)');
+
+/**
+ * A failed statement wrote nothing. Unless the database itself is unreachable, the cause may be one
+ * callback's (or a deadlock between two batches over the same messages): each is then tried alone.
+ */
+function mayBeOneItems(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return !isStorageUnavailable(err) || (typeof code === 'string' && code.startsWith('40'));
 }
