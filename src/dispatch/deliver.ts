@@ -6,7 +6,15 @@ import { signatureHeader } from '../domain/signing.js';
 import { metrics, statusClass } from '../metrics/registry.js';
 import { autoDisableEndpoint } from '../ops/auto-disable.js';
 import { emitDeliveriesDead, emitEndpointDisabled } from '../ops/platform-events.js';
-import { claimDelivery, recordAttempt, type AttemptRecord, type ClaimedDelivery, type HealthLimits } from '../store/dispatch-store.js';
+import {
+  claimDelivery,
+  recordAttempt,
+  type AttemptRecord,
+  type ClaimedDelivery,
+  type HealthLimits,
+  type Recorded,
+  type SuccessItem,
+} from '../store/dispatch-store.js';
 import { signingSecrets } from '../store/endpoints-store.js';
 import type { DeliveryClient } from './http-client.js';
 
@@ -25,6 +33,8 @@ export interface DeliverDeps {
   onWork?: () => void;
   /** False while shutting down: a slot then stops taking its endpoint's next delivery. */
   mayContinue?: () => boolean;
+  /** Records a success together with other slots' (group commit); without it, each alone. */
+  recordSuccess?: (item: SuccessItem) => Promise<Recorded>;
 }
 
 /** Deliveries one job may carry through slot hand-off before it lets admission decide again. */
@@ -122,7 +132,11 @@ async function attemptClaimed(deps: DeliverDeps, claimed: ClaimedDelivery, mayHa
   const disabledNow = record.disableEndpoint
     ? await autoDisableEndpoint(deps.db, { id: ep.id, tenantId: claimed.tenant_id, reason: record.disableEndpoint })
     : false;
-  const { applied, next } = await recordAttempt(deps.db, record, deps.health, mayHandOff() ? deps.inFlightLeaseMs : undefined);
+  const handOff = mayHandOff();
+  const { applied, next } =
+    decision.action === 'succeed' && deps.recordSuccess
+      ? await deps.recordSuccess({ record, handOff })
+      : await recordAttempt(deps.db, record, deps.health, handOff ? deps.inFlightLeaseMs : undefined);
   const sc = statusClass(statusCode);
   metrics.attemptDuration.observe({ status_class: sc }, result.durationMs / 1000);
   metrics.deliveryAttempts.inc({ outcome: record.outcome, status_class: sc });

@@ -5,6 +5,9 @@ import type { Config } from '../config/index.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import { metrics } from '../metrics/registry.js';
 import { emitDeliveriesDead, emitEndpointDisabled } from '../ops/platform-events.js';
+import { Batcher } from '../infra/batcher.js';
+import { mayBeOneRowsFault } from '../infra/db.js';
+import { recordSuccesses, type Recorded, type SuccessItem } from '../store/dispatch-store.js';
 import { sweep } from '../store/sweep-store.js';
 import { deliverOnce, type DeliverDeps } from './deliver.js';
 import { createDeliveryClient, type DeliveryClient, type LookupFn } from './http-client.js';
@@ -45,9 +48,14 @@ export class Dispatcher {
   private sweepTimer: NodeJS.Timeout | undefined;
   private sweeping = false;
   private stopping = false;
+  /** Successes of concurrent slots share one statement and one commit (group commit). */
+  private readonly successes: Batcher<SuccessItem, Recorded>;
+  /** Lease on an in-flight attempt: the attempt timeout plus a margin for recording the result. */
+  private readonly inFlightLeaseMs: number;
 
   constructor(private readonly deps: DispatcherDeps) {
     const { config } = deps;
+    this.inFlightLeaseMs = config.attemptTimeoutMs + 10_000;
     this.queue = createDeliveryQueue(deps.connection, deps.queuePrefix);
     this.queue.on('error', (err) => deps.logger.warn({ err }, 'queue connection error'));
     this.pump = new Pump(deps.db, this.queue, {
@@ -55,6 +63,12 @@ export class Dispatcher {
       circuitFailureThreshold: config.circuitFailureThreshold,
       perEndpointBatch: 500,
     }, deps.logger);
+    this.successes = new Batcher({
+      maxBatch: 64,
+      maxInFlight: 2,
+      retryAlone: mayBeOneRowsFault,
+      run: (items) => recordSuccesses(deps.db, items, this.inFlightLeaseMs),
+    });
     this.client = createDeliveryClient({
       allowPrivateTargets: config.allowPrivateTargets,
       connectTimeoutMs: config.connectTimeoutMs,
@@ -77,9 +91,10 @@ export class Dispatcher {
       logger,
       defaults: config.retry,
       health: { circuitFailureThreshold: config.circuitFailureThreshold, circuitCooldownSeconds: config.circuitCooldownSeconds },
-      inFlightLeaseMs: config.attemptTimeoutMs + 10_000,
+      inFlightLeaseMs: this.inFlightLeaseMs,
       onWork: this.pump.wake,
       mayContinue: () => !this.stopping,
+      recordSuccess: (item) => this.successes.submit(item),
     };
     this.worker = new Worker<DeliveryJob>(
       deliveryQueueName,

@@ -80,3 +80,13 @@ export function isStorageUnavailable(err: unknown): boolean {
   if (err instanceof TypeError || err instanceof RangeError || err instanceof ReferenceError || err instanceof SyntaxError) return false;
   return err instanceof Error;
 }
+
+/**
+ * For a failed statement that wrote many callers' rows at once (group commit): true unless the
+ * database itself is unreachable, i.e. the cause may be one row's data, or a deadlock or
+ * serialization failure between two batches, so each row is worth trying again alone.
+ */
+export function mayBeOneRowsFault(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return !isStorageUnavailable(err) || (typeof code === 'string' && code.startsWith('40'));
+}

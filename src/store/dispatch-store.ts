@@ -214,3 +214,99 @@ export async function recordAttempt(db: Knex, a: AttemptRecord, limits: HealthLi
   const row = rows[0];
   return { applied: row?.applied === 1, next: row?.id ? rowToClaimed(row) : undefined };
 }
+
+/** A success of a healthy endpoint, as the batched record statement takes it. */
+export interface SuccessItem {
+  record: AttemptRecord;
+  /** Take the endpoint's next due delivery for this slot (see `recordAttempt`). */
+  handOff: boolean;
+}
+
+const successesStatement = statement(
+  'record_successes',
+  `WITH input AS (
+       SELECT * FROM unnest(:deliveryIds::text[], :attemptNumbers::int[], :attemptIds::text[], :tenantIds::text[],
+                            :triggers::text[], :startedAts::timestamptz[], :durations::int[], :statusCodes::int[],
+                            :excerpts::text[], :endpointIds::text[], :handOffs::boolean[])
+              WITH ORDINALITY AS i(delivery_id, attempt_number, attempt_id, tenant_id, trigger, started_at, duration_ms,
+                                   status_code, response_excerpt, endpoint_id, hand_off, n)
+     ), done AS (
+       UPDATE deliveries d SET
+         status = 'succeeded', next_attempt_at = NULL, lease_until = NULL, next_trigger = 'retry',
+         dead_reason = NULL, last_status_code = i.status_code, last_error = NULL,
+         succeeded_at = COALESCE(d.succeeded_at, now()), updated_at = now()
+         FROM input i
+        WHERE d.id = i.delivery_id AND d.status = 'in_flight' AND d.attempt_count = i.attempt_number
+       RETURNING i.n, i.endpoint_id, i.hand_off
+     ), logged AS (
+       INSERT INTO attempts (id, delivery_id, tenant_id, attempt_number, trigger, started_at, duration_ms, status_code,
+                             outcome, response_excerpt)
+       SELECT i.attempt_id, i.delivery_id, i.tenant_id, i.attempt_number, i.trigger, i.started_at, i.duration_ms,
+              i.status_code, 'success', i.response_excerpt
+         FROM input i JOIN done ON done.n = i.n
+     ), health AS (
+       UPDATE endpoints e SET consecutive_failures = 0, failing_since = NULL, circuit_open_until = NULL
+        WHERE e.id IN (SELECT endpoint_id FROM done) AND (e.consecutive_failures <> 0 OR e.circuit_open_until IS NOT NULL)
+     ), want AS (
+       SELECT endpoint_id, count(*)::int AS k FROM done WHERE hand_off GROUP BY endpoint_id
+     ), picked AS (
+       SELECT p.id, w.endpoint_id AS slot_endpoint, row_number() OVER (PARTITION BY w.endpoint_id ORDER BY p.next_attempt_at, p.id) AS slot_rank
+         FROM want w
+         JOIN endpoints e ON e.id = w.endpoint_id
+         CROSS JOIN LATERAL (
+           SELECT n.id, n.next_attempt_at FROM deliveries n
+            WHERE n.endpoint_id = w.endpoint_id AND n.status = 'pending' AND n.next_attempt_at <= now()
+              AND ${headOfLine('n', 'ALL(:deliveryIds::text[])')}
+            ORDER BY n.next_attempt_at, n.id
+            LIMIT w.k
+            FOR UPDATE OF n SKIP LOCKED) p
+        WHERE e.status = 'active' AND e.deleted_at IS NULL AND e.rate_limit_per_second IS NULL
+          AND e.consecutive_failures = 0 AND e.circuit_open_until IS NULL
+     ), handed AS (
+       UPDATE deliveries d
+          SET status = 'in_flight', attempt_count = d.attempt_count + 1,
+              lease_until = now() + make_interval(secs => :lease / 1000.0), updated_at = now()
+         FROM picked, events ev, endpoints ep
+        WHERE d.id = picked.id AND ev.id = d.event_id AND ep.id = d.endpoint_id
+       RETURNING ${claimedColumns}, picked.slot_endpoint, picked.slot_rank
+     )
+     SELECT (SELECT coalesce(array_agg(n), '{}') FROM done) AS applied, handed.*
+       FROM (SELECT 1) one LEFT JOIN handed ON true`,
+);
+
+/**
+ * Records the successes of several slots in one statement (group commit, see src/infra/batcher.ts),
+ * exactly as `recordAttempt` records each: the same guard against late results, the health reset,
+ * and the hand-off. An endpoint with k successes in the batch hands on up to k deliveries, each to
+ * one of those slots; several slots can never be given the same delivery, because one statement
+ * picks them all for the endpoint. Results are in the order of `items`.
+ */
+export async function recordSuccesses(db: Knex, items: SuccessItem[], handOffLeaseMs: number): Promise<Recorded[]> {
+  const rs = items.map((i) => i.record);
+  const rows = await run(db, successesStatement, {
+    deliveryIds: rs.map((r) => r.deliveryId),
+    attemptNumbers: rs.map((r) => r.attemptNumber),
+    attemptIds: rs.map(() => newId('attempt')),
+    tenantIds: rs.map((r) => r.tenantId),
+    triggers: rs.map((r) => r.trigger),
+    startedAts: rs.map((r) => r.startedAt),
+    durations: rs.map((r) => Math.round(r.durationMs)),
+    statusCodes: rs.map((r) => r.statusCode),
+    excerpts: rs.map((r) => r.responseExcerpt),
+    endpointIds: rs.map((r) => r.endpointId),
+    handOffs: items.map((i) => i.handOff),
+    lease: handOffLeaseMs,
+  });
+  const applied = new Set<number>((rows[0]?.applied as Array<number | string> | undefined)?.map(Number) ?? []);
+  // The handed deliveries of each endpoint, in the order they were picked.
+  const handed = new Map<string, ClaimedDelivery[]>();
+  for (const row of rows.filter((r) => r.id).sort((a, b) => Number(a.slot_rank) - Number(b.slot_rank))) {
+    const list = handed.get(row.slot_endpoint) ?? [];
+    list.push(rowToClaimed(row));
+    handed.set(row.slot_endpoint, list);
+  }
+  return items.map((item, i) => {
+    if (!applied.has(i + 1)) return { applied: false };
+    return { applied: true, next: item.handOff ? handed.get(item.record.endpointId)?.shift() : undefined };
+  });
+}

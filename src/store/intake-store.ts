@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { newId } from '../domain/ids.js';
 import { Batcher } from '../infra/batcher.js';
-import { isStorageUnavailable } from '../infra/db.js';
+import { mayBeOneRowsFault } from '../infra/db.js';
 import { run, statement } from '../infra/sql.js';
 import type { ParsedEvent } from '../inbound/adapter.js';
 import { withDeliveryIds, type FanOutResult } from './fan-out.js';
@@ -48,7 +48,7 @@ export class IntakeWriter {
     private readonly db: Knex,
     private readonly defaultMaxAgeSeconds: number,
   ) {
-    const shared = { maxBatch: 64, maxInFlight: 2, retryAlone: mayBeOneItems };
+    const shared = { maxBatch: 64, maxInFlight: 2, retryAlone: mayBeOneRowsFault };
     this.repeats = new Batcher({ ...shared, run: (items) => this.writeRepeats(items) });
     this.accepts = new Batcher({ ...shared, run: (items) => this.writeAccepts(items) });
   }
@@ -154,12 +154,3 @@ const repeatsStatement = statement(
 );
 
 const acceptsStatement = statement('intake_accept_many', 'SELECT * FROM intake_accept_many(:items::jsonb, :defaultMaxAgeSeconds::int)');
-
-/**
- * A failed statement wrote nothing. Unless the database itself is unreachable, the cause may be one
- * callback's (or a deadlock between two batches over the same messages): each is then tried alone.
- */
-function mayBeOneItems(err: unknown): boolean {
-  const code = (err as { code?: unknown } | null)?.code;
-  return !isStorageUnavailable(err) || (typeof code === 'string' && code.startsWith('40'));
-}
