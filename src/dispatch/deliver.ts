@@ -128,6 +128,12 @@ async function attemptClaimed(deps: DeliverDeps, claimed: ClaimedDelivery, mayHa
     endpointFailure: decision.action === 'retry' || (decision.action === 'dead' && decision.reason !== 'terminal'),
     disableEndpoint: decision.action === 'dead' && decision.disableEndpoint ? 'endpoint answered 410 Gone' : undefined,
   };
+  // Counted as made before it is recorded: the receiver got the request whatever becomes of the
+  // record. A record whose commit is lost with its connection may or may not have landed; if it did
+  // not, the lease brings the delivery back with a `worker_lost` row for this attempt.
+  const sc = statusClass(statusCode);
+  metrics.attemptDuration.observe({ status_class: sc }, result.durationMs / 1000);
+  metrics.deliveryAttempts.inc({ outcome: record.outcome, status_class: sc });
   // Every attempt in flight may get the 410; only the one that disables the endpoint audits and announces it.
   const disabledNow = record.disableEndpoint
     ? await autoDisableEndpoint(deps.db, { id: ep.id, tenantId: claimed.tenant_id, reason: record.disableEndpoint })
@@ -137,9 +143,6 @@ async function attemptClaimed(deps: DeliverDeps, claimed: ClaimedDelivery, mayHa
     decision.action === 'succeed' && deps.recordSuccess
       ? await deps.recordSuccess({ record, handOff })
       : await recordAttempt(deps.db, record, deps.health, handOff ? deps.inFlightLeaseMs : undefined);
-  const sc = statusClass(statusCode);
-  metrics.attemptDuration.observe({ status_class: sc }, result.durationMs / 1000);
-  metrics.deliveryAttempts.inc({ outcome: record.outcome, status_class: sc });
   if (!applied) {
     deps.logger.warn({ deliveryId }, 'attempt finished after its lease was taken back; result kept only in metrics');
     return undefined;

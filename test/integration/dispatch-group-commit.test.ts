@@ -39,8 +39,11 @@ function success(d: { id: string; tenant_id: string }, endpointId: string, attem
 }
 
 async function statusOf(endpointId: string): Promise<Record<string, number>> {
-  const rows = await t.platform.db('deliveries').where({ endpoint_id: endpointId }).select('status').count({ n: '*' }).groupBy('status');
-  return Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]));
+  const { rows } = await t.platform.db.raw<{ rows: Array<{ status: string; n: number }> }>(
+    'SELECT status, count(*)::int AS n FROM deliveries WHERE endpoint_id = ? GROUP BY status',
+    [endpointId],
+  );
+  return Object.fromEntries(rows.map((r) => [r.status, r.n]));
 }
 
 describe('recording successes together', () => {
