@@ -270,7 +270,8 @@ const successesStatement = statement(
         WHERE d.id = picked.id AND ev.id = d.event_id AND ep.id = d.endpoint_id
        RETURNING ${claimedColumns}, picked.slot_endpoint, picked.slot_rank
      )
-     SELECT (SELECT coalesce(array_agg(n), '{}') FROM done) AS applied, handed.*
+     -- Which items were applied comes in one row, not repeated in every handed row.
+     SELECT CASE WHEN row_number() OVER () = 1 THEN (SELECT coalesce(array_agg(n), '{}') FROM done) END AS applied, handed.*
        FROM (SELECT 1) one LEFT JOIN handed ON true`,
 );
 
@@ -297,7 +298,7 @@ export async function recordSuccesses(db: Knex, items: SuccessItem[], handOffLea
     handOffs: items.map((i) => i.handOff),
     lease: handOffLeaseMs,
   });
-  const applied = new Set<number>((rows[0]?.applied as Array<number | string> | undefined)?.map(Number) ?? []);
+  const applied = new Set<number>((rows.find((r) => r.applied)?.applied as Array<number | string> | undefined)?.map(Number) ?? []);
   // The handed deliveries of each endpoint, in the order they were picked.
   const handed = new Map<string, ClaimedDelivery[]>();
   for (const row of rows.filter((r) => r.id).sort((a, b) => Number(a.slot_rank) - Number(b.slot_rank))) {
