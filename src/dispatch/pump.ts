@@ -52,11 +52,9 @@ export class Pump {
     do {
       this.again = false;
       try {
+        // Waits while another process admits (one at a time, platform-wide), then sees its result.
         const admitted = await admitDue(this.db, this.limits);
-        if (admitted === undefined) {
-          // Another process is admitting; look again shortly in case our wake-up came after its snapshot.
-          this.scheduleRetry(20);
-        } else if (admitted.length > 0) {
+        if (admitted.length > 0) {
           await this.queue.addBulk(
             admitted.map((d) => ({ name: 'deliver', data: { deliveryId: d.id }, opts: { jobId: deliveryJobId(d.id, d.attempt_count + 1) } })),
           );

@@ -42,3 +42,18 @@ export async function run<R extends pg.QueryResultRow>(db: Knex, st: Statement, 
     await db.client.releaseConnection(conn);
   }
 }
+
+/**
+ * Several statements in one round trip (PostgreSQL's simple query protocol), run as one implicit
+ * transaction in which each statement still takes its own snapshot. Simple queries take no
+ * parameters: callers inline only values they have validated (integers). Returns each statement's rows.
+ */
+export async function runScript(db: Knex, sql: string): Promise<pg.QueryResultRow[][]> {
+  const conn: pg.PoolClient = await db.client.acquireConnection();
+  try {
+    const results = (await conn.query(sql)) as unknown as pg.QueryResult | pg.QueryResult[];
+    return (Array.isArray(results) ? results : [results]).map((r) => r.rows);
+  } finally {
+    await db.client.releaseConnection(conn);
+  }
+}

@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { runScript } from '../infra/sql.js';
 import { headOfLine } from './order-sql.js';
 
 export interface AdmissionLimits {
@@ -18,18 +19,30 @@ export interface AdmittedDelivery {
 /** One key for the whole platform: admission decisions are serialised so capacity counts stay exact. */
 const admissionLockKey = 727_001;
 
+function sqlInteger(name: string, value: number): string {
+  if (!Number.isSafeInteger(value) || value < 0) throw new RangeError(`admission: ${name} must be a non-negative integer, got ${value}`);
+  return String(value);
+}
+
 /**
  * Moves due `pending` deliveries to `queued`, per endpoint no more than it has room for: free
  * concurrency slots, rate-limit tokens, and a single probe while its circuit is half-open. Endpoints
  * with an open circuit or no room get nothing and cost nothing in Redis: their work waits here.
- * Returns undefined when another process holds the admission lock (it is admitting right now).
+ *
+ * One round trip, two statements in one transaction: the first waits for the platform-wide
+ * advisory lock, the second admits. The order matters: the admission statement's snapshot is
+ * taken after the lock is held, so it sees everything the previous admitter committed (a single
+ * statement that took the lock itself would count busy slots from a snapshot older than the lock).
+ * The lock is released when the transaction ends, right after the admission.
  */
-export async function admitDue(db: Knex, limits: AdmissionLimits): Promise<AdmittedDelivery[] | undefined> {
-  return db.transaction(async (trx) => {
-    const { rows: lock } = await trx.raw<{ rows: Array<{ ok: boolean }> }>('SELECT pg_try_advisory_xact_lock(?) AS ok', [admissionLockKey]);
-    if (!lock[0]?.ok) return undefined;
-    const { rows } = await trx.raw<{ rows: AdmittedDelivery[] }>(
-      `WITH cand AS (
+export async function admitDue(db: Knex, limits: AdmissionLimits): Promise<AdmittedDelivery[]> {
+  const threshold = sqlInteger('circuitFailureThreshold', limits.circuitFailureThreshold);
+  const batch = sqlInteger('perEndpointBatch', limits.perEndpointBatch);
+  const lease = sqlInteger('queuedLeaseSeconds', limits.queuedLeaseSeconds);
+  const results = await runScript(
+    db,
+    `SELECT pg_advisory_xact_lock(${admissionLockKey});
+     WITH cand AS (
          SELECT e.id, e.max_concurrency, e.rate_limit_per_second AS rate, e.consecutive_failures,
                 (SELECT count(*) FROM deliveries a WHERE a.endpoint_id = e.id AND a.status IN ('queued', 'in_flight'))::int AS busy,
                 CASE WHEN e.rate_limit_per_second IS NULL THEN NULL
@@ -47,9 +60,9 @@ export async function admitDue(db: Knex, limits: AdmissionLimits): Promise<Admit
        ), cap AS (
          SELECT id, tokens, GREATEST(0, LEAST(
                   max_concurrency - busy,
-                  CASE WHEN consecutive_failures >= :threshold THEN 1 - busy ELSE :batch END,
-                  COALESCE(floor(tokens)::int, :batch),
-                  :batch)) AS free
+                  CASE WHEN consecutive_failures >= ${threshold} THEN 1 - busy ELSE ${batch} END,
+                  COALESCE(floor(tokens)::int, ${batch}),
+                  ${batch})) AS free
            FROM cand
        ), picked AS (
          SELECT p.id FROM cap CROSS JOIN LATERAL (
@@ -61,7 +74,7 @@ export async function admitDue(db: Knex, limits: AdmissionLimits): Promise<Admit
             FOR UPDATE SKIP LOCKED) p
           WHERE cap.free > 0
        ), admitted AS (
-         UPDATE deliveries d SET status = 'queued', lease_until = now() + make_interval(secs => :lease), updated_at = now()
+         UPDATE deliveries d SET status = 'queued', lease_until = now() + make_interval(secs => ${lease}), updated_at = now()
            FROM picked WHERE d.id = picked.id
          RETURNING d.id, d.endpoint_id, d.attempt_count
        ), spent AS (
@@ -70,8 +83,6 @@ export async function admitDue(db: Knex, limits: AdmissionLimits): Promise<Admit
           WHERE e.id = cap.id AND n.endpoint_id = cap.id AND cap.tokens IS NOT NULL
        )
        SELECT id, endpoint_id, attempt_count FROM admitted`,
-      { threshold: limits.circuitFailureThreshold, batch: limits.perEndpointBatch, lease: limits.queuedLeaseSeconds },
-    );
-    return rows;
-  });
+  );
+  return results[1] as AdmittedDelivery[];
 }
