@@ -30,6 +30,7 @@ export function statement(name: string, sql: string): Statement {
  * and the pool's handling of broken connections stay the same as for every other query.
  */
 export async function run<R extends pg.QueryResultRow>(db: Knex, st: Statement, values: Record<string, unknown>): Promise<R[]> {
+  notInTransaction(db, st.name);
   const args = st.params.map((p) => {
     if (!(p in values)) throw new TypeError(`statement ${st.name}: no value for :${p}`);
     return values[p];
@@ -49,6 +50,7 @@ export async function run<R extends pg.QueryResultRow>(db: Knex, st: Statement, 
  * parameters: callers inline only values they have validated (integers). Returns each statement's rows.
  */
 export async function runScript(db: Knex, sql: string): Promise<pg.QueryResultRow[][]> {
+  notInTransaction(db, 'script');
   const conn: pg.PoolClient = await db.client.acquireConnection();
   try {
     const results = (await conn.query(sql)) as unknown as pg.QueryResult | pg.QueryResult[];
@@ -56,4 +58,9 @@ export async function runScript(db: Knex, sql: string): Promise<pg.QueryResultRo
   } finally {
     await db.client.releaseConnection(conn);
   }
+}
+
+/** These take their own pooled connection: given a transaction, they would silently run outside it. */
+function notInTransaction(db: Knex, what: string): void {
+  if ((db as { isTransaction?: boolean }).isTransaction) throw new TypeError(`${what}: runs on its own connection, not inside a transaction`);
 }

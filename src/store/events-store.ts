@@ -2,7 +2,8 @@ import { createHash } from 'node:crypto';
 import { canonicalJson } from '../domain/dedupe.js';
 import { conflict } from '../domain/errors.js';
 import { newId } from '../domain/ids.js';
-import { fanOut, type FanOutResult } from './fan-out.js';
+import { run, statement } from '../infra/sql.js';
+import { withDeliveryIds, type FanOutResult } from './fan-out.js';
 import { outboundBody } from './intake-store.js';
 import type { TenantScope } from './tenant-scope.js';
 
@@ -60,44 +61,40 @@ export async function publishEvent(
     .update(canonicalJson({ type: input.type, messageId: input.messageId ?? null, data: input.data }))
     .digest('hex');
   const idempotencyKey = input.idempotencyKey ?? null;
-  return scope.transaction(async (s, trx) => {
-    const id = newId('event');
-    const now = new Date();
-    const inserted: EventRow[] = await trx('events')
-      .insert({
-        id,
-        tenant_id: s.tenantId,
-        origin: input.origin ?? 'api',
-        type: input.type,
-        message_id: input.messageId ?? null,
-        idempotency_key: idempotencyKey,
-        request_hash: requestHash,
-        body: outboundBody(id, input.type, now, input.messageId, input.data),
-        created_at: now,
-      })
-      .onConflict(['tenant_id', 'idempotency_key'])
-      .ignore()
-      .returning(eventColumns.map((c) => c.replace('events.', '')));
-    if (inserted.length === 0) {
-      const existing = await s.from('events').where('events.idempotency_key', idempotencyKey).first([...eventColumns, 'events.request_hash']);
-      if (existing.request_hash !== requestHash) {
-        throw conflict('idempotency_key_reused', 'this Idempotency-Key was already used for a different request');
-      }
-      return { event: existing as EventRow, duplicate: true, fanOut: { pending: 0, deadDisabled: 0 } };
-    }
-    const event = inserted[0]!;
-    if (input.messageId) {
-      await trx.raw(
-        `INSERT INTO messages AS m (tenant_id, source_id, message_id, last_event_id) VALUES (?, NULL, ?, ?)
-         ON CONFLICT ON CONSTRAINT messages_identity DO UPDATE SET last_event_id = EXCLUDED.last_event_id, updated_at = now()`,
-        [s.tenantId, input.messageId, id],
-      );
-    }
-    const fan = await fanOut(
-      trx,
-      { id, tenantId: s.tenantId, type: input.type, createdAt: now, messageKey: input.messageId ? `api:${input.messageId}` : null },
-      defaultMaxAgeSeconds,
-    );
-    return { event, duplicate: false, fanOut: fan };
+  const id = newId('event');
+  const now = new Date();
+  const row = await withDeliveryIds(scope.tenantId, input.type, async (deliveryIds) => {
+    const rows = await run<PublishRow>(scope.db, publishStatement, {
+      eventId: id, deliveryIds, tenantId: scope.tenantId, origin: input.origin ?? 'api', type: input.type,
+      messageId: input.messageId ?? null, idempotencyKey, requestHash,
+      body: outboundBody(id, input.type, now, input.messageId, input.data), createdAt: now, defaultMaxAgeSeconds,
+    });
+    return rows[0]!;
   });
+  const event: EventRow = {
+    id: row.id, tenant_id: row.tenant_id, source_id: row.source_id, origin: row.origin, type: row.type, message_id: row.message_id,
+    status: row.status, stale: row.stale, body: row.body, created_at: row.created_at, seq: row.seq,
+  };
+  if (row.outcome === 'duplicate') {
+    if (row.request_hash !== requestHash) {
+      throw conflict('idempotency_key_reused', 'this Idempotency-Key was already used for a different request');
+    }
+    return { event, duplicate: true, fanOut: { pending: 0, deadDisabled: 0 } };
+  }
+  return { event, duplicate: false, fanOut: { pending: row.pending, deadDisabled: row.dead_disabled } };
 }
+
+interface PublishRow extends EventRow {
+  outcome: 'created' | 'duplicate' | 'need_ids';
+  endpoint_count: number;
+  pending: number;
+  dead_disabled: number;
+  request_hash: string | null;
+}
+
+/** `publish_event` (migration 20261129000012): event, message row and fan-out in one statement. */
+const publishStatement = statement(
+  'publish_event',
+  `SELECT * FROM publish_event(:eventId, :deliveryIds::text[], :tenantId, :origin, :type, :messageId, :idempotencyKey,
+                               :requestHash, :body, :createdAt::timestamptz, :defaultMaxAgeSeconds::int)`,
+);

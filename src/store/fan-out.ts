@@ -1,44 +1,20 @@
-import type { Knex } from 'knex';
 import { newId } from '../domain/ids.js';
 
-export interface NewEvent {
-  id: string;
-  tenantId: string;
-  type: string;
-  createdAt: Date;
-  /** The message the event concerns, scoped to its source: the unit of per-message ordering. */
-  messageKey?: string | null;
-  /** The provider's own sequence or version, when it sends one; it orders before acceptance order. */
-  providerSequence?: number | null;
-}
-
+/** What fan-out created for one event. */
 export interface FanOutResult {
   pending: number;
   deadDisabled: number;
 }
 
-/**
- * Creates one delivery per endpoint of the tenant whose filter matches the event type, in the
- * caller's transaction, after the caller has written the event and, when it has a message, the
- * message's row (whose lock orders the event within its message). Disabled endpoints get a dead
- * `endpoint_disabled` delivery instead of none, so what piles up while an endpoint is off can be
- * replayed once it is back. Operational events (`platform.*`) only reach endpoints that name them:
- * a catch-all endpoint never receives a type it did not know existed.
- *
- * The rules live in SQL (`fan_out` and the functions it shares with `intake_accept`, migration
- * 20261129000011), so callback intake and the publish API cannot drift apart; this is the caller:
- * delivery ids in, counts out.
+/*
+ * Fan-out itself lives in SQL (`fan_out_targets` and `fan_out_insert`, migration 20261129000011),
+ * used by callback intake (`intake_accept`) and by publishing (`publish_event`, 20261129000012), so
+ * the two cannot drift apart: one delivery per endpoint of the tenant whose filter matches the event
+ * type; disabled endpoints get a dead `endpoint_disabled` delivery instead of none, so what piles up
+ * while an endpoint is off can be replayed once it is back; operational events (`platform.*`) only
+ * reach endpoints that name them, so a catch-all endpoint never receives a type it did not know
+ * existed. What is left here is the ids.
  */
-export async function fanOut(trx: Knex.Transaction, event: NewEvent, defaultMaxAgeSeconds: number): Promise<FanOutResult> {
-  const row = await withDeliveryIds(event.tenantId, event.type, async (ids) => {
-    const { rows } = await trx.raw<{ rows: Array<{ endpoint_count: number; pending: number; dead_disabled: number }> }>(
-      'SELECT * FROM fan_out(?, ?, ?, ?::timestamptz, ?, ?::bigint, ?::int, ?::text[])',
-      [event.id, event.tenantId, event.type, event.createdAt, event.messageKey ?? null, event.providerSequence ?? null, defaultMaxAgeSeconds, ids],
-    );
-    return rows[0]!;
-  });
-  return { pending: row.pending, deadDisabled: row.dead_disabled };
-}
 
 /**
  * Delivery ids are TypeIDs made here, not in SQL: they must sort by creation time, and ids made in
