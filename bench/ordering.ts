@@ -92,6 +92,14 @@ async function release(platform: Platform, s: Side): Promise<Result> {
   while (s.done < events) await new Promise((r) => setTimeout(r, 2));
   const seconds = (performance.now() - started) / 1000;
   const used = process.cpuUsage(cpu);
+  // Hold again only once every result is recorded: recording a success closes the endpoint's
+  // circuit, so a success recorded after the hold would release the endpoint during the next
+  // round's publishing, and its deliveries would arrive before the count is reset.
+  for (;;) {
+    const rows = await platform.db('deliveries').where({ endpoint_id: s.endpointId }).whereNot({ status: 'succeeded' }).count({ n: '*' });
+    if (Number(rows[0]?.n ?? 0) === 0) break;
+    await new Promise((r) => setTimeout(r, 10));
+  }
   await hold(platform, s, true);
   let outOfOrder = 0;
   for (const list of s.arrived.values()) for (let i = 1; i < list.length; i++) if (list[i]! < list[i - 1]!) outOfOrder++;
