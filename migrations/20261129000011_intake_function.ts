@@ -6,8 +6,9 @@ import type { Knex } from 'knex';
  * Intake used to be BEGIN, the event/message statement, the endpoints SELECT, the deliveries INSERT,
  * the receipt INSERT and COMMIT: six round trips during which the backend sat `idle in transaction`
  * waiting for the api process. `intake_accept` does all of it as one statement, which is atomic
- * without BEGIN/COMMIT. The publish API keeps its own transaction and calls `fan_out` in it, so
- * which endpoints an event reaches and what their deliveries look like are written down once, here.
+ * without BEGIN/COMMIT. Publishing (`publish_event`, migration 20261129000012) uses the same
+ * `fan_out_targets` and `fan_out_insert`, so which endpoints an event reaches and what their
+ * deliveries look like are written down once, here.
  *
  * Ids are not made here: TypeIDs are made in the api process (they must sort by creation time, and
  * ids made in SQL were not monotonic within a millisecond), so the caller passes the event id, the
@@ -85,29 +86,6 @@ export async function up(knex: Knex): Promise<void> {
       SELECT count(*) FILTER (WHERE t.active), count(*) FILTER (WHERE NOT t.active)
         INTO pending, dead_disabled
         FROM unnest(p_targets) t;
-    END
-    $$;
-
-    -- Fan-out of an event the caller has just written in its own transaction (the publish API).
-    -- endpoint_count is how many endpoints match; when it is more than the delivery ids given,
-    -- nothing was written and the caller calls again with that many ids.
-    CREATE FUNCTION fan_out(
-      p_event_id text, p_tenant_id text, p_type text, p_created_at timestamptz, p_message_key text,
-      p_provider_sequence bigint, p_default_max_age_seconds integer, p_delivery_ids text[],
-      OUT endpoint_count integer, OUT pending integer, OUT dead_disabled integer)
-    LANGUAGE plpgsql AS $$
-    DECLARE
-      v_targets fan_out_target[] := fan_out_targets(p_tenant_id, p_type);
-    BEGIN
-      endpoint_count := cardinality(v_targets);
-      pending := 0;
-      dead_disabled := 0;
-      IF endpoint_count > cardinality(p_delivery_ids) THEN
-        RETURN;
-      END IF;
-      SELECT f.pending, f.dead_disabled INTO pending, dead_disabled
-        FROM fan_out_insert(p_event_id, p_tenant_id, p_created_at, p_message_key, p_provider_sequence,
-                            p_default_max_age_seconds, v_targets, p_delivery_ids) f;
     END
     $$;
 
@@ -229,7 +207,6 @@ export async function down(knex: Knex): Promise<void> {
   await knex.raw(`
     DROP FUNCTION intake_accept_many;
     DROP FUNCTION intake_accept;
-    DROP FUNCTION fan_out;
     DROP FUNCTION fan_out_insert;
     DROP FUNCTION fan_out_targets;
     DROP TYPE fan_out_target;

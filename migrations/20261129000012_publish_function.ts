@@ -4,7 +4,7 @@ import type { Knex } from 'knex';
  * Publishing an event (`POST /v1/events`, and the platform's own operational events) in one
  * statement instead of BEGIN, the event insert, the message row, fan-out and COMMIT: one round trip,
  * atomic because it is one statement. Fan-out is `fan_out_insert`, shared with callback intake
- * (migration 20261129000011), whose `fan_out` wrapper this replaces.
+ * (migration 20261129000011).
  *
  * Ids come from the caller as for intake: the event id and a guess of delivery ids; when more
  * endpoints match than ids were given, nothing is written and `endpoint_count` says how many.
@@ -66,32 +66,9 @@ export async function up(knex: Knex): Promise<void> {
       body := v_event.body; created_at := v_event.created_at; seq := v_event.seq; request_hash := v_event.request_hash;
     END
     $$;
-
-    DROP FUNCTION fan_out;
   `);
 }
 
 export async function down(knex: Knex): Promise<void> {
-  await knex.raw(`
-    DROP FUNCTION publish_event;
-    CREATE FUNCTION fan_out(
-      p_event_id text, p_tenant_id text, p_type text, p_created_at timestamptz, p_message_key text,
-      p_provider_sequence bigint, p_default_max_age_seconds integer, p_delivery_ids text[],
-      OUT endpoint_count integer, OUT pending integer, OUT dead_disabled integer)
-    LANGUAGE plpgsql AS $$
-    DECLARE
-      v_targets fan_out_target[] := fan_out_targets(p_tenant_id, p_type);
-    BEGIN
-      endpoint_count := cardinality(v_targets);
-      pending := 0;
-      dead_disabled := 0;
-      IF endpoint_count > cardinality(p_delivery_ids) THEN
-        RETURN;
-      END IF;
-      SELECT f.pending, f.dead_disabled INTO pending, dead_disabled
-        FROM fan_out_insert(p_event_id, p_tenant_id, p_created_at, p_message_key, p_provider_sequence,
-                            p_default_max_age_seconds, v_targets, p_delivery_ids) f;
-    END
-    $$;
-  `);
+  await knex.raw('DROP FUNCTION publish_event;');
 }
