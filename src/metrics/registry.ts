@@ -15,6 +15,7 @@
  *   must aggregate them with `max()`, never `sum()`.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { DEAD_LETTER_REASONS, type DeadLetterReason } from '../domain/delivery-status.js';
 
 // ---------------------------------------------------------------------------------------------
 // Label values (bounded, from the contract)
@@ -47,8 +48,8 @@ export type AttemptOutcome = (typeof ATTEMPT_OUTCOMES)[number];
 export const STATUS_CLASSES = ['2xx', '3xx', '4xx', '5xx', 'network'] as const;
 export type StatusClass = (typeof STATUS_CLASSES)[number];
 
-export const DEAD_LETTER_REASONS = ['max_attempts', 'max_age', 'terminal', 'endpoint_disabled'] as const;
-export type DeadLetterReason = (typeof DEAD_LETTER_REASONS)[number];
+/** Defined with the delivery lifecycle; re-exported because the metric's label set is these reasons. */
+export { DEAD_LETTER_REASONS, type DeadLetterReason };
 
 /** `single`: POST /v1/deliveries/:id/replay; `bulk`: one count per delivery replayed by POST /v1/replays. */
 export const REPLAY_KINDS = ['single', 'bulk'] as const;

@@ -1,0 +1,41 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { allows, DEAD_LETTER_REASONS, DELIVERY_STATUSES, TRANSITIONS, TRIGGERS } from '../../src/domain/delivery-status.js';
+
+const migration = readFileSync(new URL('../../migrations/20261129000005_deliveries.ts', import.meta.url), 'utf8');
+
+/** The quoted values of a `column ... IN (...)` CHECK in the deliveries migration. */
+function checked(column: string): string[] {
+  const m = new RegExp(`${column}[^\\n]*CHECK \\(${column} IN \\(([^)]*)\\)\\)`).exec(migration);
+  if (!m) throw new Error(`no CHECK on ${column}`);
+  return [...m[1]!.matchAll(/'([^']+)'/g)].map((x) => x[1]!);
+}
+
+describe('delivery statuses, defined once', () => {
+  it('match the database CHECK constraints exactly', () => {
+    expect(checked('status')).toEqual([...DELIVERY_STATUSES]);
+    expect(checked('dead_reason')).toEqual([...DEAD_LETTER_REASONS]);
+    expect(checked('next_trigger')).toEqual([...TRIGGERS]);
+  });
+
+  it('every transition names only known statuses, and only fan-out creates a delivery', () => {
+    for (const [name, t] of Object.entries(TRANSITIONS)) {
+      for (const s of [...(t.from ?? []), ...t.to]) expect(DELIVERY_STATUSES, name).toContain(s);
+      if (name !== 'fanOut') expect(t.from, name).not.toBeNull();
+    }
+  });
+
+  it('answers what may happen and what may not', () => {
+    expect(allows('admit', 'pending', 'in_flight')).toBe(true);
+    expect(allows('admit', 'queued', 'in_flight')).toBe(false);
+    expect(allows('record', 'in_flight', 'pending')).toBe(true);
+    expect(allows('record', 'pending', 'succeeded')).toBe(false);
+    expect(allows('replay', 'succeeded', 'pending')).toBe(true);
+    expect(allows('replay', 'pending', 'pending')).toBe(false);
+    expect(allows('fanOut', null, 'pending')).toBe(true);
+    expect(allows('claim', null, 'in_flight')).toBe(false);
+    // A finished delivery only ever moves again by replay.
+    const leavesFinal = Object.entries(TRANSITIONS).filter(([, t]) => t.from?.some((s) => s === 'succeeded' || s === 'dead'));
+    expect(leavesFinal.map(([name]) => name)).toEqual(['replay']);
+  });
+});
