@@ -6,17 +6,20 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { createApp } from './api/app.js';
 import type { Config } from './config/index.js';
+import { DeliveryLifecycle, type LifecycleEffects } from './delivery/lifecycle.js';
 import { SecretBox } from './domain/secret-box.js';
 import { Dispatcher } from './dispatch/dispatcher.js';
 import { createDeliveryClient, type DeliveryClient, type LookupFn } from './dispatch/http-client.js';
 import { IntakeService } from './inbound/intake-service.js';
+import { autoDisableEndpoint } from './ops/auto-disable.js';
+import { emitDeliveriesDead, emitEndpointDisabled } from './ops/platform-events.js';
 import { Reconciler } from './ops/reconciler.js';
 import { coalesced } from './infra/coalesce.js';
 import { createDb } from './infra/db.js';
 import { createLogger } from './infra/logger.js';
 import { createRedis } from './infra/redis.js';
-import { setBacklogSource } from './metrics/registry.js';
-import { backlogSnapshot } from './store/sweep-store.js';
+import { metrics, setBacklogSource } from './metrics/registry.js';
+import { backlogSnapshot } from './store/backlog-store.js';
 
 export type Role = 'all' | 'api' | 'worker';
 
@@ -37,6 +40,7 @@ export interface Platform {
   port: number;
   db: Knex;
   redis: Redis;
+  lifecycle: DeliveryLifecycle;
   dispatcher?: Dispatcher;
   reconciler?: Reconciler;
   stop(): Promise<void>;
@@ -58,10 +62,31 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   const box = new SecretBox(config.secretsKey);
   setBacklogSource(() => backlogSnapshot(db));
 
+  // New work wakes this process's dispatcher directly, or (api role) the workers through Redis. An api
+  // process announces at most once per Redis round trip: a worker's admission round takes everything
+  // committed before it, so announcements made meanwhile need one more, not one each.
   let dispatcher: Dispatcher | undefined;
+  const announceWork = coalesced(() => redis.publish(wakeChannel, '1'));
+  const maxAge = config.retry.maxEventAgeSeconds;
+  const effects: LifecycleEffects = {
+    deadLettered: (reason, count) => metrics.deadLettered.inc({ reason }, count),
+    announceDead: (ids) => emitDeliveriesDead(db, ids, maxAge),
+    announceEndpointDisabled: (endpoint) => emitEndpointDisabled(db, endpoint, maxAge),
+    disableEndpoint: (endpoint) => autoDisableEndpoint(db, endpoint),
+    newWork: () => (dispatcher ? dispatcher.wake() : announceWork()),
+  };
+  const lifecycle = new DeliveryLifecycle(db, effects, {
+    queuedLeaseSeconds: config.queuedLeaseSeconds,
+    circuitFailureThreshold: config.circuitFailureThreshold,
+    circuitCooldownSeconds: config.circuitCooldownSeconds,
+    perEndpointBatch: 500,
+    defaultMaxAttempts: config.retry.maxAttempts,
+    autoDisableAfterSeconds: config.autoDisableAfterSeconds,
+  });
+
   let subscriber: Redis | undefined;
   if (role !== 'api') {
-    dispatcher = new Dispatcher({ config, db, box, logger, connection: createRedis(config.redisUrl, 'worker'), queuePrefix: prefix, lookup: opts.lookup });
+    dispatcher = new Dispatcher({ config, db, lifecycle, box, logger, connection: createRedis(config.redisUrl, 'worker'), queuePrefix: prefix, lookup: opts.lookup });
     dispatcher.start();
     if (role === 'worker') {
       // API processes announce new work here; polling covers any announcement that is lost.
@@ -71,11 +96,8 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       void subscriber.subscribe(wakeChannel).catch((err: unknown) => logger.warn({ err }, 'wake subscription failed'));
     }
   }
-  // An api process announces new work at most once per Redis round trip: a worker's admission round
-  // takes everything committed before it, so announcements made meanwhile need one more, not one each.
-  const onWork = dispatcher ? dispatcher.wake : coalesced(() => redis.publish(wakeChannel, '1'));
-  const intake = new IntakeService({ db, box, defaultMaxAgeSeconds: config.retry.maxEventAgeSeconds, onWork });
-  const app = createApp({ config, db, redis, box, intake, logger, onWork }, { opsOnly: role === 'worker' });
+  const intake = new IntakeService({ db, box, defaultMaxAgeSeconds: maxAge, fannedOut: (r) => lifecycle.fannedOut(r) });
+  const app = createApp({ config, db, redis, box, intake, logger, lifecycle }, { opsOnly: role === 'worker' });
   let reconciler: Reconciler | undefined;
   let reconcileClient: DeliveryClient | undefined;
   if (role !== 'api') {
@@ -127,5 +149,5 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       await redis.quit().catch(() => undefined);
       await db.destroy();
     })());
-  return { url: `http://127.0.0.1:${port}`, port, db, redis, dispatcher, reconciler, stop };
+  return { url: `http://127.0.0.1:${port}`, port, db, redis, lifecycle, dispatcher, reconciler, stop };
 }

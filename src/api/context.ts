@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Config } from '../config/index.js';
 import type { SecretBox } from '../domain/secret-box.js';
+import type { DeliveryLifecycle } from '../delivery/lifecycle.js';
 import type { IntakeService } from '../inbound/intake-service.js';
 
 /** What the HTTP layer needs from the rest of the process; built once in the composition root. */
@@ -13,6 +14,6 @@ export interface ApiContext {
   box: SecretBox;
   intake: IntakeService;
   logger: Logger;
-  /** Nudges the dispatcher after a commit that created pending deliveries. */
-  onWork: () => void;
+  /** Accounts for deliveries that API actions create, dead-letter or restart (metrics, dispatcher wake-up). */
+  lifecycle: Pick<DeliveryLifecycle, 'fannedOut' | 'endpointDeleted' | 'replayed'>;
 }

@@ -1,36 +1,24 @@
-import type { Knex } from 'knex';
 import type { Logger } from 'pino';
+import type { DeliveryLifecycle } from '../delivery/lifecycle.js';
+import type { AttemptRecord, Recorded, SuccessItem } from '../delivery/sql/attempts.js';
+import type { ClaimedDelivery } from '../delivery/sql/claimed.js';
 import { decide, resolvePolicy, type AttemptOutcome, type RetryPolicy } from '../domain/retry-policy.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import { signatureHeader } from '../domain/signing.js';
 import { metrics, statusClass } from '../metrics/registry.js';
-import { autoDisableEndpoint } from '../ops/auto-disable.js';
-import { emitDeliveriesDead, emitEndpointDisabled } from '../ops/platform-events.js';
-import {
-  claimDelivery,
-  recordAttempt,
-  type AttemptRecord,
-  type ClaimedDelivery,
-  type HealthLimits,
-  type Recorded,
-  type SuccessItem,
-} from '../store/dispatch-store.js';
 import { signingSecrets } from '../store/endpoints-store.js';
 import type { DeliveryClient } from './http-client.js';
 
 export interface DeliverDeps {
-  db: Knex;
+  lifecycle: DeliveryLifecycle;
   box: SecretBox;
   client: DeliveryClient;
   logger: Logger;
   defaults: RetryPolicy;
-  health: HealthLimits;
   /** Lease on an in-flight attempt: the attempt timeout plus a margin for recording the result. */
   inFlightLeaseMs: number;
   random?: () => number;
   now?: () => Date;
-  /** Wakes admission after operational events created new deliveries. */
-  onWork?: () => void;
   /** False while shutting down: a slot then stops taking its endpoint's next delivery. */
   mayContinue?: () => boolean;
   /** Records a success together with other slots' (group commit); without it, each alone. */
@@ -57,12 +45,19 @@ export function outboundHeaders(d: ClaimedDelivery, secrets: string[], timestamp
   };
 }
 
+/** Claims a delivery admitted to Redis (queued → in_flight) and runs its slot. */
+export async function deliverQueued(deps: DeliverDeps, deliveryId: string): Promise<void> {
+  const claimed = await deps.lifecycle.claim(deliveryId, deps.inFlightLeaseMs);
+  if (claimed?.status === 'in_flight') await runSlot(deps, claimed);
+}
+
 /**
- * Claims an admitted delivery and attempts it; while attempts succeed, the slot carries on with the
- * endpoint's next due delivery (hand-off) instead of going back through admission and Redis.
+ * Runs one slot of an endpoint, starting with a delivery already in flight for it: while the
+ * endpoint has due work, each result hands the slot on to the next delivery (whatever the outcome)
+ * instead of sending the endpoint back through admission and Redis.
  */
-export async function deliverOnce(deps: DeliverDeps, deliveryId: string): Promise<void> {
-  let claimed = await claimDelivery(deps.db, deliveryId, deps.inFlightLeaseMs);
+export async function runSlot(deps: DeliverDeps, first: ClaimedDelivery): Promise<void> {
+  let claimed: ClaimedDelivery | undefined = first;
   for (let handOffs = 0; claimed; handOffs++) {
     // Asked when the attempt is done, so a shutdown signalled meanwhile stops the hand-off.
     const mayHandOff = () => handOffs < maxHandOffs && (deps.mayContinue?.() ?? true);
@@ -86,12 +81,6 @@ async function attemptClaimed(deps: DeliverDeps, claimed: ClaimedDelivery, mayHa
     attemptNumber: claimed.attempt_count,
     trigger: claimed.next_trigger,
   };
-  if (claimed.status === 'dead') {
-    // Disabled between admission and claim: dead-lettered unsent by the claim, replayable once re-enabled.
-    metrics.deadLettered.inc({ reason: 'endpoint_disabled' });
-    return undefined;
-  }
-
   const startedAt = now();
   const timestampSec = Math.floor(startedAt.getTime() / 1000);
   const result = await deps.client.send({
@@ -136,13 +125,13 @@ async function attemptClaimed(deps: DeliverDeps, claimed: ClaimedDelivery, mayHa
   metrics.deliveryAttempts.inc({ outcome: record.outcome, status_class: sc });
   // Every attempt in flight may get the 410; only the one that disables the endpoint audits and announces it.
   const disabledNow = record.disableEndpoint
-    ? await autoDisableEndpoint(deps.db, { id: ep.id, tenantId: claimed.tenant_id, reason: record.disableEndpoint })
+    ? await deps.lifecycle.disableGoneEndpoint({ id: ep.id, tenantId: claimed.tenant_id, reason: record.disableEndpoint })
     : false;
   const handOff = mayHandOff();
   const { applied, next } =
     decision.action === 'succeed' && deps.recordSuccess
       ? await deps.recordSuccess({ record, handOff })
-      : await recordAttempt(deps.db, record, deps.health, handOff ? deps.inFlightLeaseMs : undefined);
+      : await deps.lifecycle.record(record, handOff ? deps.inFlightLeaseMs : undefined);
   if (!applied) {
     deps.logger.warn({ deliveryId }, 'attempt finished after its lease was taken back; result kept only in metrics');
     return undefined;
@@ -150,24 +139,11 @@ async function attemptClaimed(deps: DeliverDeps, claimed: ClaimedDelivery, mayHa
   if (decision.action === 'succeed' && claimed.succeeded_at === null) {
     metrics.deliveryLatency.observe((Date.now() - claimed.event_created_at.getTime()) / 1000);
   }
-  if (decision.action === 'dead') metrics.deadLettered.inc({ reason: decision.reason });
-  if (decision.action === 'dead') await announceDead(deps, claimed, disabledNow ? record.disableEndpoint : undefined);
-  return next;
-}
-
-/**
- * Operational events after the dead letter is committed. They are best effort: the dead delivery
- * itself is already recorded and visible, so a failure here is logged rather than retried.
- */
-async function announceDead(deps: DeliverDeps, claimed: ClaimedDelivery, disabledReason: string | undefined): Promise<void> {
-  const maxAge = deps.defaults.maxEventAgeSeconds;
-  try {
-    await emitDeliveriesDead(deps.db, [claimed.id], maxAge);
-    if (disabledReason) {
-      await emitEndpointDisabled(deps.db, { id: claimed.endpoint.id, tenantId: claimed.tenant_id, reason: disabledReason }, maxAge);
-    }
-    deps.onWork?.();
-  } catch (err) {
-    deps.logger.warn({ err, deliveryId: claimed.id }, 'operational event could not be published');
+  if (decision.action === 'dead') {
+    const disabled = disabledNow && record.disableEndpoint ? [{ id: ep.id, tenantId: claimed.tenant_id, reason: record.disableEndpoint }] : [];
+    await deps.lifecycle.announce([claimed.id], disabled).catch((err: unknown) => {
+      deps.logger.warn({ err, deliveryId: claimed.id }, 'operational event could not be published');
+    });
   }
+  return next;
 }

@@ -3,20 +3,20 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { Config } from '../config/index.js';
 import type { SecretBox } from '../domain/secret-box.js';
-import { metrics } from '../metrics/registry.js';
-import { emitDeliveriesDead, emitEndpointDisabled } from '../ops/platform-events.js';
+import type { DeliveryLifecycle } from '../delivery/lifecycle.js';
+import type { Recorded, SuccessItem } from '../delivery/sql/attempts.js';
+import type { ClaimedDelivery } from '../delivery/sql/claimed.js';
 import { Batcher } from '../infra/batcher.js';
 import { mayBeOneRowsFault } from '../infra/db.js';
-import { recordSuccesses, type Recorded, type SuccessItem } from '../store/dispatch-store.js';
-import { sweep } from '../store/sweep-store.js';
-import { deliverOnce, type DeliverDeps } from './deliver.js';
+import { deliverQueued, runSlot, type DeliverDeps } from './deliver.js';
 import { createDeliveryClient, type DeliveryClient, type LookupFn } from './http-client.js';
 import { Pump } from './pump.js';
-import { createDeliveryQueue, deliveryQueueName, type DeliveryJob } from './queue.js';
+import { createDeliveryQueue, deliveryJobId, deliveryQueueName, type DeliveryJob } from './queue.js';
 
 export interface DispatcherDeps {
   config: Config;
   db: Knex;
+  lifecycle: DeliveryLifecycle;
   box: SecretBox;
   logger: Logger;
   connection: ConnectionOptions;
@@ -37,8 +37,13 @@ export function workerLockOptions(queuedLeaseSeconds: number): { lockDuration: n
 }
 
 /**
- * The worker role: admission (Pump), the BullMQ worker that makes attempts, and the sweeper that
- * takes back lost work. PostgreSQL holds the truth; Redis only carries what is runnable right now.
+ * The worker role: admission (Pump), the slots that make attempts, the BullMQ worker for work admitted
+ * to Redis, and the sweeper that takes back lost work. PostgreSQL holds the truth; Redis only carries
+ * admitted work that no slot of the admitting process was free to start.
+ *
+ * A slot is one chain of attempts for one endpoint (see `runSlot`). Slots start two ways: admission
+ * puts a delivery straight in flight for a free slot of this process (the live path: no Redis), or a
+ * BullMQ job claims a queued one. Both count against `WORKER_CONCURRENCY`.
  */
 export class Dispatcher {
   readonly queue: Queue<DeliveryJob>;
@@ -48,26 +53,36 @@ export class Dispatcher {
   private sweepTimer: NodeJS.Timeout | undefined;
   private sweeping = false;
   private stopping = false;
+  /** Slots running in this process, started by admission or by a BullMQ job. */
+  private readonly slots = new Set<Promise<void>>();
   /** Successes of concurrent slots share one statement and one commit (group commit). */
   private readonly successes: Batcher<SuccessItem, Recorded>;
   /** Lease on an in-flight attempt: the attempt timeout plus a margin for recording the result. */
   private readonly inFlightLeaseMs: number;
+  private readonly deliverDeps: DeliverDeps;
 
   constructor(private readonly deps: DispatcherDeps) {
-    const { config } = deps;
+    const { config, lifecycle } = deps;
     this.inFlightLeaseMs = config.attemptTimeoutMs + 10_000;
     this.queue = createDeliveryQueue(deps.connection, deps.queuePrefix);
     this.queue.on('error', (err) => deps.logger.warn({ err }, 'queue connection error'));
-    this.pump = new Pump(deps.db, this.queue, {
-      queuedLeaseSeconds: config.queuedLeaseSeconds,
-      circuitFailureThreshold: config.circuitFailureThreshold,
-      perEndpointBatch: 500,
-    }, deps.logger);
+    this.pump = new Pump({
+      admit: (localSlots, mode) => lifecycle.admit({ count: localSlots, inFlightLeaseMs: this.inFlightLeaseMs, mode }),
+      freeSlots: () => (this.stopping ? 0 : Math.max(0, config.workerConcurrency - this.slots.size)),
+      startLocal: (claimed) => this.startSlot(() => runSlot(this.deliverDeps, claimed)),
+      enqueue: async (queued) => {
+        await this.queue.addBulk(
+          queued.map((d) => ({ name: 'deliver', data: { deliveryId: d.id }, opts: { jobId: deliveryJobId(d.id, d.attempt_count + 1) } })),
+        );
+      },
+      unqueue: async (queued) => void (await lifecycle.unqueue(queued.map((d) => d.id))),
+      logger: deps.logger,
+    });
     this.successes = new Batcher({
       maxBatch: 64,
       maxInFlight: 2,
       retryAlone: mayBeOneRowsFault,
-      run: (items) => recordSuccesses(deps.db, items, this.inFlightLeaseMs),
+      run: (items) => lifecycle.recordSuccesses(items, this.inFlightLeaseMs),
     });
     this.client = createDeliveryClient({
       allowPrivateTargets: config.allowPrivateTargets,
@@ -77,6 +92,16 @@ export class Dispatcher {
       excerptBytes: 2 * 1024,
       lookup: deps.lookup,
     });
+    this.deliverDeps = {
+      lifecycle,
+      box: deps.box,
+      client: this.client,
+      logger: deps.logger,
+      defaults: config.retry,
+      inFlightLeaseMs: this.inFlightLeaseMs,
+      mayContinue: () => !this.stopping,
+      recordSuccess: (item) => this.successes.submit(item),
+    };
   }
 
   /** Lets intake in the same process start dispatch without waiting for the next timer tick. */
@@ -84,36 +109,19 @@ export class Dispatcher {
 
   start(): void {
     const { config, logger } = this.deps;
-    const deliverDeps: DeliverDeps = {
-      db: this.deps.db,
-      box: this.deps.box,
-      client: this.client,
-      logger,
-      defaults: config.retry,
-      health: { circuitFailureThreshold: config.circuitFailureThreshold, circuitCooldownSeconds: config.circuitCooldownSeconds },
-      inFlightLeaseMs: this.inFlightLeaseMs,
-      onWork: this.pump.wake,
-      mayContinue: () => !this.stopping,
-      recordSuccess: (item) => this.successes.submit(item),
+    // While stopping, a job fetched anyway is left alone: its delivery stays queued and its lease
+    // brings it back to whichever worker is running then.
+    const processor = async (job: { data: DeliveryJob }) => {
+      if (!this.stopping) await this.startSlot(() => deliverQueued(this.deliverDeps, job.data.deliveryId));
     };
-    this.worker = new Worker<DeliveryJob>(
-      deliveryQueueName,
-      async (job) => {
-        try {
-          await deliverOnce(deliverDeps, job.data.deliveryId);
-        } finally {
-          this.pump.wake(); // a slot is free for the endpoint
-        }
-      },
-      {
-        connection: this.deps.connection,
-        prefix: this.deps.queuePrefix,
-        concurrency: config.workerConcurrency,
-        ...workerLockOptions(config.queuedLeaseSeconds),
-        removeOnComplete: { count: 0 },
-        removeOnFail: { count: 0 },
-      },
-    );
+    this.worker = new Worker<DeliveryJob>(deliveryQueueName, processor, {
+      connection: this.deps.connection,
+      prefix: this.deps.queuePrefix,
+      concurrency: config.workerConcurrency,
+      ...workerLockOptions(config.queuedLeaseSeconds),
+      removeOnComplete: { count: 0 },
+      removeOnFail: { count: 0 },
+    });
     this.worker.on('error', (err) => logger.warn({ err }, 'worker connection error'));
     this.worker.on('failed', (job, err) => logger.warn({ err, deliveryId: job?.data.deliveryId }, 'attempt could not be recorded; its lease will bring it back'));
     this.pump.start();
@@ -121,23 +129,31 @@ export class Dispatcher {
     this.sweepTimer.unref();
   }
 
+  /** Runs a slot, counted while it lasts; when it ends its endpoint has a free slot again. */
+  private startSlot(run: () => Promise<void>): Promise<void> {
+    const slot = run().finally(() => {
+      this.slots.delete(slot);
+      this.pump.wake();
+    });
+    this.slots.add(slot);
+    // A local slot's failure is a storage failure; the delivery's lease brings it back.
+    slot.catch((err: unknown) => this.deps.logger.warn({ err }, 'attempt could not be recorded; its lease will bring it back'));
+    return slot;
+  }
+
   async sweepOnce(): Promise<void> {
     if (this.sweeping) return;
     this.sweeping = true;
     try {
-      const r = await sweep(this.deps.db, {
-        defaultMaxAttempts: this.deps.config.retry.maxAttempts,
-        autoDisableAfterSeconds: this.deps.config.autoDisableAfterSeconds,
-      });
-      if (r.deadMaxAge) metrics.deadLettered.inc({ reason: 'max_age' }, r.deadMaxAge);
-      if (r.deadMaxAttempts) metrics.deadLettered.inc({ reason: 'max_attempts' }, r.deadMaxAttempts);
-      if (r.deadDisabled) metrics.deadLettered.inc({ reason: 'endpoint_disabled' }, r.deadDisabled);
+      const r = await this.deps.lifecycle.sweep();
       if (r.requeued || r.lostInFlight) {
         this.deps.logger.info({ requeued: r.requeued, lostInFlight: r.lostInFlight }, 'took back work lost by Redis or a worker');
-        this.pump.wake();
       }
       for (const ep of r.disabledEndpoints) this.deps.logger.warn({ endpointId: ep.id }, 'endpoint auto-disabled');
-      await this.announce(r.deadIds, r.disabledEndpoints);
+      await this.deps.lifecycle.announce(
+        r.deadIds,
+        r.disabledEndpoints.map((ep) => ({ id: ep.id, tenantId: ep.tenant_id, reason: ep.reason })),
+      );
     } catch (err) {
       this.deps.logger.warn({ err }, 'sweep failed; will retry');
     } finally {
@@ -145,22 +161,18 @@ export class Dispatcher {
     }
   }
 
-  /** Operational events for what the sweep dead-lettered or disabled; best effort, like in deliver. */
-  private async announce(deadIds: string[], disabled: Array<{ id: string; tenant_id: string; reason: string }>): Promise<void> {
-    const maxAge = this.deps.config.retry.maxEventAgeSeconds;
-    let created = await emitDeliveriesDead(this.deps.db, deadIds, maxAge);
-    for (const ep of disabled) {
-      created = (await emitEndpointDisabled(this.deps.db, { id: ep.id, tenantId: ep.tenant_id, reason: ep.reason }, maxAge)) || created;
-    }
-    if (created) this.pump.wake();
-  }
-
-  /** Stops taking work, lets in-flight attempts finish (bounded by the attempt timeout), then closes. */
+  /**
+   * Stops taking work, lets in-flight attempts finish and record (bounded by the attempt timeout),
+   * then closes. The slots are this process's own record of what is in flight, so the BullMQ worker
+   * is closed without waiting for its jobs (a graceful close could wait forever on a connection that
+   * a network partition left half-open).
+   */
   async stop(): Promise<void> {
     this.stopping = true;
     this.pump.stop();
     clearInterval(this.sweepTimer);
-    await this.worker?.close();
+    await Promise.allSettled([...this.slots]);
+    await this.worker?.close(true);
     await this.queue.close();
     await this.client.close();
   }

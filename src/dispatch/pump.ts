@@ -1,13 +1,41 @@
-import type { Knex } from 'knex';
-import type { Queue } from 'bullmq';
 import type { Logger } from 'pino';
-import { admitDue, type AdmissionLimits } from '../store/admission-store.js';
-import { deliveryJobId, type DeliveryJob } from './queue.js';
+import type { AdmissionRound } from '../delivery/sql/admit.js';
+import type { ClaimedDelivery } from '../delivery/sql/claimed.js';
+import type { AdmittedDelivery } from '../delivery/sql/admit.js';
+
+export interface PumpDeps {
+  /** One admission round, given how many deliveries this process can start itself right now. */
+  admit(localSlots: number, mode: 'share' | 'all'): Promise<AdmissionRound>;
+  /** Free slots of this process: admitted work beyond them goes to Redis for any worker. */
+  freeSlots(): number;
+  /** Starts a slot for a delivery admitted straight to in_flight. */
+  startLocal(claimed: ClaimedDelivery): void;
+  /** Hands queued deliveries to Redis (one job each). */
+  enqueue(queued: AdmittedDelivery[]): Promise<void>;
+  /** Takes back queued deliveries that could not be handed to Redis. */
+  unqueue(queued: AdmittedDelivery[]): Promise<void>;
+  logger: Logger;
+  /** Polling interval for retries coming due and anything a lost wake-up left waiting. */
+  intervalMs?: number;
+}
+
+/** After a round that found endpoints being admitted by another process: look again this soon. */
+const contendedRetryMs = 5;
+/** After Redis refused a hand-off, how long every admitted delivery runs in this process instead. */
+const redisFailingMs = 5_000;
+/**
+ * A queue connection waits for Redis to come back instead of failing (BullMQ needs it so), so a
+ * hand-off to an unreachable Redis would hang the pump. Past this, it counts as refused.
+ */
+const enqueueTimeoutMs = 2_000;
 
 /**
- * Hands due work from PostgreSQL to Redis, as much as each endpoint has room for. Runs when woken
- * (new work, a freed slot) and on a short timer for retries coming due. Wake-ups while a round is
- * running coalesce into one more round, so a burst of commits costs a few rounds, not one each.
+ * Runs admission rounds: when woken (new work committed in this process or announced by another, a
+ * slot freed) and on a short timer for retries coming due. Wake-ups while a round is running
+ * coalesce into one more round, so a burst of commits costs a few rounds, not one each.
+ *
+ * A live event therefore goes: commit → wake → one admission round that puts it in flight for a
+ * free slot of this process → HTTP attempt. No Redis round trip and no polling interval on the way.
  */
 export class Pump {
   private running = false;
@@ -15,17 +43,12 @@ export class Pump {
   private timer: NodeJS.Timeout | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
   private stopped = false;
+  private redisFailingUntil = 0;
 
-  constructor(
-    private readonly db: Knex,
-    private readonly queue: Queue<DeliveryJob>,
-    private readonly limits: AdmissionLimits,
-    private readonly logger: Logger,
-    private readonly intervalMs = 250,
-  ) {}
+  constructor(private readonly deps: PumpDeps) {}
 
   start(): void {
-    this.timer = setInterval(() => this.wake(), this.intervalMs);
+    this.timer = setInterval(() => this.wake(), this.deps.intervalMs ?? 250);
     this.timer.unref();
     this.wake();
   }
@@ -52,22 +75,43 @@ export class Pump {
     do {
       this.again = false;
       try {
-        // Waits while another process admits (one at a time, platform-wide), then sees its result.
-        const admitted = await admitDue(this.db, this.limits);
-        if (admitted.length > 0) {
-          await this.queue.addBulk(
-            admitted.map((d) => ({ name: 'deliver', data: { deliveryId: d.id }, opts: { jobId: deliveryJobId(d.id, d.attempt_count + 1) } })),
-          );
-          // A full round may have left more due work behind.
-          this.again = true;
-        }
+        const mode = Date.now() < this.redisFailingUntil ? 'all' : 'share';
+        const round = await this.deps.admit(this.deps.freeSlots(), mode);
+        for (const claimed of round.claimed) this.deps.startLocal(claimed);
+        if (round.queued.length > 0) await this.enqueue(round.queued);
+        // A full round may have left more due work behind.
+        if (round.claimed.length + round.queued.length > 0) this.again = true;
+        // Another process held some endpoints; its snapshot may predate what woke us.
+        if (round.skipped > 0) this.scheduleRetry(contendedRetryMs);
       } catch (err) {
         // Admitted rows that never reached Redis keep their lease and come back through the sweeper.
-        this.logger.warn({ err }, 'admission round failed; retrying');
+        this.deps.logger.warn({ err }, 'admission round failed; retrying');
         this.scheduleRetry(500);
         return;
       }
     } while (this.again && !this.stopped);
+  }
+
+  /**
+   * Redis failing costs no delivery and stops none: what it refused goes back to pending at once
+   * (not after its lease), and for a while this process runs everything it admits itself.
+   */
+  private async enqueue(queued: AdmittedDelivery[]): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`Redis did not take ${queued.length} jobs within ${enqueueTimeoutMs} ms`)), enqueueTimeoutMs);
+    });
+    try {
+      // Jobs that Redis takes later find their deliveries pending again: a claim needs `queued`.
+      await Promise.race([this.deps.enqueue(queued), timeout]);
+    } catch (err) {
+      this.redisFailingUntil = Date.now() + redisFailingMs;
+      this.deps.logger.warn({ err, deliveries: queued.length }, 'Redis refused admitted work; dispatching in this process only for now');
+      // If this fails too (PostgreSQL as well), the lease brings them back.
+      await this.deps.unqueue(queued).catch(() => undefined);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   private scheduleRetry(ms: number): void {

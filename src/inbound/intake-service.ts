@@ -3,7 +3,7 @@ import { digestHex } from '../domain/dedupe.js';
 import { AppError, notFound } from '../domain/errors.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import { isStorageUnavailable } from '../infra/db.js';
-import { metrics } from '../metrics/registry.js';
+import type { FanOutResult } from '../store/fan-out.js';
 import { IntakeWriter, type IntakeRecord } from '../store/intake-store.js';
 import { findSourceForIntake, type SourceRow } from '../store/sources-store.js';
 import type { InboundRequest, ParsedEvent, SourceType } from './adapter.js';
@@ -13,8 +13,8 @@ export interface IntakeDeps {
   db: Knex;
   box: SecretBox;
   defaultMaxAgeSeconds: number;
-  /** Called after a commit that created pending deliveries, so dispatch starts without polling delay. */
-  onWork: () => void;
+  /** Accounts for what fan-out created (dead letters, a wake-up for the dispatcher); see DeliveryLifecycle. */
+  fannedOut: (result: FanOutResult) => void;
 }
 
 interface CachedSource {
@@ -80,8 +80,7 @@ export class IntakeService {
     const record = await this.guard(() =>
       this.writer.recordCallback({ source: { id: row.id, tenantId: row.tenant_id }, origin, bodyDigest, event, receivedAt }),
     );
-    if (record.fanOut.deadDisabled > 0) metrics.deadLettered.inc({ reason: 'endpoint_disabled' }, record.fanOut.deadDisabled);
-    if (record.fanOut.pending > 0) this.deps.onWork();
+    this.deps.fannedOut(record.fanOut);
     return record;
   }
 

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
-import { metrics } from '../metrics/registry.js';
 import { publishEvent } from '../store/events-store.js';
+import type { FanOutResult } from '../store/fan-out.js';
 import { TenantScope } from '../store/tenant-scope.js';
 
 export const platformEventTypes = { endpointDisabled: 'platform.endpoint.disabled', deliveryDead: 'platform.delivery.dead' } as const;
@@ -19,21 +19,21 @@ async function hasSubscriber(db: Knex, tenantId: string, type: string): Promise<
   return rows.length > 0;
 }
 
+const nothing: FanOutResult = { pending: 0, deadDisabled: 0 };
+
 /**
  * Publishes one operational event through the normal path (event row, deliveries, dispatcher).
  * The idempotency key makes a repeated emission (two sweepers, a retried statement) one event.
- * Returns true when new deliveries were created.
+ * Returns what its fan-out created, for the delivery lifecycle to account for.
  */
-async function emit(db: Knex, tenantId: string, type: string, key: string, data: unknown, defaultMaxAgeSeconds: number): Promise<boolean> {
-  if (!(await hasSubscriber(db, tenantId, type))) return false;
+async function emit(db: Knex, tenantId: string, type: string, key: string, data: unknown, defaultMaxAgeSeconds: number): Promise<FanOutResult> {
+  if (!(await hasSubscriber(db, tenantId, type))) return nothing;
   const scope = new TenantScope(db, tenantId, system);
   const result = await publishEvent(scope, { type, data, idempotencyKey: key, origin: 'platform' }, defaultMaxAgeSeconds);
-  // Subscribers that are disabled get their delivery created dead; count it like every dead letter.
-  if (result.fanOut.deadDisabled > 0) metrics.deadLettered.inc({ reason: 'endpoint_disabled' }, result.fanOut.deadDisabled);
-  return result.fanOut.pending > 0;
+  return result.fanOut;
 }
 
-export async function emitEndpointDisabled(db: Knex, endpoint: { id: string; tenantId: string; reason: string }, defaultMaxAgeSeconds: number): Promise<boolean> {
+export async function emitEndpointDisabled(db: Knex, endpoint: { id: string; tenantId: string; reason: string }, defaultMaxAgeSeconds: number): Promise<FanOutResult> {
   return emit(
     db,
     endpoint.tenantId,
@@ -48,15 +48,15 @@ export async function emitEndpointDisabled(db: Knex, endpoint: { id: string; ten
  * One `platform.delivery.dead` per newly dead delivery. A dead delivery of an operational event
  * produces nothing, so a failing subscriber of operational events cannot start a loop.
  */
-export async function emitDeliveriesDead(db: Knex, deliveryIds: string[], defaultMaxAgeSeconds: number): Promise<boolean> {
-  if (deliveryIds.length === 0) return false;
+export async function emitDeliveriesDead(db: Knex, deliveryIds: string[], defaultMaxAgeSeconds: number): Promise<FanOutResult> {
+  if (deliveryIds.length === 0) return nothing;
   const { rows } = await db.raw<{ rows: Array<Record<string, any>> }>(
     `SELECT d.id, d.tenant_id, d.event_id, d.endpoint_id, d.dead_reason, d.last_error, d.last_status_code, d.attempt_count, ev.type
        FROM deliveries d JOIN events ev ON ev.id = d.event_id
       WHERE d.id = ANY(?) AND d.status = 'dead' AND NOT starts_with(ev.type, 'platform.')`,
     [deliveryIds],
   );
-  let created = false;
+  const total = { ...nothing };
   for (const d of rows) {
     const data = {
       deliveryId: d.id,
@@ -69,7 +69,9 @@ export async function emitDeliveriesDead(db: Knex, deliveryIds: string[], defaul
       attempts: d.attempt_count,
     };
     const key = `${platformEventTypes.deliveryDead}:${d.id}:${d.attempt_count}`;
-    created = (await emit(db, d.tenant_id, platformEventTypes.deliveryDead, key, data, defaultMaxAgeSeconds)) || created;
+    const r = await emit(db, d.tenant_id, platformEventTypes.deliveryDead, key, data, defaultMaxAgeSeconds);
+    total.pending += r.pending;
+    total.deadDisabled += r.deadDisabled;
   }
-  return created;
+  return total;
 }

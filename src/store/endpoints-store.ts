@@ -1,5 +1,6 @@
 import { newId } from '../domain/ids.js';
 import type { SecretBox } from '../domain/secret-box.js';
+import { deadLetterForDeletedEndpoint } from '../delivery/sql/operator.js';
 import { recordAudit } from './audit-store.js';
 import type { TenantScope } from './tenant-scope.js';
 
@@ -127,17 +128,14 @@ export async function updateEndpoint(scope: TenantScope, id: string, input: Endp
   });
 }
 
-export async function deleteEndpoint(scope: TenantScope, id: string): Promise<boolean> {
+/** Deletes (soft) an endpoint; answers how many waiting deliveries it dead-lettered, or null if there was none. */
+export async function deleteEndpoint(scope: TenantScope, id: string): Promise<{ deadLettered: number } | null> {
   return scope.transaction(async (s, trx) => {
     const count = await live(s).where('endpoints.id', id).update({ deleted_at: trx.fn.now(), updated_at: trx.fn.now() });
-    if (count === 0) return false;
-    // Work still waiting for a deleted endpoint is dead-lettered, never silently dropped.
-    await trx('deliveries')
-      .where({ endpoint_id: id })
-      .whereIn('status', ['pending', 'queued'])
-      .update({ status: 'dead', dead_reason: 'endpoint_disabled', last_error: 'endpoint was deleted', lease_until: null, updated_at: trx.fn.now() });
+    if (count === 0) return null;
+    const deadLettered = await deadLetterForDeletedEndpoint(trx, id);
     await recordAudit(trx, { tenantId: s.tenantId, actor: s.actor, action: 'endpoint.deleted', targetType: 'endpoint', targetId: id });
-    return true;
+    return { deadLettered };
   });
 }
 

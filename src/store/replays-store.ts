@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { restartDelivery, restartDeliveriesPaced } from '../delivery/sql/operator.js';
 import { newId } from '../domain/ids.js';
 import { recordAudit } from './audit-store.js';
 import { deliveryColumns, filteredDeliveries, type DeliveryRow } from './deliveries-store.js';
@@ -20,12 +21,6 @@ export interface ReplayPacing {
   defaultMaxAgeSeconds: number;
 }
 
-/** Replay restarts the delivery with a fresh attempt budget and a fresh maximum age. */
-const restart = (startAt: string) => `
-  status = 'pending', next_trigger = 'replay', next_attempt_at = ${startAt}, lease_until = NULL,
-  dead_reason = NULL, attempt_base = d.attempt_count, replayed_at = now(), updated_at = now(),
-  deadline_at = ${startAt} + make_interval(secs => COALESCE((ep.retry_policy->>'maxEventAgeSeconds')::int, :maxAge))`;
-
 /**
  * Replays one dead or succeeded delivery through the normal dispatcher: same delivery row, same
  * event (so the same webhook-id and body bytes), trigger `replay`, audited with its reason.
@@ -46,10 +41,7 @@ export async function replayDelivery(
     if (!current) return 'not_found';
     if (current.status !== 'dead' && current.status !== 'succeeded') return 'busy';
     if (current.ep_status !== 'active' || current.deleted_at) return 'endpoint_disabled';
-    await trx.raw(`UPDATE deliveries d SET ${restart('now()')} FROM endpoints ep WHERE d.id = :id AND ep.id = d.endpoint_id`, {
-      id,
-      maxAge: pacing.defaultMaxAgeSeconds,
-    });
+    await restartDelivery(trx, id, pacing.defaultMaxAgeSeconds);
     await recordAudit(trx, { tenantId: s.tenantId, actor: s.actor, action: 'delivery.replayed', targetType: 'delivery', targetId: id, reason });
     return 'replayed';
   });
@@ -96,14 +88,7 @@ export async function startBulkReplay(scope: TenantScope, filter: ReplayFilter, 
       filter: JSON.stringify(filter),
       total: ids.length,
     });
-    if (ids.length > 0) {
-      await trx.raw(
-        `UPDATE deliveries d SET ${restart('now() + make_interval(secs => o.ord / :rate::float8)')}, replay_id = :replay
-           FROM endpoints ep, unnest(:ids::text[]) WITH ORDINALITY AS o(id, ord)
-          WHERE d.id = o.id AND ep.id = d.endpoint_id`,
-        { ids, rate: pacing.ratePerSecond, replay: id, maxAge: pacing.defaultMaxAgeSeconds },
-      );
-    }
+    await restartDeliveriesPaced(trx, ids, { replayId: id, ...pacing });
     await recordAudit(trx, {
       tenantId: s.tenantId,
       actor: s.actor,

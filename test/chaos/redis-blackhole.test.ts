@@ -1,6 +1,7 @@
 // Redis becomes a black hole (a network partition: connections stay open, nothing answers) while
 // providers and tenants keep calling. Intake must answer promptly from PostgreSQL, never hang and
-// never 500, and everything accepted must arrive once the partition ends. A TCP proxy in front of
+// never 500, and everything accepted is delivered while the partition lasts (what Redis cannot
+// take runs in the process that admitted it). A TCP proxy in front of
 // the shared Redis cuts this platform only (its keys have a private prefix); api and worker run in
 // one process (role `all`).
 import { randomUUID } from 'node:crypto';
@@ -71,18 +72,18 @@ describe('Redis a black hole during intake', () => {
     expect(listed.status).toBe(200);
     expect(listed.body.data).toHaveLength(35);
     expect((await t.call('GET', '/readyz')).body).toMatchObject({ status: 'unavailable', redis: false });
-    expect(receiver.requests).toHaveLength(0);
+    await eventually(() => allSettled(t.platform.db, 35), 'everything delivered during the partition', 60_000, 100);
+    const settledMs = Date.now() - cutAt;
+    expect((await t.call('GET', '/readyz')).body).toMatchObject({ redis: false });
 
     proxy.restore();
     const restoredAt = Date.now();
-    await eventually(() => allSettled(t.platform.db, 35), 'everything delivered after the partition', 60_000, 100);
-    const settledMs = Date.now() - restoredAt;
     const stats = await expectNoViolations({ db: t.platform.db, receivers: [receiver], metricsText: [await metricsOf(t.url)] });
     expect(stats.succeeded).toBe(35);
     measured('redis-blackhole', {
       partitionMs: restoredAt - cutAt,
       slowestAnswerMsDuringPartition: Math.max(...timings),
-      msFromRestoreToAllSettled: settledMs,
+      msFromCutToAllSettled: settledMs,
       redeliveries: stats.redeliveries,
     });
   });

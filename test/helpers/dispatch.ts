@@ -43,6 +43,7 @@ export interface EndpointBody {
   eventTypes?: string[];
   maxConcurrency?: number;
   rateLimitPerSecond?: number;
+  ordering?: 'none' | 'per-message';
   retryPolicy?: { maxAttempts?: number; baseDelayMs?: number; maxDelayMs?: number; maxEventAgeSeconds?: number };
 }
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { recordSuccesses, type AttemptRecord, type SuccessItem } from '../../src/store/dispatch-store.js';
+import { recordSuccesses, type AttemptRecord, type SuccessItem } from '../../src/delivery/sql/attempts.js';
 import { createEndpoint, publishMany } from '../helpers/dispatch.js';
 import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 

@@ -4,7 +4,7 @@
 import type { ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backoffCapMs } from '../../src/domain/retry-policy.js';
-import { claimDelivery } from '../../src/store/dispatch-store.js';
+import { claimDelivery } from '../../src/delivery/sql/attempts.js';
 import { createEndpoint, gaps, getDelivery, publish, publishMany, settledDelivery, type Attempt } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 import { startReceiver, type Receiver, type Responder } from '../helpers/receiver.js';

@@ -331,7 +331,7 @@ describe('bounded work per run', () => {
     const client = createDeliveryClient({ allowPrivateTargets: true, connectTimeoutMs: 1_000, attemptTimeoutMs: 1_000, maxResponseBytes: 16_384, excerptBytes: 16_384 });
     closers.push(() => client.close());
     const box = new SecretBox(t.config.secretsKey);
-    const intake = new IntakeService({ db: t.platform.db, box, defaultMaxAgeSeconds: 3_600, onWork: () => t.platform.dispatcher?.wake() });
+    const intake = new IntakeService({ db: t.platform.db, box, defaultMaxAgeSeconds: 3_600, fannedOut: (r) => t.platform.lifecycle.fannedOut(r) });
     const reconciler = new Reconciler({ db: t.platform.db, box, intake, client, logger: createLogger('silent'), intervalSeconds: 3_600, batchSize: 3, random: () => 0 });
 
     const runs = [];

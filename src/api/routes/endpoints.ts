@@ -103,7 +103,9 @@ export function endpointRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       errors: [404],
     },
     async ({ params, scope }) => {
-      if (!(await deleteEndpoint(scope, params.id))) throw notFound('endpoint');
+      const deleted = await deleteEndpoint(scope, params.id);
+      if (!deleted) throw notFound('endpoint');
+      ctx.lifecycle.endpointDeleted(deleted.deadLettered);
       return { status: 204 };
     },
   );

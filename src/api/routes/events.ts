@@ -1,5 +1,4 @@
 import { badRequest, notFound } from '../../domain/errors.js';
-import { metrics } from '../../metrics/registry.js';
 import { deliveryColumns, rowToDeliverySummary, type DeliveryRow } from '../../store/deliveries-store.js';
 import { eventColumns, publishEvent, rowToEvent, type EventRow } from '../../store/events-store.js';
 import { paginate } from '../../store/pagination.js';
@@ -30,9 +29,7 @@ export function eventRoutes(routes: ApiRoutes, ctx: ApiContext): void {
         throw badRequest('invalid_idempotency_key', 'Idempotency-Key must not start with "platform."');
       }
       const result = await publishEvent(scope, { type: body.type, messageId: body.messageId, data: body.data, idempotencyKey: key }, ctx.config.retry.maxEventAgeSeconds);
-      if (result.fanOut.pending > 0) ctx.onWork();
-      // A disabled endpoint's delivery is created already dead: a dead letter like any other.
-      if (result.fanOut.deadDisabled > 0) metrics.deadLettered.inc({ reason: 'endpoint_disabled' }, result.fanOut.deadDisabled);
+      ctx.lifecycle.fannedOut(result.fanOut);
       return { status: result.duplicate ? 200 : 202, body: { ...rowToEvent(result.event), duplicate: result.duplicate } };
     },
   );

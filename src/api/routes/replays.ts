@@ -28,7 +28,7 @@ export function replayRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       if (result === 'busy') throw conflict('delivery_in_progress', 'the delivery is already pending or in flight');
       if (result === 'endpoint_disabled') throw conflict('endpoint_disabled', 'the endpoint is disabled; re-enable it first');
       metrics.replays.inc({ kind: 'single' });
-      ctx.onWork();
+      ctx.lifecycle.replayed(1);
       return { status: 202, body: { status: 'replaying', deliveryId: params.id } };
     },
   );
@@ -55,7 +55,7 @@ export function replayRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       const started = await startBulkReplay(scope, body.filter, body.reason, limit, pacing);
       // One count per delivery, like a single replay, so the rate reads as "deliveries replayed".
       if (started.count > 0) metrics.replays.inc({ kind: 'bulk' }, started.count);
-      ctx.onWork();
+      ctx.lifecycle.replayed(started.count);
       return { status: 202, body: { dryRun: false, id: started.id, count: started.count } };
     },
   );

@@ -1,34 +1,17 @@
+/**
+ * claim:  queued → in_flight (or → dead, unsent, when its endpoint was disabled since admission)
+ * record: in_flight → succeeded | pending (retry at next_attempt_at) | dead (dead_reason)
+ *         + attempt row + endpoint health, and the slot's hand-off: pending → in_flight
+ *
+ * Inputs and outputs are named on each statement. Every statement here is guarded by the status it
+ * expects (and by the attempt number for results), so a late or repeated call changes nothing.
+ */
 import type { Knex } from 'knex';
-import { headOfLine } from './order-sql.js';
-import { run, statement } from '../infra/sql.js';
-import { newId } from '../domain/ids.js';
-import type { EndpointRow } from './endpoints-store.js';
-
-export type Trigger = 'initial' | 'retry' | 'replay';
-
-export interface ClaimedDelivery {
-  id: string;
-  tenant_id: string;
-  /** `in_flight`: this worker holds it. `dead`: its endpoint was disabled before it could be sent. */
-  status: 'in_flight' | 'dead';
-  attempt_count: number;
-  /** Attempts made before the last replay; a replay gets a fresh attempt budget. */
-  attempt_base: number;
-  replayed_at: Date | null;
-  next_trigger: Trigger;
-  deadline_at: Date;
-  succeeded_at: Date | null;
-  event_id: string;
-  event_type: string;
-  event_created_at: Date;
-  body: string;
-  endpoint: Pick<EndpointRow, 'id' | 'url' | 'status' | 'retry_policy' | 'secret_enc' | 'previous_secret_enc' | 'previous_secret_expires_at' | 'deleted_at'>;
-}
-
-const claimedColumns = `d.id, d.tenant_id, d.status, d.attempt_count, d.attempt_base, d.replayed_at, d.next_trigger, d.deadline_at, d.succeeded_at,
-            ev.id AS event_id, ev.type AS event_type, ev.created_at AS event_created_at, ev.body,
-            ep.id AS ep_id, ep.url, ep.status AS ep_status, ep.retry_policy, ep.secret_enc, ep.previous_secret_enc,
-            ep.previous_secret_expires_at, ep.deleted_at`;
+import type { DeadLetterReason, Trigger } from '../../domain/delivery-status.js';
+import { newId } from '../../domain/ids.js';
+import { run, statement } from '../../infra/sql.js';
+import { claimedColumns, rowToClaimed, type ClaimedDelivery } from './claimed.js';
+import { headOfLine } from './head-of-line.js';
 
 /**
  * Takes a queued delivery for one attempt. Only one worker can win: the row moves queued -> in_flight
@@ -58,35 +41,6 @@ export async function claimDelivery(db: Knex, id: string, leaseMs: number): Prom
   return rows[0] ? rowToClaimed(rows[0]) : undefined;
 }
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-function rowToClaimed(r: any): ClaimedDelivery {
-  return {
-    id: r.id,
-    tenant_id: r.tenant_id,
-    status: r.status,
-    attempt_count: r.attempt_count,
-    attempt_base: r.attempt_base,
-    replayed_at: r.replayed_at,
-    next_trigger: r.next_trigger,
-    deadline_at: r.deadline_at,
-    succeeded_at: r.succeeded_at,
-    event_id: r.event_id,
-    event_type: r.event_type,
-    event_created_at: r.event_created_at,
-    body: r.body,
-    endpoint: {
-      id: r.ep_id,
-      url: r.url,
-      status: r.ep_status,
-      retry_policy: r.retry_policy,
-      secret_enc: r.secret_enc,
-      previous_secret_enc: r.previous_secret_enc,
-      previous_secret_expires_at: r.previous_secret_expires_at,
-      deleted_at: r.deleted_at,
-    },
-  };
-}
-
 export interface AttemptRecord {
   deliveryId: string;
   tenantId: string;
@@ -104,7 +58,7 @@ export interface AttemptRecord {
   next:
     | { status: 'succeeded' }
     | { status: 'pending'; at: Date }
-    | { status: 'dead'; reason: 'max_attempts' | 'max_age' | 'terminal' | 'endpoint_disabled' };
+    | { status: 'dead'; reason: DeadLetterReason };
   /** Counts toward the circuit breaker and the auto-disable window. */
   endpointFailure: boolean;
   disableEndpoint?: string;
@@ -148,18 +102,23 @@ const recordStatement = statement(
          updated_at = CASE WHEN :disable::text IS NOT NULL THEN now() ELSE e.updated_at END
        WHERE e.id = :endpointId AND EXISTS (SELECT 1 FROM done)
          AND (:failure OR e.consecutive_failures <> 0 OR e.circuit_open_until IS NOT NULL OR :disable::text IS NOT NULL)
+       RETURNING e.circuit_open_until
      ), handed AS (
        UPDATE deliveries d
           SET status = 'in_flight', attempt_count = d.attempt_count + 1,
               lease_until = now() + make_interval(secs => :lease / 1000.0), updated_at = now()
          FROM events ev, endpoints ep
-        WHERE :handOff AND EXISTS (SELECT 1 FROM done)
+        WHERE :handOff AND EXISTS (SELECT 1 FROM done) AND :disable::text IS NULL
+          -- A failure hands on only while the circuit stays closed, judged by the health update above,
+          -- which read the endpoint's latest row under its lock: the failure that opens the circuit
+          -- ends the chain, so the open circuit and the half-open single probe stay exact.
+          AND (NOT :failure OR EXISTS (SELECT 1 FROM health h WHERE h.circuit_open_until IS NULL))
           AND d.id = (
                 SELECT n.id FROM deliveries n JOIN endpoints e ON e.id = n.endpoint_id
                  WHERE n.endpoint_id = :endpointId AND n.status = 'pending' AND n.next_attempt_at <= now()
                    AND e.status = 'active' AND e.deleted_at IS NULL AND e.rate_limit_per_second IS NULL
-                   AND e.consecutive_failures = 0 AND e.circuit_open_until IS NULL
-                   AND ${headOfLine('n', ':deliveryId')}
+                   -- A retry keeps its place at the head of its message's line; success or dead releases it.
+                   AND ${headOfLine('n', "(CASE WHEN :status = 'pending' THEN '' ELSE :deliveryId END)")}
                  ORDER BY n.next_attempt_at, n.id
                  LIMIT 1
                  FOR UPDATE OF n SKIP LOCKED)
@@ -173,13 +132,14 @@ const recordStatement = statement(
  * Records one attempt and its consequence in one statement. The guard on status and attempt number
  * makes a late result (from a worker whose lease was taken back) change nothing.
  *
- * With `handOffLeaseMs`, a success also hands the slot on: the same statement takes the endpoint's
- * next due delivery straight to in_flight, so the endpoint's busy count never changes and no
- * admission round or Redis job is needed. Only for a healthy endpoint without a rate limit (the
- * token bucket is admission's), and only the head of a message's line where the endpoint orders per
- * message, exactly as admission would choose. The statement's snapshot still shows the endpoint's
- * health as it was before this success, so the first success after failures leaves the next
- * delivery to admission: a conservative choice, never a wrong one.
+ * With `handOffLeaseMs`, the slot is handed on whatever the outcome: the same statement takes the
+ * endpoint's next due delivery straight to in_flight, so the endpoint's busy count never changes
+ * and no admission round or Redis job is needed. A failure is as cheap as a success: it does not
+ * send its endpoint back through admission, and a retry that has come due rides the same chain as
+ * fresh work. Only for an endpoint without a rate limit (the token bucket is admission's), never by
+ * the failure that opens the circuit or the 410 that disables the endpoint, and only the head of a
+ * message's line where the endpoint orders per message, exactly as admission would choose; a
+ * delivery going back to `pending` for a retry still holds its line.
  */
 export async function recordAttempt(db: Knex, a: AttemptRecord, limits: HealthLimits, handOffLeaseMs?: number): Promise<Recorded> {
   const next = a.next;
@@ -208,7 +168,7 @@ export async function recordAttempt(db: Knex, a: AttemptRecord, limits: HealthLi
     cooldown: limits.circuitCooldownSeconds,
     disable,
     endpointId: a.endpointId,
-    handOff: handOffLeaseMs !== undefined && next.status === 'succeeded',
+    handOff: handOffLeaseMs !== undefined,
     lease: handOffLeaseMs ?? 0,
   });
   const row = rows[0];
@@ -260,8 +220,8 @@ const successesStatement = statement(
             ORDER BY n.next_attempt_at, n.id
             LIMIT w.k
             FOR UPDATE OF n SKIP LOCKED) p
+        -- Success closes the circuit (health above), so only being live and unthrottled matters here.
         WHERE e.status = 'active' AND e.deleted_at IS NULL AND e.rate_limit_per_second IS NULL
-          AND e.consecutive_failures = 0 AND e.circuit_open_until IS NULL
      ), handed AS (
        UPDATE deliveries d
           SET status = 'in_flight', attempt_count = d.attempt_count + 1,

@@ -1,6 +1,17 @@
+/**
+ * sweep: what leases and deadlines take back
+ *   queued → pending            the job was lost with Redis (lease expired before a claim), or
+ *                               Redis refused it (`unqueue`, at once)
+ *   in_flight → pending | dead  the worker died mid-attempt (lease expired): a `worker_lost` attempt row
+ *   pending → dead              past its deadline (`max_age`), or its endpoint is disabled or deleted
+ * and endpoints failing continuously for too long are disabled (audited).
+ *
+ * Inputs: the default attempt budget and the auto-disable window. Outputs: counts and ids per
+ * transition, for the lifecycle's side effects (metrics, operational events, a new admission round).
+ */
 import type { Knex } from 'knex';
-import { newId } from '../domain/ids.js';
-import { recordAudit } from './audit-store.js';
+import { newId } from '../../domain/ids.js';
+import { recordAudit } from '../../store/audit-store.js';
 
 export interface SweepLimits {
   defaultMaxAttempts: number;
@@ -118,15 +129,7 @@ export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult>
   };
 }
 
-/** The global numbers behind the backlog gauges, straight from the source of truth. */
-export async function backlogSnapshot(db: Knex) {
-  const { rows } = await db.raw(
-    `SELECT
-       (SELECT count(*) FROM deliveries WHERE status IN ('pending', 'queued', 'in_flight'))::int AS backlog,
-       (SELECT count(*) FROM deliveries WHERE status = 'dead')::int AS dead,
-       COALESCE(EXTRACT(epoch FROM now() - (SELECT min(next_attempt_at) FROM deliveries WHERE status = 'pending' AND next_attempt_at <= now())), 0)::float8 AS oldest,
-       (SELECT count(*) FROM endpoints WHERE circuit_open_until > now() AND deleted_at IS NULL)::int AS open_circuits`,
-  );
-  const r = rows[0];
-  return { backlog: r.backlog, deadLetters: r.dead, oldestPendingAgeSeconds: r.oldest, openCircuits: r.open_circuits };
+/** Admitted work that Redis refused goes back to pending now; a claim that already won keeps it. */
+export async function unqueue(db: Knex, deliveryIds: string[]): Promise<number> {
+  return db('deliveries').whereIn('id', deliveryIds).where('status', 'queued').update({ status: 'pending', lease_until: null, updated_at: db.fn.now() });
 }

@@ -1,0 +1,60 @@
+/**
+ * What an attempt needs of a delivery, its event and its endpoint, as every statement that puts a
+ * delivery in flight returns it: the claim, admission straight to a local slot, and slot hand-off.
+ */
+import type { EndpointRow } from '../../store/endpoints-store.js';
+import type { Trigger } from '../../domain/delivery-status.js';
+
+export interface ClaimedDelivery {
+  id: string;
+  tenant_id: string;
+  /** `in_flight`: this worker holds it. `dead`: its endpoint was disabled before it could be sent. */
+  status: 'in_flight' | 'dead';
+  attempt_count: number;
+  /** Attempts made before the last replay; a replay gets a fresh attempt budget. */
+  attempt_base: number;
+  replayed_at: Date | null;
+  next_trigger: Trigger;
+  deadline_at: Date;
+  succeeded_at: Date | null;
+  event_id: string;
+  event_type: string;
+  event_created_at: Date;
+  body: string;
+  endpoint: Pick<EndpointRow, 'id' | 'url' | 'status' | 'retry_policy' | 'secret_enc' | 'previous_secret_enc' | 'previous_secret_expires_at' | 'deleted_at'>;
+}
+
+export const claimedColumns = `d.id, d.tenant_id, d.status, d.attempt_count, d.attempt_base, d.replayed_at, d.next_trigger, d.deadline_at, d.succeeded_at,
+            ev.id AS event_id, ev.type AS event_type, ev.created_at AS event_created_at, ev.body,
+            ep.id AS ep_id, ep.url, ep.status AS ep_status, ep.retry_policy, ep.secret_enc, ep.previous_secret_enc,
+            ep.previous_secret_expires_at, ep.deleted_at`;
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export function rowToClaimed(r: any): ClaimedDelivery {
+  return {
+    id: r.id,
+    tenant_id: r.tenant_id,
+    status: r.status,
+    attempt_count: r.attempt_count,
+    attempt_base: r.attempt_base,
+    replayed_at: r.replayed_at,
+    next_trigger: r.next_trigger,
+    deadline_at: r.deadline_at,
+    succeeded_at: r.succeeded_at,
+    event_id: r.event_id,
+    event_type: r.event_type,
+    event_created_at: r.event_created_at,
+    body: r.body,
+    endpoint: {
+      id: r.ep_id,
+      url: r.url,
+      status: r.ep_status,
+      retry_policy: r.retry_policy,
+      secret_enc: r.secret_enc,
+      previous_secret_enc: r.previous_secret_enc,
+      previous_secret_expires_at: r.previous_secret_expires_at,
+      deleted_at: r.deleted_at,
+    },
+  };
+}
+

@@ -1,0 +1,46 @@
+/**
+ * Transitions that an operator's action causes, run inside the caller's transaction (with its audit
+ * entry):
+ *   deleteEndpoint: pending | queued → dead (`endpoint_disabled`): waiting work is dead-lettered,
+ *                   never silently dropped, and can be replayed elsewhere later
+ *   replay:         dead | succeeded → pending, trigger `replay`, with a fresh attempt budget and a
+ *                   fresh maximum age; bulk replays are spaced at the replay rate
+ */
+import type { Knex } from 'knex';
+
+/** Dead-letters the work still waiting for a deleted endpoint; answers how many. */
+export async function deadLetterForDeletedEndpoint(trx: Knex.Transaction, endpointId: string): Promise<number> {
+  return trx('deliveries')
+    .where({ endpoint_id: endpointId })
+    .whereIn('status', ['pending', 'queued'])
+    .update({ status: 'dead', dead_reason: 'endpoint_disabled', last_error: 'endpoint was deleted', lease_until: null, updated_at: trx.fn.now() });
+}
+
+/** Replay restarts the delivery with a fresh attempt budget and a fresh maximum age. */
+const restart = (startAt: string) => `
+  status = 'pending', next_trigger = 'replay', next_attempt_at = ${startAt}, lease_until = NULL,
+  dead_reason = NULL, attempt_base = d.attempt_count, replayed_at = now(), updated_at = now(),
+  deadline_at = ${startAt} + make_interval(secs => COALESCE((ep.retry_policy->>'maxEventAgeSeconds')::int, :maxAge))`;
+
+/** Restarts one delivery now. The caller has checked (under a row lock) that it is final. */
+export async function restartDelivery(trx: Knex.Transaction, id: string, defaultMaxAgeSeconds: number): Promise<void> {
+  await trx.raw(`UPDATE deliveries d SET ${restart('now()')} FROM endpoints ep WHERE d.id = :id AND ep.id = d.endpoint_id`, {
+    id,
+    maxAge: defaultMaxAgeSeconds,
+  });
+}
+
+/** Restarts deliveries in the order given, the n-th at n / rate seconds from now. */
+export async function restartDeliveriesPaced(
+  trx: Knex.Transaction,
+  ids: string[],
+  pacing: { replayId: string; ratePerSecond: number; defaultMaxAgeSeconds: number },
+): Promise<void> {
+  if (ids.length === 0) return;
+  await trx.raw(
+    `UPDATE deliveries d SET ${restart('now() + make_interval(secs => o.ord / :rate::float8)')}, replay_id = :replay
+       FROM endpoints ep, unnest(:ids::text[]) WITH ORDINALITY AS o(id, ord)
+      WHERE d.id = o.id AND ep.id = d.endpoint_id`,
+    { ids, rate: pacing.ratePerSecond, replay: pacing.replayId, maxAge: pacing.defaultMaxAgeSeconds },
+  );
+}

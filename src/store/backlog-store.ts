@@ -1,0 +1,14 @@
+import type { Knex } from 'knex';
+
+/** The global numbers behind the backlog gauges, straight from the source of truth. */
+export async function backlogSnapshot(db: Knex) {
+  const { rows } = await db.raw(
+    `SELECT
+       (SELECT count(*) FROM deliveries WHERE status IN ('pending', 'queued', 'in_flight'))::int AS backlog,
+       (SELECT count(*) FROM deliveries WHERE status = 'dead')::int AS dead,
+       COALESCE(EXTRACT(epoch FROM now() - (SELECT min(next_attempt_at) FROM deliveries WHERE status = 'pending' AND next_attempt_at <= now())), 0)::float8 AS oldest,
+       (SELECT count(*) FROM endpoints WHERE circuit_open_until > now() AND deleted_at IS NULL)::int AS open_circuits`,
+  );
+  const r = rows[0];
+  return { backlog: r.backlog, deadLetters: r.dead, oldestPendingAgeSeconds: r.oldest, openCircuits: r.open_circuits };
+}
