@@ -185,3 +185,32 @@ describe('fan-out to more endpoints than delivery ids were guessed', () => {
     expect(arrivals(before)).toEqual(['/grow-0', '/grow-1']);
   });
 });
+
+describe('fan-out when one tenant owns nearly every endpoint', () => {
+  it("another tenant's events find their endpoints by index, without scanning the big tenant's", async () => {
+    const big = await t.createTenant('big');
+    const small = await t.createTenant('small');
+    const mine = await createEndpoint(small, 'http://127.0.0.1:9/small');
+    const template = await createEndpoint(big, 'http://127.0.0.1:9/big', ['never.sent']);
+    await t.platform.db.raw(
+      `INSERT INTO endpoints (id, tenant_id, url, event_types, secret_enc, max_concurrency)
+       SELECT 'ep_big' || lpad(g::text, 22, '0'), tenant_id, url, event_types, secret_enc, 1
+         FROM generate_series(1, 100000) g, endpoints WHERE id = ?`,
+      [template],
+    );
+    await t.platform.db.raw('ANALYZE endpoints');
+    // In one transaction, so its own scan counters say how fan-out read the table; more calls than
+    // PostgreSQL's five custom plans before it may switch to a generic one.
+    const scans = await t.platform.db.transaction(async (trx) => {
+      for (let i = 0; i < 8; i++) {
+        const { rows } = await trx.raw('SELECT cardinality(fan_out_targets(?, ?)) AS n', [small.id, 'order.created']);
+        expect(rows[0].n).toBe(1);
+      }
+      const { rows } = await trx.raw(`SELECT seq_scan, idx_scan FROM pg_stat_xact_user_tables WHERE relname = 'endpoints'`);
+      return rows[0] as { seq_scan: string; idx_scan: string };
+    });
+    expect(Number(scans.seq_scan)).toBe(0);
+    expect(Number(scans.idx_scan)).toBeGreaterThanOrEqual(8);
+    expect(mine).toBeTruthy();
+  });
+});
