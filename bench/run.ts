@@ -21,9 +21,13 @@ import { isComplete, renderTable, summaryRows, type LatestJson } from './lib/rep
 import { round } from './lib/stats.js';
 import { runDispatch } from './scenarios/dispatch.js';
 import { runDuplicateStorm } from './scenarios/duplicate-storm.js';
+import { runFairness } from './scenarios/fairness.js';
+import { runFlaky } from './scenarios/flaky.js';
 import { runIntake } from './scenarios/intake.js';
 import { runIsolation } from './scenarios/isolation.js';
 import { runLatency } from './scenarios/latency.js';
+import { runLive } from './scenarios/live.js';
+import { runScale } from './scenarios/scale.js';
 
 const started = Date.now();
 const log = (message: string) => process.stdout.write(`[bench ${((Date.now() - started) / 1000).toFixed(0).padStart(4)}s] ${message}\n`);
@@ -78,8 +82,8 @@ async function main(): Promise<number> {
     adminToken: `adm_${randomBytes(24).toString('base64url')}`,
     secretsKey: randomBytes(32).toString('base64'),
   };
-  // 12 answering ports (one per endpoint) and 1 that never answers.
-  const receiver = await Receiver.start(12, 1);
+  // 12 answering ports (one per endpoint), 1 that never answers, 1 that fails every tenth request.
+  const receiver = await Receiver.start(12, 1, 1);
   const ctx: BenchContext = { config: cfg, settings, db, redis, receiver, log };
 
   const results: Partial<LatestJson> = {};
@@ -128,6 +132,26 @@ async function main(): Promise<number> {
         results.duplicateStorm = { cpuRatio: r.cpuRatio };
         details.duplicateStorm = r.details;
       },
+      live: async () => {
+        const r = await runLive(ctx);
+        results.live = { kneeRps: r.kneeRps };
+        details.live = r.details;
+      },
+      scale: async () => {
+        const r = await runScale(ctx);
+        results.scale = { endpoints: r.endpoints, admissionMsP50: r.admissionMsP50, admissionMsIdle0P50: r.admissionMsIdle0P50, latencyP99Ms: r.latencyP99Ms };
+        details.scale = r.details;
+      },
+      flaky: async () => {
+        const r = await runFlaky(ctx);
+        results.flaky = { lagSeconds: r.lagSeconds };
+        details.flaky = r.details;
+      },
+      fairness: async () => {
+        const r = await runFairness(ctx);
+        results.fairness = { ratio: r.ratio };
+        details.fairness = r.details;
+      },
     };
     for (const name of cfg.only) {
       const t0 = Date.now();
@@ -153,7 +177,19 @@ async function main(): Promise<number> {
   const complete = isComplete(cfg.only) && Object.keys(failures).length === 0;
   const base = complete ? 'latest' : 'partial';
   const ordered = complete
-    ? { intake: results.intake, dispatch: results.dispatch, isolation: results.isolation, latency: results.latency, memory: results.memory, duplicateStorm: results.duplicateStorm, machine: results.machine }
+    ? {
+        intake: results.intake,
+        dispatch: results.dispatch,
+        isolation: results.isolation,
+        latency: results.latency,
+        memory: results.memory,
+        duplicateStorm: results.duplicateStorm,
+        live: results.live,
+        scale: results.scale,
+        flaky: results.flaky,
+        fairness: results.fairness,
+        machine: results.machine,
+      }
     : results;
   writeFileSync(join(resultsDir, `${base}.json`), `${JSON.stringify(ordered, null, 2)}\n`);
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('BENCH_')));

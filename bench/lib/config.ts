@@ -1,7 +1,8 @@
 /**
- * Every knob of the benchmark, read once from the environment. Defaults fit a 2-core machine in
- * about 8 to 10 minutes; every size can be changed to take a second data point (for example
- * BENCH_DISPATCH_BACKLOG=10000 or BENCH_DISPATCH_WORKERS=2).
+ * Every knob of the benchmark, read once from the environment. With the defaults, on a 2-core
+ * machine, intake to duplicateStorm take about 8 to 10 minutes and live to fairness about 10 more;
+ * every size can be changed to take a second data point (for example BENCH_DISPATCH_BACKLOG=10000
+ * or BENCH_DISPATCH_WORKERS=2).
  */
 
 function int(name: string, fallback: number): number {
@@ -26,7 +27,7 @@ function platformEnv(raw: string): Record<string, string> {
   return env;
 }
 
-export const scenarioNames = ['intake', 'dispatch', 'isolation', 'latency', 'duplicateStorm'] as const;
+export const scenarioNames = ['intake', 'dispatch', 'isolation', 'latency', 'duplicateStorm', 'live', 'scale', 'flaky', 'fairness'] as const;
 export type ScenarioName = (typeof scenarioNames)[number];
 
 function selectedScenarios(): ScenarioName[] {
@@ -103,6 +104,40 @@ export const benchConfig = {
     copies: int('BENCH_DUP_COPIES', 5),
     connections: int('BENCH_DUP_CONNECTIONS', 20),
     warmup: int('BENCH_DUP_WARMUP', 2_000),
+  },
+  live: {
+    /** Rates are stepped 100, 200, 400, 600, … (+200) up to this, stopping at the first that fails. */
+    maxRps: int('BENCH_LIVE_MAX_RPS', 2_000),
+    seconds: int('BENCH_LIVE_SECONDS', 20),
+    warmupSeconds: int('BENCH_LIVE_WARMUP_SECONDS', 2),
+    /** A delivery missing this long after the last publish fails the step whatever the percentile. */
+    drainSeconds: int('BENCH_LIVE_DRAIN_SECONDS', 10),
+  },
+  scale: {
+    /** Idle endpoints (active, nothing pending) added before the second admission timing. */
+    endpoints: int('BENCH_SCALE_ENDPOINTS', 100_000),
+    admissionRounds: int('BENCH_SCALE_ADMISSION_ROUNDS', 30),
+    admissionWarmupRounds: int('BENCH_SCALE_ADMISSION_WARMUP_ROUNDS', 5),
+    latencyRate: int('BENCH_SCALE_LATENCY_RATE', 100),
+    latencySeconds: int('BENCH_SCALE_LATENCY_SECONDS', 20),
+  },
+  flaky: {
+    rate: int('BENCH_FLAKY_RATE', 100),
+    seconds: int('BENCH_FLAKY_SECONDS', 300),
+    /** lagSeconds is the largest lag in this last part of the stream. */
+    windowSeconds: int('BENCH_FLAKY_WINDOW_SECONDS', 60),
+    /** Unfinished deliveries are counted when the stream stops and again this much later. */
+    settleSeconds: int('BENCH_FLAKY_SETTLE_SECONDS', 30),
+  },
+  fairness: {
+    /** Tenant B's steady rate, alone and during tenant A's burst. */
+    rate: int('BENCH_FAIRNESS_RATE', 20),
+    seconds: int('BENCH_FAIRNESS_SECONDS', 15),
+    /** Before B's alone phase is measured (fresh process); the burst phase runs on a warm one. */
+    warmupSeconds: int('BENCH_FAIRNESS_WARMUP_SECONDS', 2),
+    burst: int('BENCH_FAIRNESS_BURST', 50_000),
+    burstConnections: int('BENCH_FAIRNESS_CONNECTIONS', 20),
+    drainSeconds: int('BENCH_FAIRNESS_DRAIN_SECONDS', 30),
   },
 };
 

@@ -17,9 +17,12 @@ export interface BenchContext {
   log(message: string): void;
 }
 
-/** Every scenario starts from empty tables, an empty Redis prefix and zeroed receiver counters. */
-export async function resetState(ctx: BenchContext): Promise<void> {
-  await truncateAll(ctx.db);
+/**
+ * Every scenario starts from empty tables, an empty Redis prefix and zeroed receiver counters.
+ * `keepTables` leaves the database as it is, for a measurement on rows the scenario set up itself.
+ */
+export async function resetState(ctx: BenchContext, { keepTables = false } = {}): Promise<void> {
+  if (!keepTables) await truncateAll(ctx.db);
   await clearRedisPrefix(ctx.redis, ctx.settings.queuePrefix);
   await ctx.receiver.reset();
 }

@@ -118,6 +118,28 @@ export async function insertBacklog(db: Knex, tenantId: string, shares: BacklogS
   return deliveries;
 }
 
+/** A tenant row without API keys, for work that never goes through the API. */
+export async function insertTenant(db: Knex, name: string): Promise<string> {
+  const id = newId('tenant');
+  await db.raw('INSERT INTO tenants (id, name) VALUES (?, ?)', [id, name]);
+  return id;
+}
+
+/**
+ * `count` active endpoints of one tenant in one statement, ids `ep_<label><n, 7 digits>`, URLs on
+ * port 1 of loopback. Their secret is a placeholder: nothing may ever be delivered to them.
+ */
+export async function insertEndpoints(db: Knex, tenantId: string, label: string, count: number, maxConcurrency: number): Promise<string[]> {
+  const { rows } = await db.raw<{ rows: Array<{ id: string }> }>(
+    `INSERT INTO endpoints (id, tenant_id, url, max_concurrency, secret_enc)
+     SELECT 'ep_' || ? || lpad(n::text, 7, '0'), ?, 'http://127.0.0.1:1/' || ? || '/' || n, ?, 'v1:never-opened'
+       FROM generate_series(1, ?) AS n
+     RETURNING id`,
+    [label, tenantId, label, maxConcurrency, count],
+  );
+  return rows.map((r) => r.id);
+}
+
 /** Deletes every event, delivery, attempt and receipt, keeping tenants, sources and endpoints. */
 export async function clearWork(db: Knex): Promise<void> {
   await db.raw('TRUNCATE attempts, deliveries, receipts, messages, events CASCADE');

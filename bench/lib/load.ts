@@ -61,7 +61,13 @@ export interface PacedResult {
   statusCodes: Record<string, number>;
   /** Milliseconds from each request's scheduled start to its complete response. */
   latenciesMs: number[];
+  /** Requests started per second (the schedule as kept by the client). */
   achievedRate: number;
+  /**
+   * 2xx answers per second, from the start to the last answer: below `rate` when the platform (or
+   * the connection limit) does not take the offered rate, and requests queue before being answered.
+   */
+  answeredRate: number;
 }
 
 export interface PacedOptions {
@@ -81,6 +87,7 @@ export async function paced(baseUrl: string, next: () => PreparedRequest, opts: 
   const statusCodes: Record<string, number> = {};
   let ok = 0;
   let failed = 0;
+  let lastAnswer = 0;
   const inFlight: Array<Promise<void>> = [];
   const start = performance.now();
   const fire = (index: number) => {
@@ -91,7 +98,8 @@ export async function paced(baseUrl: string, next: () => PreparedRequest, opts: 
       .then(async (res) => {
         const body = await res.body.text();
         const at = Date.now();
-        latenciesMs[index] = performance.now() - scheduled;
+        lastAnswer = performance.now();
+        latenciesMs[index] = lastAnswer - scheduled;
         statusCodes[res.statusCode] = (statusCodes[res.statusCode] ?? 0) + 1;
         if (res.statusCode >= 200 && res.statusCode < 300) ok++;
         else failed++;
@@ -112,7 +120,7 @@ export async function paced(baseUrl: string, next: () => PreparedRequest, opts: 
   const elapsed = (performance.now() - start) / 1000;
   await Promise.all(inFlight);
   await pool.close();
-  return { sent, ok, failed, statusCodes, latenciesMs, achievedRate: sent / elapsed };
+  return { sent, ok, failed, statusCodes, latenciesMs, achievedRate: sent / elapsed, answeredRate: ok / ((lastAnswer - start) / 1000) };
 }
 
 export interface ListResult {
@@ -122,8 +130,11 @@ export interface ListResult {
   seconds: number;
 }
 
-/** Sends every request of the list exactly once, `connections` at a time, in list order. */
-export async function sendList(baseUrl: string, requests: readonly PreparedRequest[], connections: number): Promise<ListResult> {
+/**
+ * Sends every request of the list exactly once, `connections` at a time, in list order. Once
+ * `signal` is aborted no further request is started; those in flight are completed.
+ */
+export async function sendList(baseUrl: string, requests: readonly PreparedRequest[], connections: number, signal?: AbortSignal): Promise<ListResult> {
   const pool = new Pool(baseUrl, { connections, pipelining: 1 });
   const statusCodes: Record<string, number> = {};
   const outcomes: Record<string, number> = {};
@@ -131,6 +142,7 @@ export async function sendList(baseUrl: string, requests: readonly PreparedReque
   const started = performance.now();
   const loop = async () => {
     for (;;) {
+      if (signal?.aborted) return;
       const request = requests[nextIndex++];
       if (request === undefined) return;
       const res = await pool.request({ method: 'POST', path: request.path, headers: request.headers, body: request.body });

@@ -49,6 +49,15 @@ export function signedCallback(source: SignedSource, n: number, payloadBytes: nu
   };
 }
 
+/** The n-th event published through `POST /v1/events`, with a fresh Idempotency-Key. */
+export function publishRequest(apiKey: string, n: number, type: string, payloadBytes: number): PreparedRequest {
+  return {
+    path: '/v1/events',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}`, 'idempotency-key': randomUUID() },
+    body: JSON.stringify({ type, messageId: `ord_${n}`, data: payloadData(n, payloadBytes) }),
+  };
+}
+
 /** `count` distinct callbacks spread round-robin over the sources, generated before any load runs. */
 export function signedCallbacks(sources: SignedSource[], count: number, payloadBytes: number, offset = 0): PreparedRequest[] {
   const t = Math.floor(Date.now() / 1000);

@@ -1,40 +1,49 @@
 /**
  * The loopback receiver, in its own process so that it does not share an event loop with the load
- * generator or the platform. Usage: receiver-process.ts <okPorts> <hangPorts>.
+ * generator or the platform. Usage: receiver-process.ts <okPorts> <hangPorts> [flakyPorts].
  *
  * Each port is a separate origin (one endpoint each), as separate customer endpoints are. "ok" ports
- * answer 200 as soon as the request has arrived; "hang" ports read the request and never answer.
- * Every arrival is counted per port; when recording is on, the arrival time of each webhook-id is
- * kept too (latency scenario). The parent talks to it over IPC, see receiver.ts.
+ * answer 200 as soon as the request has arrived; "hang" ports read the request and never answer;
+ * "flaky" ports answer like ok ports except every tenth request of the port (#10, #20, … counted
+ * since the last reset), which gets a 500. Every arrival is counted per port; when recording is on,
+ * the arrival time of each webhook-id and the status it was answered with are kept too. The parent
+ * talks to it over IPC, see receiver.ts.
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 const okPorts = Number(process.argv[2] ?? 10);
 const hangPorts = Number(process.argv[3] ?? 1);
+const flakyPorts = Number(process.argv[4] ?? 0);
+const flakyFailEvery = 10;
+
+type PortKind = 'ok' | 'hang' | 'flaky';
 
 const counts: number[] = [];
 let firstAt: number | undefined;
 let lastAt: number | undefined;
 let recording = false;
-let arrivals: Array<[string, number]> = [];
+/** [webhook-id, epoch ms at arrival, status answered (0: never answered)] */
+let arrivals: Array<[string, number, number]> = [];
 const servers: Server[] = [];
 
-async function listen(index: number, hang: boolean): Promise<number> {
+async function listen(index: number, kind: PortKind): Promise<number> {
   counts[index] = 0;
   const server = createServer((req, res) => {
     const at = Date.now();
-    counts[index]! += 1;
+    const n = (counts[index]! += 1);
     firstAt ??= at;
     lastAt = at;
+    const status = kind === 'hang' ? 0 : kind === 'flaky' && n % flakyFailEvery === 0 ? 500 : 200;
     if (recording) {
       const id = req.headers['webhook-id'];
-      if (typeof id === 'string') arrivals.push([id, at]);
+      if (typeof id === 'string') arrivals.push([id, at, status]);
     }
     req.resume();
-    if (hang) return; // never answers: the platform's attempt timeout has to end it
+    if (status === 0) return; // never answers: the platform's attempt timeout has to end it
+    const body = status === 200 ? '{"ok":true}' : '{"ok":false}';
     req.on('end', () => {
-      res.writeHead(200, { 'content-type': 'application/json', 'content-length': '11' }).end('{"ok":true}');
+      res.writeHead(status, { 'content-type': 'application/json', 'content-length': String(body.length) }).end(body);
     });
   });
   // Long enough for hung attempts to be ended by the client, not by this server.
@@ -76,8 +85,9 @@ process.on('message', (message: Command) => {
 
 process.on('disconnect', () => process.exit(0));
 
-const ok: number[] = [];
-const hang: number[] = [];
-for (let i = 0; i < okPorts; i++) ok.push(await listen(i, false));
-for (let i = 0; i < hangPorts; i++) hang.push(await listen(okPorts + i, true));
-process.send?.({ ready: true, ok, hang });
+const ports = (first: number, n: number, kind: PortKind) => Promise.all(Array.from({ length: n }, (_, i) => listen(first + i, kind)));
+// Port indexes, as `counts` reports them: ok ports, then hang ports, then flaky ports.
+const ok = await ports(0, okPorts, 'ok');
+const hang = await ports(okPorts, hangPorts, 'hang');
+const flaky = await ports(okPorts + hangPorts, flakyPorts, 'flaky');
+process.send?.({ ready: true, ok, hang, flaky });

@@ -1,4 +1,4 @@
-import type { ScenarioName } from './config.js';
+import { scenarioNames, type ScenarioName } from './config.js';
 
 /** The published shape of bench/results/latest.json: numbers only, nothing else. */
 export interface LatestJson {
@@ -8,6 +8,10 @@ export interface LatestJson {
   latency: { p99Ms: number };
   memory: { rssMb: number; backlog: number };
   duplicateStorm: { cpuRatio: number };
+  live: { kneeRps: number };
+  scale: { endpoints: number; admissionMsP50: number; admissionMsIdle0P50: number; latencyP99Ms: number };
+  flaky: { lagSeconds: number };
+  fairness: { ratio: number };
   machine: { cpus: number; node: number; postgres: number; redis: number };
 }
 
@@ -46,6 +50,17 @@ export function summaryRows(r: Partial<LatestJson>): Row[] {
     });
   }
   if (r.duplicateStorm) rows.push({ measure: 'duplicateStorm cpuRatio', value: fmt(r.duplicateStorm.cpuRatio, 3), floor: '', target: '≤ 2.0', met: check(r.duplicateStorm.cpuRatio, (v) => v <= 2) });
+  if (r.live) rows.push({ measure: 'live knee rps (p99 ≤ 100 ms, 10 endpoints)', value: fmt(r.live.kneeRps), floor: '', target: '≥ 500', met: check(r.live.kneeRps, (v) => v >= 500) });
+  if (r.scale) {
+    const s = r.scale;
+    rows.push({ measure: 'scale admission ms p50, no idle endpoints', value: fmt(s.admissionMsIdle0P50, 2), floor: '', target: '', met: undefined });
+    rows.push({ measure: `scale admission ms p50, ${fmt(s.endpoints)} idle endpoints`, value: fmt(s.admissionMsP50, 2), floor: '', target: '', met: undefined });
+    const ratio = s.admissionMsP50 / s.admissionMsIdle0P50;
+    rows.push({ measure: 'scale admission ratio (idle / none)', value: fmt(ratio, 3), floor: '', target: '≤ 2', met: check(ratio, (v) => v <= 2) });
+    rows.push({ measure: `scale latency p99 ms (${fmt(s.endpoints)} idle endpoints)`, value: fmt(s.latencyP99Ms, 1), floor: '', target: '≤ 100', met: check(s.latencyP99Ms, (v) => v <= 100) });
+  }
+  if (r.flaky) rows.push({ measure: 'flaky lag s (max, last window)', value: fmt(r.flaky.lagSeconds, 2), floor: '', target: '≤ 1', met: check(r.flaky.lagSeconds, (v) => v <= 1) });
+  if (r.fairness) rows.push({ measure: 'fairness ratio (B p99 with A burst / alone)', value: fmt(r.fairness.ratio, 3), floor: '', target: '≤ 2', met: check(r.fairness.ratio, (v) => v <= 2) });
   return rows;
 }
 
@@ -58,5 +73,5 @@ export function renderTable(rows: Row[]): string {
 }
 
 export function isComplete(names: ScenarioName[]): boolean {
-  return ['intake', 'dispatch', 'isolation', 'latency', 'duplicateStorm'].every((n) => names.includes(n as ScenarioName));
+  return scenarioNames.every((n) => names.includes(n));
 }

@@ -1,9 +1,9 @@
-import { randomUUID } from 'node:crypto';
-import { createTenant } from '../lib/api.js';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { createTenant } from '../lib/api.js';
 import { resetState, startMeasured, type BenchContext } from '../lib/context.js';
-import { paced } from '../lib/load.js';
-import { payloadData, type PreparedRequest } from '../lib/payload.js';
+import { paced, type PacedResult } from '../lib/load.js';
+import { publishRequest } from '../lib/payload.js';
+import type { Arrival } from '../lib/receiver.js';
 import { percentile, round } from '../lib/stats.js';
 
 export interface LatencyResult {
@@ -11,91 +11,164 @@ export interface LatencyResult {
   details: Record<string, unknown>;
 }
 
+/** A steady stream of events published by one tenant. */
+export interface StreamSpec {
+  rate: number;
+  seconds: number;
+  /** Events sent in the first seconds are left out of the measurement (JIT and pool warm-up). */
+  warmupSeconds: number;
+  /** How long to wait for the last deliveries after the last publish; later ones count as lower bounds. */
+  drainSeconds: number;
+  eventType: (n: number) => string;
+  /** How many endpoints each event goes to. */
+  deliveriesPerEvent: number;
+  /** Client connections for publishing; 20 unless given. */
+  connections?: number;
+}
+
+export interface StreamLatency {
+  /** 202 → receiver in ms, one per delivery of a measured event (see measureStream). */
+  latencies: number[];
+  notArrived: number;
+  sent: PacedResult;
+}
+
 /**
- * End-to-end latency: `npm start`-style role `all`, events published with POST /v1/events at a
- * steady rate (evenly spaced, open loop). For each delivery: the receiver's arrival time minus the
- * moment the 202 had arrived at the client, matched by webhook-id (= event id). Both clocks are the
- * same machine's Date.now(). Events sent during the warm-up seconds are left out.
+ * Publishes a stream with POST /v1/events, evenly spaced (open loop), and measures each delivery:
+ * the receiver's arrival time minus the moment the 202 had arrived at the client, matched by
+ * webhook-id (= event id), first arrival per endpoint only. Both clocks are the same machine's
+ * Date.now(). Arrivals of other events (warm-up, other tenants) are ignored.
  */
-export async function runLatency(ctx: BenchContext): Promise<LatencyResult> {
-  const cfg = ctx.config.latency;
-  await resetState(ctx);
-  const platform = await startMeasured(ctx, 'all', 'latency-all');
-  const acked = new Map<string, number>();
-  let arrivals: Array<[string, number]> = [];
-  let sent;
-  let stoppedWaitingAt = 0;
-  try {
-    const tenant = await createTenant(platform, ctx.settings.adminToken, {
-      name: 'latency',
-      endpointUrls: Array.from({ length: cfg.endpoints }, (_, i) => ctx.receiver.okUrl(i, `latency/${i}`)),
-    });
-    const headers = { 'content-type': 'application/json', authorization: `Bearer ${tenant.apiKey}` };
-    let n = 0;
-    const next = (): PreparedRequest => {
-      const i = n++;
-      return {
-        path: '/v1/events',
-        headers: { ...headers, 'idempotency-key': randomUUID() },
-        body: JSON.stringify({ type: 'order.created', messageId: `ord_${i}`, data: payloadData(i, ctx.config.payloadBytes) }),
-      };
-    };
-    const warmupIndex = cfg.rate * cfg.warmupSeconds;
-    await ctx.receiver.reset();
-    await ctx.receiver.record(true);
-    ctx.log(`latency: ${cfg.rate} events/s for ${cfg.seconds}s through role all`);
-    sent = await paced(platform.url, next, {
-      rate: cfg.rate,
-      seconds: cfg.seconds,
-      connections: 20,
-      onResponse: (_req, status, body, at, index) => {
-        if (status === 202 && index >= warmupIndex) acked.set((JSON.parse(body) as { id: string }).id, at);
-      },
-    });
-    if (sent.failed > 0) throw new Error(`latency: ${sent.failed} of ${sent.sent} publishes failed: ${JSON.stringify(sent.statusCodes)}`);
-    const expected = sent.ok * cfg.endpoints;
-    const deadline = Date.now() + cfg.drainSeconds * 1000;
-    while (arrivals.length < expected && Date.now() < deadline) {
-      arrivals = arrivals.concat(await ctx.receiver.arrivals());
-      await sleep(250);
+export async function measureStream(ctx: BenchContext, platformUrl: string, apiKey: string, spec: StreamSpec): Promise<StreamLatency> {
+  let acked: Map<string, number>;
+  let sent: PacedResult;
+  let stoppedWaitingAt: number;
+  const seen = new Map<string, number>();
+  const latencies: number[] = [];
+  let matched = 0;
+  const take = (arrivals: Arrival[]) => {
+    for (const [id, at] of arrivals) {
+      const ackAt = acked.get(id);
+      if (ackAt === undefined) continue;
+      const k = seen.get(id) ?? 0;
+      if (k >= spec.deliveriesPerEvent) continue; // a repeat (retry) after the first arrival
+      seen.set(id, k + 1);
+      latencies.push(at - ackAt);
+      matched++;
     }
-    arrivals = arrivals.concat(await ctx.receiver.arrivals());
+  };
+  await ctx.receiver.reset();
+  await ctx.receiver.record(true);
+  try {
+    ({ acked, sent } = await publishPaced(ctx, platformUrl, apiKey, spec));
+    // Matched only now that every 202 is known: an arrival can be recorded before its 202 is read.
+    const expected = acked.size * spec.deliveriesPerEvent;
+    const deadline = Date.now() + spec.drainSeconds * 1000;
+    take(await ctx.receiver.arrivals());
+    while (matched < expected && Date.now() < deadline) {
+      await sleep(250);
+      take(await ctx.receiver.arrivals());
+    }
     stoppedWaitingAt = Date.now();
   } finally {
     await ctx.receiver.record(false);
-    await platform.stop();
-  }
-  const latencies: number[] = [];
-  const seen = new Map<string, number>();
-  for (const [id, at] of arrivals) {
-    const ackAt = acked.get(id);
-    if (ackAt === undefined) continue; // a warm-up event
-    if ((seen.get(id) ?? 0) >= cfg.endpoints) continue; // a repeat (retry) after the first arrival
-    latencies.push(at - ackAt);
-    seen.set(id, (seen.get(id) ?? 0) + 1);
   }
   // Deliveries that had not arrived when waiting stopped count with the time they had waited by
   // then: a lower bound, so a platform that falls behind cannot look faster by losing the tail.
-  let missing = 0;
+  let notArrived = 0;
   for (const [id, ackAt] of acked) {
-    for (let k = seen.get(id) ?? 0; k < cfg.endpoints; k++) {
+    for (let k = seen.get(id) ?? 0; k < spec.deliveriesPerEvent; k++) {
       latencies.push(stoppedWaitingAt - ackAt);
-      missing++;
+      notArrived++;
     }
   }
-  return {
-    p99Ms: percentile(latencies, 99),
-    details: {
-      rate: cfg.rate,
-      achievedRate: round(sent.achievedRate),
-      measuredDeliveries: latencies.length,
-      endpoints: cfg.endpoints,
-      notArrivedWhenWaitingStopped: missing,
-      p50Ms: percentile(latencies, 50),
-      p90Ms: percentile(latencies, 90),
-      p99Ms: percentile(latencies, 99),
-      maxMs: Math.max(...latencies),
-      publishP99Ms: round(percentile(sent.latenciesMs, 99), 2),
+  return { latencies, notArrived, sent };
+}
+
+/**
+ * Publishes the stream and returns, for every event accepted after the warm-up, Date.now() when
+ * its 202 had fully arrived, by event id.
+ */
+export async function publishPaced(
+  ctx: BenchContext,
+  platformUrl: string,
+  apiKey: string,
+  spec: Pick<StreamSpec, 'rate' | 'seconds' | 'warmupSeconds' | 'eventType' | 'connections'>,
+): Promise<{ acked: Map<string, number>; sent: PacedResult }> {
+  const acked = new Map<string, number>();
+  const warmupIndex = spec.rate * spec.warmupSeconds;
+  let n = 0;
+  const sent = await paced(platformUrl, () => publishRequest(apiKey, n, spec.eventType(n++), ctx.config.payloadBytes), {
+    rate: spec.rate,
+    seconds: spec.seconds,
+    connections: spec.connections ?? 20,
+    onResponse: (_req, status, body, at, index) => {
+      if (status === 202 && index >= warmupIndex) acked.set((JSON.parse(body) as { id: string }).id, at);
     },
+  });
+  return { acked, sent };
+}
+
+/** The numbers behind a StreamLatency, as the details file shows them. */
+export function streamSummary(r: StreamLatency) {
+  return {
+    achievedRate: round(r.sent.achievedRate),
+    answeredRate: round(r.sent.answeredRate),
+    publishFailed: r.sent.failed,
+    measuredDeliveries: r.latencies.length,
+    notArrivedWhenWaitingStopped: r.notArrived,
+    p50Ms: percentile(r.latencies, 50),
+    p90Ms: percentile(r.latencies, 90),
+    p99Ms: percentile(r.latencies, 99),
+    maxMs: percentile(r.latencies, 100),
+    publishP99Ms: round(percentile(r.sent.latenciesMs, 99), 2),
   };
+}
+
+export interface LatencyOptions extends Pick<StreamSpec, 'rate' | 'seconds' | 'warmupSeconds' | 'drainSeconds' | 'connections'> {
+  /** Tenant name, receiver path and profile name. */
+  label: string;
+  endpoints: number;
+  /** `every`: each event goes to every endpoint; `roundRobin`: event n only to endpoint n % endpoints. */
+  fanOut: 'every' | 'roundRobin';
+  /** Leave the tables as they are (rows the caller set up stay); Redis and the receiver are reset. */
+  keepTables?: boolean;
+}
+
+/**
+ * One latency measurement in `npm start`'s role `all`, on a process of its own and a tenant of its
+ * own with `endpoints` endpoints, each on its own receiver port. Failed publishes are reported in
+ * the result, not thrown.
+ */
+export async function latencyRun(ctx: BenchContext, opts: LatencyOptions): Promise<StreamLatency> {
+  await resetState(ctx, { keepTables: opts.keepTables ?? false });
+  const platform = await startMeasured(ctx, 'all', `${opts.label}-all`);
+  try {
+    const roundRobin = opts.fanOut === 'roundRobin';
+    const tenant = await createTenant(platform, ctx.settings.adminToken, {
+      name: opts.label,
+      endpointUrls: Array.from({ length: opts.endpoints }, (_, i) => ctx.receiver.okUrl(i, `${opts.label}/${i}`)),
+      ...(roundRobin && { endpointEventTypes: Array.from({ length: opts.endpoints }, (_, i) => [`order.created.${i}`]) }),
+    });
+    ctx.log(`${opts.label}: ${opts.rate} events/s for ${opts.seconds}s through role all, ${opts.endpoints} endpoint(s) (${opts.fanOut})`);
+    return await measureStream(ctx, platform.url, tenant.apiKey, {
+      ...opts,
+      eventType: roundRobin ? (n) => `order.created.${n % opts.endpoints}` : () => 'order.created',
+      deliveriesPerEvent: roundRobin ? 1 : opts.endpoints,
+    });
+  } finally {
+    await platform.stop();
+  }
+}
+
+/**
+ * End-to-end latency: `npm start`-style role `all`, one tenant whose endpoints all receive every
+ * event, events published at a steady rate; see measureStream.
+ */
+export async function runLatency(ctx: BenchContext): Promise<LatencyResult> {
+  const cfg = ctx.config.latency;
+  const r = await latencyRun(ctx, { label: 'latency', ...cfg, fanOut: 'every' });
+  if (r.sent.failed > 0) throw new Error(`latency: ${r.sent.failed} of ${r.sent.sent} publishes failed: ${JSON.stringify(r.sent.statusCodes)}`);
+  const summary = streamSummary(r);
+  return { p99Ms: summary.p99Ms, details: { rate: cfg.rate, endpoints: cfg.endpoints, ...summary } };
 }
