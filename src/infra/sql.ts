@@ -25,36 +25,24 @@ export function statement(name: string, sql: string): Statement {
   return { name, text, params };
 }
 
+function bind(st: Statement, values: Record<string, unknown>): unknown[] {
+  return st.params.map((p) => {
+    if (!(p in values)) throw new TypeError(`statement ${st.name}: no value for :${p}`);
+    return values[p];
+  });
+}
+
 /**
  * Runs a statement on a connection from knex's pool, so pool size, acquire timeout, query timeout
  * and the pool's handling of broken connections stay the same as for every other query.
  */
 export async function run<R extends pg.QueryResultRow>(db: Knex, st: Statement, values: Record<string, unknown>): Promise<R[]> {
   notInTransaction(db, st.name);
-  const args = st.params.map((p) => {
-    if (!(p in values)) throw new TypeError(`statement ${st.name}: no value for :${p}`);
-    return values[p];
-  });
+  const args = bind(st, values);
   const conn: pg.PoolClient = await db.client.acquireConnection();
   try {
     const result = await conn.query<R>({ name: st.name, text: st.text, values: args });
     return result.rows;
-  } finally {
-    await db.client.releaseConnection(conn);
-  }
-}
-
-/**
- * Several statements in one round trip (PostgreSQL's simple query protocol), run as one implicit
- * transaction in which each statement still takes its own snapshot. Simple queries take no
- * parameters: callers inline only values they have validated (integers). Returns each statement's rows.
- */
-export async function runScript(db: Knex, sql: string): Promise<pg.QueryResultRow[][]> {
-  notInTransaction(db, 'script');
-  const conn: pg.PoolClient = await db.client.acquireConnection();
-  try {
-    const results = (await conn.query(sql)) as unknown as pg.QueryResult | pg.QueryResult[];
-    return (Array.isArray(results) ? results : [results]).map((r) => r.rows);
   } finally {
     await db.client.releaseConnection(conn);
   }

@@ -23,13 +23,12 @@
  * an endpoint's busy count (a claim keeps it, a slot hand-off swaps one busy delivery for another,
  * a result lowers it), so admission is the only place that needs the lock.
  *
- * One round trip: three statements of one implicit transaction (simple query protocol). The locked
- * endpoint ids travel from the first to the second statement in a transaction-local setting.
+ * The round does not wait for its commit's WAL flush: admitted rows promise nobody anything, and
+ * lost in a crash of PostgreSQL they are simply pending again.
  */
 import type { Knex } from 'knex';
-import { runScript } from '../../infra/sql.js';
-import { claimedColumns, rowToClaimed, type ClaimedDelivery } from './claimed.js';
-import { headOfLine } from './head-of-line.js';
+import { run, statement } from '../../infra/sql.js';
+import { rowToClaimed, type ClaimedDelivery } from './claimed.js';
 
 export interface AdmissionLimits {
   /** Lease on `queued`: how long Redis may hold a job before the sweeper assumes it was lost. */
@@ -67,31 +66,22 @@ export interface AdmissionRound {
   skipped: number;
 }
 
-/** Namespace of the per-endpoint admission locks (the two-key advisory lock space). */
-const admissionLockSpace = 727_002;
+/**
+ * The round itself is the SQL function `admit_due` (migration 20261201000014_admit_due_function):
+ * one round trip, plans cached per connection. Its first statement finds the candidates and
+ * try-locks each (`pg_try_advisory_xact_lock(727002, hashtext(endpoint_id))`); its second admits for
+ * the locked ones in a snapshot taken after the locks are held. Its head-of-line condition is
+ * `headOfLine` in ./head-of-line.ts. Every row carries `skipped`; a row without an id only says it.
+ */
+const admitStatement = statement(
+  'admit_due',
+  'SELECT * FROM admit_due(:threshold, :batch, :queuedLeaseSeconds, :localCount, :inFlightLeaseMs, :allLocal)',
+);
 
-function sqlInteger(name: string, value: number): string {
+function nonNegative(name: string, value: number): number {
   if (!Number.isSafeInteger(value) || value < 0) throw new RangeError(`admission: ${name} must be a non-negative integer, got ${value}`);
-  return String(value);
+  return value;
 }
-
-/** Endpoints that may have admissible work now: active, circuit not open, earliest pending delivery due. */
-export const candidatesSql = `
-  WITH RECURSIVE pend(endpoint_id) AS (
-      (SELECT endpoint_id FROM deliveries WHERE status = 'pending' ORDER BY endpoint_id LIMIT 1)
-    UNION ALL
-      SELECT (SELECT d.endpoint_id FROM deliveries d
-               WHERE d.status = 'pending' AND d.endpoint_id > pend.endpoint_id
-               ORDER BY d.endpoint_id LIMIT 1)
-        FROM pend WHERE pend.endpoint_id IS NOT NULL
-  )
-  SELECT e.id FROM pend JOIN endpoints e ON e.id = pend.endpoint_id
-   WHERE e.status = 'active' AND e.deleted_at IS NULL
-     AND (e.circuit_open_until IS NULL OR e.circuit_open_until <= now())
-     -- Written so that only deliveries_due can answer it (as EXISTS the planner served it from
-     -- (event_id, endpoint_id) whenever statistics were stale, scanning every delivered row).
-     AND (SELECT p.next_attempt_at FROM deliveries p WHERE p.endpoint_id = e.id AND p.status = 'pending'
-           ORDER BY p.next_attempt_at LIMIT 1) <= now()`;
 
 /**
  * Moves due `pending` deliveries on, per endpoint no more than it has room for: free concurrency
@@ -99,77 +89,16 @@ export const candidatesSql = `
  * open circuit or no room get nothing and cost nothing in Redis: their work waits here.
  */
 export async function admitDue(db: Knex, limits: AdmissionLimits, local: LocalClaims = { count: 0, inFlightLeaseMs: 0 }): Promise<AdmissionRound> {
-  const threshold = sqlInteger('circuitFailureThreshold', limits.circuitFailureThreshold);
-  const batch = sqlInteger('perEndpointBatch', limits.perEndpointBatch);
-  const queuedLease = sqlInteger('queuedLeaseSeconds', limits.queuedLeaseSeconds);
-  const localCount = sqlInteger('local.count', local.count);
-  const inFlightLease = sqlInteger('local.inFlightLeaseMs', Math.round(local.inFlightLeaseMs));
-  const allLocal = local.mode === 'all' ? 'true' : 'false';
-  const results = await runScript(
-    db,
-    `WITH cand AS MATERIALIZED (${candidatesSql}),
-          locked AS MATERIALIZED (
-            SELECT id FROM cand WHERE pg_try_advisory_xact_lock(${admissionLockSpace}, hashtext(id)))
-     SELECT set_config('whr.admitting', COALESCE((SELECT string_agg(id, ',') FROM locked), ''), true) AS ids,
-            (SELECT count(*) FROM cand)::int - (SELECT count(*) FROM locked)::int AS skipped;
-
-     WITH cand AS (
-         SELECT e.id, e.max_concurrency, e.consecutive_failures,
-                (SELECT count(*) FROM deliveries a WHERE a.endpoint_id = e.id AND a.status IN ('queued', 'in_flight'))::int AS busy,
-                CASE WHEN e.rate_limit_per_second IS NULL THEN NULL
-                     ELSE LEAST(e.rate_limit_per_second::float8,
-                                COALESCE(e.rate_tokens, e.rate_limit_per_second)
-                                + e.rate_limit_per_second * EXTRACT(epoch FROM now() - COALESCE(e.rate_tokens_at, now())))
-                END AS tokens
-           FROM endpoints e
-          WHERE e.id = ANY(string_to_array(NULLIF(current_setting('whr.admitting'), ''), ','))
-            -- Checked again in this snapshot: the circuit may have opened since the candidates were read.
-            AND e.status = 'active' AND e.deleted_at IS NULL
-            AND (e.circuit_open_until IS NULL OR e.circuit_open_until <= now())
-       ), cap AS (
-         SELECT id, busy, max_concurrency, tokens, GREATEST(0, LEAST(
-                  max_concurrency - busy,
-                  CASE WHEN consecutive_failures >= ${threshold} THEN 1 - busy ELSE ${batch} END,
-                  COALESCE(floor(tokens)::int, ${batch}),
-                  ${batch})) AS free
-           FROM cand
-       ), picked AS (
-         SELECT p.id, p.endpoint_rank,
-                ${allLocal} OR p.endpoint_rank <= ceil(cap.max_concurrency / 2.0) - cap.busy AS local_ok
-           FROM cap CROSS JOIN LATERAL (
-           SELECT d.id, row_number() OVER (ORDER BY d.next_attempt_at, d.id) AS endpoint_rank FROM (
-             SELECT d.id, d.next_attempt_at FROM deliveries d
-              WHERE d.endpoint_id = cap.id AND d.status = 'pending' AND d.next_attempt_at <= now()
-                AND ${headOfLine('d')}
-              ORDER BY d.next_attempt_at, d.id
-              LIMIT cap.free
-              FOR UPDATE SKIP LOCKED) d) p
-          WHERE cap.free > 0
-       ), ranked AS (
-         -- This process's free slots go round-robin over endpoints: each endpoint's first, then seconds...
-         SELECT id, local FROM (
-           SELECT id, local_ok AND row_number() OVER (PARTITION BY local_ok ORDER BY endpoint_rank, id) <= ${localCount} AS local
-             FROM picked) x
-          WHERE local OR NOT ${allLocal}
-       ), admitted AS (
-         UPDATE deliveries d SET
-                status = CASE WHEN r.local THEN 'in_flight' ELSE 'queued' END,
-                attempt_count = d.attempt_count + CASE WHEN r.local THEN 1 ELSE 0 END,
-                lease_until = now() + CASE WHEN r.local THEN make_interval(secs => ${inFlightLease} / 1000.0)
-                                           ELSE make_interval(secs => ${queuedLease}) END,
-                updated_at = now()
-           FROM ranked r, events ev, endpoints ep
-          WHERE d.id = r.id AND ev.id = d.event_id AND ep.id = d.endpoint_id
-         RETURNING r.local, ${claimedColumns.replace('ev.body', 'CASE WHEN r.local THEN ev.body END AS body')}
-       ), spent AS (
-         UPDATE endpoints e SET rate_tokens = cap.tokens - n.count, rate_tokens_at = now()
-           FROM cap, (SELECT ep_id AS endpoint_id, count(*) AS count FROM admitted GROUP BY ep_id) n
-          WHERE e.id = cap.id AND n.endpoint_id = cap.id AND cap.tokens IS NOT NULL
-       )
-       SELECT * FROM admitted`,
-  );
-  const head = results[0]?.[0] as { skipped: number } | undefined;
-  const rows = results[1] ?? [];
+  const all = await run(db, admitStatement, {
+    threshold: nonNegative('circuitFailureThreshold', limits.circuitFailureThreshold),
+    batch: nonNegative('perEndpointBatch', limits.perEndpointBatch),
+    queuedLeaseSeconds: nonNegative('queuedLeaseSeconds', limits.queuedLeaseSeconds),
+    localCount: nonNegative('local.count', local.count),
+    inFlightLeaseMs: nonNegative('local.inFlightLeaseMs', Math.round(local.inFlightLeaseMs)),
+    allLocal: local.mode === 'all',
+  });
+  const rows = all.filter((r) => r.id !== null);
+  const head = all[0] as { skipped: number } | undefined;
   return {
     queued: rows.filter((r) => !r.local).map((r) => ({ id: r.id, endpoint_id: r.ep_id, attempt_count: r.attempt_count })),
     claimed: rows.filter((r) => r.local).map(rowToClaimed),
