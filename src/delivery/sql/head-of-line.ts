@@ -1,7 +1,8 @@
 /**
  * Per-message ordering, as a SQL condition on the delivery aliased `d`: only the head of a message's
  * line may go, and only when nothing of that message is already on its way to the endpoint. Dead or
- * succeeded releases the next. Admission and slot hand-off both use it, so they cannot disagree.
+ * succeeded releases the next. Slot hand-off uses it; admission (the SQL function `admit_due`,
+ * migration 20261201000014) has it written out, and test/integration/ordering*.test.ts hold both to it.
  */
 export function headOfLine(d: string, settledId?: string): string {
   // A statement that settles a delivery and picks the next one still sees the settled row in its
