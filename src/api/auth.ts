@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import type { Request, Response } from 'express';
 import { constantTimeEqual } from '../domain/signing.js';
 import { unauthorized } from '../domain/errors.js';
-import { findApiKey } from '../store/tenants-store.js';
+import { findApiKey, hashApiKey } from '../store/tenants-store.js';
 import { TenantScope } from '../store/tenant-scope.js';
 import type { Middleware } from './route.js';
 
@@ -19,12 +19,39 @@ export function adminAuth(adminToken: string): Middleware {
   };
 }
 
+type ApiKey = NonNullable<Awaited<ReturnType<typeof findApiKey>>>;
+
+/** How long a valid key is trusted without asking the database again: a revocation takes effect within this. */
+const keyCacheMs = 1_000;
+const keyCacheMax = 10_000;
+
+/**
+ * Valid keys seen in the last second, by the key's hash (the key itself is not kept): a busy tenant
+ * publishing hundreds of events a second then costs one look-up a second, not one per request.
+ */
+function cachedKeys(db: Knex): (token: string) => Promise<ApiKey | undefined> {
+  const cache = new Map<string, { key: ApiKey; until: number }>();
+  return async (token) => {
+    const hash = hashApiKey(token);
+    const hit = cache.get(hash);
+    if (hit && hit.until > Date.now()) return hit.key;
+    const key = await findApiKey(db, token);
+    cache.delete(hash);
+    if (key) {
+      if (cache.size >= keyCacheMax) cache.delete(cache.keys().next().value!);
+      cache.set(hash, { key, until: Date.now() + keyCacheMs });
+    }
+    return key;
+  };
+}
+
 /** Resolves the API key to its tenant and hands the route a scope that only sees that tenant. */
 export function tenantAuth(db: Knex): Middleware {
+  const lookUp = cachedKeys(db);
   return (req: Request, res: Response, next) => {
     const token = bearer(req);
     if (!token || !token.startsWith('sk_')) return next(unauthorized('API key required'));
-    findApiKey(db, token).then(
+    lookUp(token).then(
       (key) => {
         if (!key) return next(unauthorized('API key is not valid'));
         res.locals.scope = new TenantScope(db, key.tenantId, { type: 'api_key', id: key.keyId });

@@ -25,6 +25,9 @@ export interface DispatcherDeps {
   lookup?: LookupFn;
 }
 
+/** How often a worker counts the worker processes on its queue. */
+const workerCountIntervalMs = 5_000;
+
 /**
  * Lock and stall-check timing of the delivery Worker. A job fetched by a worker that died before
  * claiming its delivery stays `active` in Redis, and re-admitting the same attempt (same job id)
@@ -51,6 +54,9 @@ export class Dispatcher {
   private readonly client: DeliveryClient;
   private worker: Worker<DeliveryJob> | undefined;
   private sweepTimer: NodeJS.Timeout | undefined;
+  private workersTimer: NodeJS.Timeout | undefined;
+  /** Whether other worker processes serve the queue (counted every few seconds; assumed until known). */
+  private otherWorkers = true;
   private sweeping = false;
   private stopping = false;
   /** Slots running in this process, started by admission or by a BullMQ job. */
@@ -69,6 +75,7 @@ export class Dispatcher {
     this.pump = new Pump({
       admit: (localSlots, mode) => lifecycle.admit({ count: localSlots, inFlightLeaseMs: this.inFlightLeaseMs, mode }),
       freeSlots: () => (this.stopping ? 0 : Math.max(0, config.workerConcurrency - this.slots.size)),
+      othersWorking: () => this.otherWorkers,
       startLocal: (claimed) => this.startSlot(() => runSlot(this.deliverDeps, claimed)),
       enqueue: async (queued) => {
         await this.queue.addBulk(
@@ -127,18 +134,33 @@ export class Dispatcher {
     this.pump.start();
     this.sweepTimer = setInterval(() => void this.sweepOnce(), config.sweepIntervalMs);
     this.sweepTimer.unref();
+    void this.countWorkers();
+    this.workersTimer = setInterval(() => void this.countWorkers(), workerCountIntervalMs);
+    this.workersTimer.unref();
   }
 
   /** Runs a slot, counted while it lasts; when it ends its endpoint has a free slot again. */
   private startSlot(run: () => Promise<void>): Promise<void> {
     const slot = run().finally(() => {
       this.slots.delete(slot);
-      this.pump.wake();
+      this.pump.slotFreed();
     });
     this.slots.add(slot);
     // A local slot's failure is a storage failure; the delivery's lease brings it back.
     slot.catch((err: unknown) => this.deps.logger.warn({ err }, 'attempt could not be recorded; its lease will bring it back'));
     return slot;
+  }
+
+  /**
+   * Counts the worker processes connected to the queue (BullMQ names its connections). Unknown,
+   * for instance where CLIENT LIST is not allowed, counts as "others may be there".
+   */
+  private async countWorkers(): Promise<void> {
+    try {
+      this.otherWorkers = (await this.queue.getWorkersCount()) > 1;
+    } catch {
+      this.otherWorkers = true;
+    }
   }
 
   async sweepOnce(): Promise<void> {
@@ -171,6 +193,7 @@ export class Dispatcher {
     this.stopping = true;
     this.pump.stop();
     clearInterval(this.sweepTimer);
+    clearInterval(this.workersTimer);
     await Promise.allSettled([...this.slots]);
     await this.worker?.close(true);
     await this.queue.close();

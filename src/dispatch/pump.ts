@@ -8,6 +8,8 @@ export interface PumpDeps {
   admit(localSlots: number, mode: 'share' | 'all'): Promise<AdmissionRound>;
   /** Free slots of this process: admitted work beyond them goes to Redis for any worker. */
   freeSlots(): number;
+  /** True while other worker processes are there to take a share of a backlog through Redis. */
+  othersWorking(): boolean;
   /** Starts a slot for a delivery admitted straight to in_flight. */
   startLocal(claimed: ClaimedDelivery): void;
   /** Hands queued deliveries to Redis (one job each). */
@@ -28,6 +30,13 @@ const redisFailingMs = 5_000;
  * hand-off to an unreachable Redis would hang the pump. Past this, it counts as refused.
  */
 const enqueueTimeoutMs = 2_000;
+/**
+ * A slot that ended frees capacity, but it usually ended because its endpoint had nothing due (the
+ * record statement looked), and new work wakes a round of its own. So a freed slot asks for a round
+ * within this long instead of at once: at hundreds of events a second that is a few rounds instead
+ * of one per event, and the rare delivery that waited for the slot waits this much longer.
+ */
+const freedSlotDelayMs = 20;
 
 /**
  * Runs admission rounds: when woken (new work committed in this process or announced by another, a
@@ -42,6 +51,7 @@ export class Pump {
   private again = false;
   private timer: NodeJS.Timeout | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
+  private freedTimer: NodeJS.Timeout | undefined;
   private stopped = false;
   private redisFailingUntil = 0;
 
@@ -57,7 +67,18 @@ export class Pump {
     this.stopped = true;
     clearInterval(this.timer);
     clearTimeout(this.retryTimer);
+    clearTimeout(this.freedTimer);
   }
+
+  /** A slot ended: a round soon, together with the other slots that end meanwhile. */
+  slotFreed = (): void => {
+    if (this.stopped || this.freedTimer) return;
+    this.freedTimer = setTimeout(() => {
+      this.freedTimer = undefined;
+      this.wake();
+    }, freedSlotDelayMs);
+    this.freedTimer.unref();
+  };
 
   wake = (): void => {
     if (this.stopped) return;
@@ -75,7 +96,8 @@ export class Pump {
     do {
       this.again = false;
       try {
-        const mode = Date.now() < this.redisFailingUntil ? 'all' : 'share';
+        // Alone, or with Redis failing, a process keeps all it admits: Redis would only add hops.
+        const mode = Date.now() < this.redisFailingUntil || !this.deps.othersWorking() ? 'all' : 'share';
         const round = await this.deps.admit(this.deps.freeSlots(), mode);
         for (const claimed of round.claimed) this.deps.startLocal(claimed);
         if (round.queued.length > 0) await this.enqueue(round.queued);
