@@ -41,6 +41,8 @@ export const envSchema = z.object({
   CONNECT_TIMEOUT_MS: int(50).default(5_000),
   ENDPOINT_MAX_CONCURRENCY: int(1, 1000).default(10),
   WORKER_CONCURRENCY: int(1, 5000).default(200),
+  // auto: a worker hands part of what it admits to Redis only while other workers are connected.
+  SHARE_VIA_REDIS: z.enum(['auto', 'always']).default('auto'),
   CIRCUIT_FAILURE_THRESHOLD: int(1).default(10),
   CIRCUIT_COOLDOWN_SECONDS: int(1).default(30),
   AUTO_DISABLE_AFTER_SECONDS: int(60).default(432_000),

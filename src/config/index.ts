@@ -23,6 +23,8 @@ export interface Config {
   connectTimeoutMs: number;
   endpointMaxConcurrency: number;
   workerConcurrency: number;
+  /** `always`: share admitted work through Redis even when this is the only worker (see docs/architecture.md). */
+  shareViaRedis: 'auto' | 'always';
   circuitFailureThreshold: number;
   circuitCooldownSeconds: number;
   autoDisableAfterSeconds: number;
@@ -80,6 +82,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     connectTimeoutMs: e.CONNECT_TIMEOUT_MS,
     endpointMaxConcurrency: e.ENDPOINT_MAX_CONCURRENCY,
     workerConcurrency: e.WORKER_CONCURRENCY,
+    shareViaRedis: e.SHARE_VIA_REDIS,
     circuitFailureThreshold: e.CIRCUIT_FAILURE_THRESHOLD,
     circuitCooldownSeconds: e.CIRCUIT_COOLDOWN_SECONDS,
     autoDisableAfterSeconds: e.AUTO_DISABLE_AFTER_SECONDS,

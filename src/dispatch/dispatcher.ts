@@ -55,7 +55,7 @@ export class Dispatcher {
   private worker: Worker<DeliveryJob> | undefined;
   private sweepTimer: NodeJS.Timeout | undefined;
   private workersTimer: NodeJS.Timeout | undefined;
-  /** Whether other worker processes serve the queue (counted every few seconds; assumed until known). */
+  /** Whether other worker processes serve the queue (counted every few seconds; assumed at start). */
   private otherWorkers = true;
   private sweeping = false;
   private stopping = false;
@@ -75,7 +75,7 @@ export class Dispatcher {
     this.pump = new Pump({
       admit: (localSlots, mode) => lifecycle.admit({ count: localSlots, inFlightLeaseMs: this.inFlightLeaseMs, mode }),
       freeSlots: () => (this.stopping ? 0 : Math.max(0, config.workerConcurrency - this.slots.size)),
-      othersWorking: () => this.otherWorkers,
+      othersWorking: () => config.shareViaRedis === 'always' || this.otherWorkers,
       startLocal: (claimed) => this.startSlot(() => runSlot(this.deliverDeps, claimed)),
       enqueue: async (queued) => {
         await this.queue.addBulk(
@@ -134,7 +134,7 @@ export class Dispatcher {
     this.pump.start();
     this.sweepTimer = setInterval(() => void this.sweepOnce(), config.sweepIntervalMs);
     this.sweepTimer.unref();
-    void this.countWorkers();
+    // The first count waits one interval: workers started together would each see only itself.
     this.workersTimer = setInterval(() => void this.countWorkers(), workerCountIntervalMs);
     this.workersTimer.unref();
   }
