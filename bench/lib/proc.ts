@@ -82,3 +82,16 @@ export function listensOn(pid: number, port: number): boolean {
   }
   return false;
 }
+
+/** The machine's CPU time so far (all cores), busy and total, in clock ticks, from /proc/stat. */
+export function machineCpu(): { busy: number; total: number } {
+  const fields = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  const total = fields.reduce((a, b) => a + b, 0);
+  const idle = (fields[3] ?? 0) + (fields[4] ?? 0); // idle + iowait
+  return { busy: total - idle, total };
+}
+
+/** Share of the machine's CPU that was busy between two readings of machineCpu(). */
+export function busyShare(from: { busy: number; total: number }, to: { busy: number; total: number }): number {
+  return to.total > from.total ? (to.busy - from.busy) / (to.total - from.total) : 0;
+}

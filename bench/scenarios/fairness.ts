@@ -1,6 +1,7 @@
 import { createTenant } from '../lib/api.js';
 import { resetState, startMeasured, type BenchContext } from '../lib/context.js';
 import { countRows } from '../lib/database.js';
+import { busyShare, machineCpu } from '../lib/proc.js';
 import { sendList } from '../lib/load.js';
 import { publishRequest } from '../lib/payload.js';
 import { round } from '../lib/stats.js';
@@ -14,6 +15,26 @@ export interface FairnessResult {
 const noisyEndpoints = 5;
 /** A p99 below this is taken as this, so a near-zero baseline cannot inflate the ratio. */
 const p99FloorMs = 1;
+
+/**
+ * What else the phase cost: the share of the machine's CPU that was busy, and the platform's event
+ * loop delay (prom-client's p99 since the previous scrape, which resets it: a scrape starts a phase).
+ */
+async function phaseStart(platformUrl: string) {
+  await fetch(`${platformUrl}/metrics`).then((r) => r.text());
+  return machineCpu();
+}
+
+async function phaseEnd(platformUrl: string, cpuAtStart: ReturnType<typeof machineCpu>) {
+  const text = await fetch(`${platformUrl}/metrics`).then((r) => r.text());
+  const lag = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? Number.NaN) * 1000;
+  return {
+    machineCpuBusy: round(busyShare(cpuAtStart, machineCpu()), 3),
+    eventLoopDelayP50Ms: round(lag('nodejs_eventloop_lag_p50_seconds'), 1),
+    eventLoopDelayP99Ms: round(lag('nodejs_eventloop_lag_p99_seconds'), 1),
+    eventLoopDelayMaxMs: round(lag('nodejs_eventloop_lag_max_seconds'), 1),
+  };
+}
 
 /**
  * Noisy neighbour, on one `all` process. Tenant B (1 endpoint) publishes a steady stream alone and
@@ -44,7 +65,9 @@ export async function runFairness(ctx: BenchContext): Promise<FairnessResult> {
     };
 
     ctx.log(`fairness: tenant B alone, ${cfg.rate} events/s for ${cfg.warmupSeconds}+${cfg.seconds}s`);
+    let phase = await phaseStart(platform.url);
     const alone = await measureStream(ctx, platform.url, quiet.apiKey, { ...stream, seconds: cfg.warmupSeconds + cfg.seconds, warmupSeconds: cfg.warmupSeconds });
+    const aloneMachine = await phaseEnd(platform.url, phase);
 
     // Built before the clock starts, so making the bodies does not compete with B's stream.
     const burstRequests = Array.from({ length: cfg.burst }, (_, i) => publishRequest(noisy.apiKey, i, 'order.created', ctx.config.payloadBytes));
@@ -53,8 +76,11 @@ export async function runFairness(ctx: BenchContext): Promise<FairnessResult> {
     const burst = sendList(platform.url, burstRequests, cfg.burstConnections, stopBurst.signal);
     burst.catch(() => undefined); // awaited below; a failure must not surface as an unhandled rejection first
     let withBurst;
+    phase = await phaseStart(platform.url);
+    let burstMachine;
     try {
       withBurst = await measureStream(ctx, platform.url, quiet.apiKey, stream);
+      burstMachine = await phaseEnd(platform.url, phase);
     } finally {
       stopBurst.abort();
     }
@@ -73,8 +99,8 @@ export async function runFairness(ctx: BenchContext): Promise<FairnessResult> {
         rate: cfg.rate,
         seconds: cfg.seconds,
         p99FloorMs,
-        alone: aloneSummary,
-        withBurst: burstSummary,
+        alone: { ...aloneSummary, machine: aloneMachine },
+        withBurst: { ...burstSummary, machine: burstMachine },
         burst: {
           events: cfg.burst,
           endpointsPerEvent: noisyEndpoints,

@@ -141,6 +141,17 @@ export interface LatencyOptions extends Pick<StreamSpec, 'rate' | 'seconds' | 'w
  * the result, not thrown.
  */
 export async function latencyRun(ctx: BenchContext, opts: LatencyOptions): Promise<StreamLatency> {
+  return withStreamTarget(ctx, opts, (measure) => measure(opts));
+}
+
+/** Measures one stream at the given rate on a platform already running (see withStreamTarget). */
+export type MeasureAt = (spec: Pick<StreamSpec, 'rate' | 'seconds' | 'warmupSeconds' | 'drainSeconds' | 'connections'>) => Promise<StreamLatency>;
+
+/**
+ * Starts one `all` process and one tenant with `endpoints` endpoints, and lets `work` measure as many
+ * streams against them as it likes: one warm process, as a live platform is.
+ */
+export async function withStreamTarget<T>(ctx: BenchContext, opts: Omit<LatencyOptions, 'rate' | 'seconds' | 'warmupSeconds' | 'drainSeconds' | 'connections'>, work: (measure: MeasureAt) => Promise<T>): Promise<T> {
   await resetState(ctx, { keepTables: opts.keepTables ?? false });
   const platform = await startMeasured(ctx, 'all', `${opts.label}-all`);
   try {
@@ -150,11 +161,13 @@ export async function latencyRun(ctx: BenchContext, opts: LatencyOptions): Promi
       endpointUrls: Array.from({ length: opts.endpoints }, (_, i) => ctx.receiver.okUrl(i, `${opts.label}/${i}`)),
       ...(roundRobin && { endpointEventTypes: Array.from({ length: opts.endpoints }, (_, i) => [`order.created.${i}`]) }),
     });
-    ctx.log(`${opts.label}: ${opts.rate} events/s for ${opts.seconds}s through role all, ${opts.endpoints} endpoint(s) (${opts.fanOut})`);
-    return await measureStream(ctx, platform.url, tenant.apiKey, {
-      ...opts,
-      eventType: roundRobin ? (n) => `order.created.${n % opts.endpoints}` : () => 'order.created',
-      deliveriesPerEvent: roundRobin ? 1 : opts.endpoints,
+    return await work((spec) => {
+      ctx.log(`${opts.label}: ${spec.rate} events/s for ${spec.seconds}s through role all, ${opts.endpoints} endpoint(s) (${opts.fanOut})`);
+      return measureStream(ctx, platform.url, tenant.apiKey, {
+        ...spec,
+        eventType: roundRobin ? (n) => `order.created.${n % opts.endpoints}` : () => 'order.created',
+        deliveriesPerEvent: roundRobin ? 1 : opts.endpoints,
+      });
     });
   } finally {
     await platform.stop();

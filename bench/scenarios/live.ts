@@ -1,5 +1,5 @@
 import type { BenchContext } from '../lib/context.js';
-import { latencyRun, streamSummary } from './latency.js';
+import { streamSummary, withStreamTarget } from './latency.js';
 
 export interface LiveResult {
   kneeRps: number;
@@ -20,7 +20,8 @@ function kneeRates(maxRps: number): number[] {
 
 /**
  * The knee: the highest publish rate at which one `all` process keeps 202 → receiver p99 within
- * 100 ms. Each rate is a latency run of its own (fresh tables, fresh process, warm-up left out);
+ * 100 ms. The rates are stepped through on one process, warm as a live platform is (a cold start
+ * is a different question), each with its first seconds left out;
  * a rate fails on p99 > 100 ms, on any failed publish (including 429s from the per-tenant request
  * budget, TENANT_RATE_LIMIT_PER_SECOND), when a delivery has not arrived by the end of the drain
  * wait, or when the 202s came back more than 5 % slower than the offered rate: 202 → receiver
@@ -40,21 +41,23 @@ export async function runLive(ctx: BenchContext): Promise<LiveResult> {
   const cfg = ctx.config.live;
   const steps: Array<Record<string, unknown>> = [];
   let kneeRps = 0;
-  for (const rate of kneeRates(cfg.maxRps)) {
-    const connections = Math.max(20, Math.ceil(rate / 10));
-    const r = await latencyRun(ctx, { label: `live-${rate}`, rate, seconds: cfg.seconds, warmupSeconds: cfg.warmupSeconds, drainSeconds: cfg.drainSeconds, connections, endpoints, fanOut: 'roundRobin' });
-    const summary = streamSummary(r);
-    const failures = [
-      summary.publishFailed > 0 && `${summary.publishFailed} publishes failed`,
-      summary.answeredRate < rate * minAnsweredShare && `202s came back at ${summary.answeredRate}/s`,
-      summary.notArrivedWhenWaitingStopped > 0 && `${summary.notArrivedWhenWaitingStopped} deliveries had not arrived ${cfg.drainSeconds}s after the last publish`,
-      summary.p99Ms > p99LimitMs && `p99 ${summary.p99Ms} ms > ${p99LimitMs} ms`,
-    ].filter((f): f is string => typeof f === 'string');
-    steps.push({ rate, connections, ...summary, publishStatusCodes: r.sent.statusCodes, passed: failures.length === 0, failures });
-    ctx.log(`live: ${rate}/s → p50 ${summary.p50Ms} ms, p99 ${summary.p99Ms} ms: ${failures.length === 0 ? 'pass' : failures.join('; ')}`);
-    if (failures.length > 0) break;
-    kneeRps = rate;
-  }
+  await withStreamTarget(ctx, { label: 'live', endpoints, fanOut: 'roundRobin' }, async (measure) => {
+    for (const rate of kneeRates(cfg.maxRps)) {
+      const connections = Math.max(20, Math.ceil(rate / 10));
+      const r = await measure({ rate, seconds: cfg.seconds, warmupSeconds: cfg.warmupSeconds, drainSeconds: cfg.drainSeconds, connections });
+      const summary = streamSummary(r);
+      const failures = [
+        summary.publishFailed > 0 && `${summary.publishFailed} publishes failed`,
+        summary.answeredRate < rate * minAnsweredShare && `202s came back at ${summary.answeredRate}/s`,
+        summary.notArrivedWhenWaitingStopped > 0 && `${summary.notArrivedWhenWaitingStopped} deliveries had not arrived ${cfg.drainSeconds}s after the last publish`,
+        summary.p99Ms > p99LimitMs && `p99 ${summary.p99Ms} ms > ${p99LimitMs} ms`,
+      ].filter((f): f is string => typeof f === 'string');
+      steps.push({ rate, connections, ...summary, publishStatusCodes: r.sent.statusCodes, passed: failures.length === 0, failures });
+      ctx.log(`live: ${rate}/s → p50 ${summary.p50Ms} ms, p99 ${summary.p99Ms} ms: ${failures.length === 0 ? 'pass' : failures.join('; ')}`);
+      if (failures.length > 0) break;
+      kneeRps = rate;
+    }
+  });
   return {
     kneeRps,
     details: {

@@ -134,8 +134,14 @@ export class Dispatcher {
     this.pump.start();
     this.sweepTimer = setInterval(() => void this.sweepOnce(), config.sweepIntervalMs);
     this.sweepTimer.unref();
-    // The first count waits one interval: workers started together would each see only itself.
-    this.workersTimer = setInterval(() => void this.countWorkers(), workerCountIntervalMs);
+    // Counted at once, again a second later (workers started together may each have seen only
+    // itself), then every few seconds.
+    void this.countWorkers();
+    this.workersTimer = setTimeout(() => {
+      void this.countWorkers();
+      this.workersTimer = setInterval(() => void this.countWorkers(), workerCountIntervalMs);
+      this.workersTimer.unref();
+    }, 1_000);
     this.workersTimer.unref();
   }
 
@@ -193,6 +199,7 @@ export class Dispatcher {
     this.stopping = true;
     this.pump.stop();
     clearInterval(this.sweepTimer);
+    clearTimeout(this.workersTimer);
     clearInterval(this.workersTimer);
     await Promise.allSettled([...this.slots]);
     await this.worker?.close(true);
