@@ -163,3 +163,26 @@ export async function sendList(baseUrl: string, requests: readonly PreparedReque
 }
 
 export const p99 = (samples: readonly number[]) => percentile(samples, 99);
+
+/**
+ * Round trips of a bare HTTP request to `url` (a receiver port that answers at once), one every
+ * `everyMs`, until `signal` aborts: what any request on this machine waits for the CPU at that
+ * moment, with no platform in its path. A floor for latencies measured under the same load.
+ */
+export async function probeRoundTrips(url: string, everyMs: number, signal: AbortSignal): Promise<number[]> {
+  const target = new URL(url);
+  const pool = new Pool(target.origin, { connections: 1 });
+  const rtts: number[] = [];
+  try {
+    while (!signal.aborted) {
+      const started = performance.now();
+      const res = await pool.request({ path: target.pathname, method: 'POST', body: '{}', headers: { 'content-type': 'application/json' } });
+      await res.body.dump();
+      rtts.push(performance.now() - started);
+      await new Promise((resolve) => setTimeout(resolve, everyMs));
+    }
+  } finally {
+    await pool.close();
+  }
+  return rtts;
+}

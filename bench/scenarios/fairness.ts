@@ -2,9 +2,9 @@ import { createTenant } from '../lib/api.js';
 import { resetState, startMeasured, type BenchContext } from '../lib/context.js';
 import { countRows } from '../lib/database.js';
 import { busyShare, machineCpu } from '../lib/proc.js';
-import { sendList } from '../lib/load.js';
+import { probeRoundTrips, sendList } from '../lib/load.js';
 import { publishRequest } from '../lib/payload.js';
-import { round } from '../lib/stats.js';
+import { percentile, round } from '../lib/stats.js';
 import { measureStream, streamSummary, type StreamSpec } from './latency.js';
 
 export interface FairnessResult {
@@ -15,21 +15,28 @@ export interface FairnessResult {
 const noisyEndpoints = 5;
 /** A p99 below this is taken as this, so a near-zero baseline cannot inflate the ratio. */
 const p99FloorMs = 1;
+/** How often the bare-request probe sends (see probeRoundTrips). */
+const probeEveryMs = 20;
 
 /**
  * What else the phase cost: the share of the machine's CPU that was busy, and the platform's event
  * loop delay (prom-client's p99 since the previous scrape, which resets it: a scrape starts a phase).
  */
-async function phaseStart(platformUrl: string) {
+async function phaseStart(platformUrl: string, probeUrl: string) {
   await fetch(`${platformUrl}/metrics`).then((r) => r.text());
-  return machineCpu();
+  const stop = new AbortController();
+  return { cpu: machineCpu(), stop, probe: probeRoundTrips(probeUrl, probeEveryMs, stop.signal) };
 }
 
-async function phaseEnd(platformUrl: string, cpuAtStart: ReturnType<typeof machineCpu>) {
+async function phaseEnd(platformUrl: string, started: Awaited<ReturnType<typeof phaseStart>>) {
+  started.stop.abort();
+  const rtts = await started.probe;
   const text = await fetch(`${platformUrl}/metrics`).then((r) => r.text());
   const lag = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? Number.NaN) * 1000;
   return {
-    machineCpuBusy: round(busyShare(cpuAtStart, machineCpu()), 3),
+    machineCpuBusy: round(busyShare(started.cpu, machineCpu()), 3),
+    bareRequestP50Ms: round(percentile(rtts, 50), 2),
+    bareRequestP99Ms: round(percentile(rtts, 99), 2),
     eventLoopDelayP50Ms: round(lag('nodejs_eventloop_lag_p50_seconds'), 1),
     eventLoopDelayP99Ms: round(lag('nodejs_eventloop_lag_p99_seconds'), 1),
     eventLoopDelayMaxMs: round(lag('nodejs_eventloop_lag_max_seconds'), 1),
@@ -65,7 +72,9 @@ export async function runFairness(ctx: BenchContext): Promise<FairnessResult> {
     };
 
     ctx.log(`fairness: tenant B alone, ${cfg.rate} events/s for ${cfg.warmupSeconds}+${cfg.seconds}s`);
-    let phase = await phaseStart(platform.url);
+    // The probe's own port: a receiver port no endpoint uses.
+    const probeUrl = ctx.receiver.okUrl(noisyEndpoints + 1, 'probe');
+    let phase = await phaseStart(platform.url, probeUrl);
     const alone = await measureStream(ctx, platform.url, quiet.apiKey, { ...stream, seconds: cfg.warmupSeconds + cfg.seconds, warmupSeconds: cfg.warmupSeconds });
     const aloneMachine = await phaseEnd(platform.url, phase);
 
@@ -76,7 +85,7 @@ export async function runFairness(ctx: BenchContext): Promise<FairnessResult> {
     const burst = sendList(platform.url, burstRequests, cfg.burstConnections, stopBurst.signal);
     burst.catch(() => undefined); // awaited below; a failure must not surface as an unhandled rejection first
     let withBurst;
-    phase = await phaseStart(platform.url);
+    phase = await phaseStart(platform.url, probeUrl);
     let burstMachine;
     try {
       withBurst = await measureStream(ctx, platform.url, quiet.apiKey, stream);
@@ -93,9 +102,12 @@ export async function runFairness(ctx: BenchContext): Promise<FairnessResult> {
       if (s.publishFailed > 0) throw new Error(`fairness: ${s.publishFailed} of tenant B's publishes failed (${phase})`);
     }
     ctx.log(`fairness: B p99 alone ${aloneSummary.p99Ms} ms, with A's burst ${burstSummary.p99Ms} ms`);
+    const bareRatio = burstMachine.bareRequestP99Ms / Math.max(aloneMachine.bareRequestP99Ms, p99FloorMs);
     return {
       ratio: round(burstSummary.p99Ms / Math.max(aloneSummary.p99Ms, p99FloorMs), 3),
       details: {
+        // The same ratio for a bare HTTP round trip between two other processes: what the load alone does.
+        bareRequestRatio: round(bareRatio, 3),
         rate: cfg.rate,
         seconds: cfg.seconds,
         p99FloorMs,

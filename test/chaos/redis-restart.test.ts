@@ -23,9 +23,10 @@ describe('Redis restarted empty mid-run', () => {
 
   beforeAll(async () => {
     redis = await startRedisServer();
-    // The worker takes 4 attempts at a time while admission allows 3 × 10: most admitted work
-    // waits in Redis, unclaimed, which is exactly what a restart loses.
-    t = await startTestPlatform({ env: { REDIS_URL: redis.url, WORKER_CONCURRENCY: '4', QUEUED_LEASE_SECONDS: '3' } });
+    // The worker takes 4 attempts at a time while admission allows 3 × 10, and shares through
+    // Redis although it is alone: most admitted work waits in Redis, unclaimed, which is exactly
+    // what a restart loses.
+    t = await startTestPlatform({ env: { REDIS_URL: redis.url, WORKER_CONCURRENCY: '4', QUEUED_LEASE_SECONDS: '3', SHARE_VIA_REDIS: 'always' } });
     receiver = await startReceiver(slowResponder(50));
   });
   afterAll(async () => {
