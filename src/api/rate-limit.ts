@@ -3,11 +3,22 @@ import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limite
 import { AppError } from '../domain/errors.js';
 import type { Middleware } from './route.js';
 
+/** A share of a tenant's budget for the current window, taken from Redis at once and spent here. */
+interface Lease {
+  left: number;
+  until: number;
+}
+
 /**
  * Per-tenant request budget for the management API, shared by every API process through Redis.
  * When Redis is down the in-process insurance limiter takes over, so an outage neither blocks the
  * API nor removes the limit. Provider intake is not limited here: refusing a provider's callback
  * would push the retry burden onto a provider that may not retry at all.
+ *
+ * A process takes the budget from Redis in leases of 1/20 of it (at least 1 request) and spends
+ * each lease locally until it runs out or its window ends: a tenant publishing hundreds of events
+ * a second costs a Redis round trip per lease, not per request. The price is precision at the
+ * edge of a window: the last requests may be refused up to one lease per process early, never late.
  */
 export function tenantRateLimit(redis: Redis, requestsPerSecond: number, keyPrefix: string): Middleware {
   const limiter = new RateLimiterRedis({
@@ -17,10 +28,42 @@ export function tenantRateLimit(redis: Redis, requestsPerSecond: number, keyPref
     duration: 1,
     insuranceLimiter: new RateLimiterMemory({ points: requestsPerSecond, duration: 1 }),
   });
+  const leaseSize = Math.max(1, Math.floor(requestsPerSecond / 20));
+  const leases = new Map<string, Lease>();
+  /** A lease being taken: requests arriving meanwhile wait for it instead of taking one each. */
+  const taking = new Map<string, Promise<Lease>>();
+
+  const take = (tenantId: string): Promise<Lease> => {
+    let pending = taking.get(tenantId);
+    if (!pending) {
+      pending = limiter.consume(tenantId, leaseSize).then((granted) => {
+        // Tenants come and go; at most an entry per tenant that used the API in the last window.
+        if (leases.size > 10_000) leases.clear();
+        const lease = { left: leaseSize, until: Date.now() + granted.msBeforeNext };
+        leases.set(tenantId, lease);
+        return lease;
+      });
+      taking.set(tenantId, pending);
+      void pending.finally(() => taking.delete(tenantId)).catch(() => undefined);
+    }
+    return pending;
+  };
+
+  const spend = async (tenantId: string): Promise<void> => {
+    for (;;) {
+      const lease = leases.get(tenantId);
+      if (lease && lease.left > 0 && lease.until > Date.now()) {
+        lease.left--;
+        return;
+      }
+      await take(tenantId); // throws RateLimiterRes once the window's budget is spent
+    }
+  };
+
   return (_req, res, next) => {
     const tenantId = (res.locals.scope as { tenantId: string } | undefined)?.tenantId;
     if (!tenantId) return next();
-    limiter.consume(tenantId).then(
+    spend(tenantId).then(
       () => next(),
       (rejection: unknown) => {
         if (rejection instanceof RateLimiterRes) {
