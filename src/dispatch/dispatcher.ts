@@ -57,6 +57,8 @@ export class Dispatcher {
   private workersTimer: NodeJS.Timeout | undefined;
   /** Whether other worker processes serve the queue (counted every few seconds; assumed at start). */
   private otherWorkers = true;
+  /** Consecutive counts that found this worker alone; two in a row make it believe it. */
+  private aloneCounts = 0;
   private sweeping = false;
   private stopping = false;
   /** Slots running in this process, started by admission or by a BullMQ job. */
@@ -134,8 +136,8 @@ export class Dispatcher {
     this.pump.start();
     this.sweepTimer = setInterval(() => void this.sweepOnce(), config.sweepIntervalMs);
     this.sweepTimer.unref();
-    // Counted at once, again a second later (workers started together may each have seen only
-    // itself), then every few seconds.
+    // Counted at once and again a second later, then every few seconds; alone only when two counts
+    // in a row say so (workers started together may each see only itself at first).
     void this.countWorkers();
     this.workersTimer = setTimeout(() => {
       void this.countWorkers();
@@ -163,10 +165,12 @@ export class Dispatcher {
    */
   private async countWorkers(): Promise<void> {
     try {
-      this.otherWorkers = (await this.queue.getWorkersCount()) > 1;
+      const alone = (await this.queue.getWorkersCount()) <= 1;
+      this.aloneCounts = alone ? this.aloneCounts + 1 : 0;
     } catch {
-      this.otherWorkers = true;
+      this.aloneCounts = 0;
     }
+    this.otherWorkers = this.aloneCounts < 2;
   }
 
   async sweepOnce(): Promise<void> {

@@ -136,7 +136,8 @@ describe('what a round costs', () => {
     });
     expect(admitted.map((r) => r.ep_id)).toContain(ep.id);
     expect(Number(scans.seq_scan)).toBe(0);
-    // A few look-ups per endpoint with pending work (earlier cases' endpoints included), not 2,000.
-    expect(Number(scans.idx_scan)).toBeLessThan(100);
+    // A few look-ups per endpoint with pending work (earlier cases' ~20 endpoints included), not
+    // one or more for each of the 2,000.
+    expect(Number(scans.idx_scan)).toBeLessThan(500);
   });
 });
