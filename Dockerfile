@@ -1,5 +1,7 @@
-# The relay runs its TypeScript sources through tsx (`npm start` = `tsx src/main.ts all`), so the
-# image needs no build step. One image serves every role; docker-compose.yml picks the command.
+# The relay runs its TypeScript sources through tsx's loader (`npm start` = `exec node --import tsx
+# src/main.ts all`: the shell is replaced by node, so the SIGTERM that npm forwards reaches the
+# process that drains in-flight attempts), so the image needs no build step. One image serves
+# every role; docker-compose.yml picks the command.
 FROM node:20-bookworm-slim
 
 ENV NODE_ENV=production

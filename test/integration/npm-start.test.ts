@@ -74,14 +74,17 @@ describe('npm start from nothing', () => {
   // Held open between starts: test runs sweep unused whr_t_ databases, and this one must survive a restart.
   let holder: pg.Client | undefined;
 
-  async function start(extraEnv: Record<string, string> = {}): Promise<Started> {
+  /** The platform as a child process: `npm start` itself, or node running the same entry point. */
+  async function start(extraEnv: Record<string, string> = {}, { viaNpm = false } = {}): Promise<Started> {
     const port = await freePort();
     const env: Record<string, string> = {};
     // Only what a shell needs; none of the platform's own variables leak in from the test runner.
     for (const name of ['PATH', 'HOME', 'TMPDIR', 'LANG']) if (process.env[name]) env[name] = process.env[name]!;
     Object.assign(env, { PORT: String(port), DATABASE_URL: databaseUrl, ENV_FILE: envFile, QUEUE_PREFIX: queuePrefix }, extraEnv);
     if (process.env.TEST_REDIS_URL) env.REDIS_URL = redisUrl;
-    const child = spawn(process.execPath, [tsxCli, 'src/main.ts', 'all'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = viaNpm
+      ? spawn('npm', ['start'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] })
+      : spawn(process.execPath, [tsxCli, 'src/main.ts', 'all'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
     children.push(child);
     let output = '';
     child.stdout!.on('data', (b: Buffer) => (output += b.toString()));
@@ -194,5 +197,15 @@ describe('npm start from nothing', () => {
     const [delivery] = await pgQuery<{ status: string; attempt_count: number }>('SELECT status, attempt_count FROM deliveries WHERE event_id = $1', [published.body.id], dbName);
     expect(delivery).toEqual({ status: 'succeeded', attempt_count: 1 });
     expect(receiver.requests).toHaveLength(1);
+  }, 60_000);
+
+  it('SIGTERM to the PID of `npm start` reaches the platform: it drains, stops listening and exits 0', async () => {
+    const run = await start({}, { viaNpm: true });
+    const stopped = await stop(run);
+    expect(stopped.code).toBe(0);
+    expect(stopped.ms).toBeLessThan(5_000);
+    expect(run.output()).toContain('shutting down');
+    // Nothing left behind listening on the port (an orphaned child would still answer).
+    expect(await request(run.url, 'GET', '/healthz').catch(() => 'refused')).toBe('refused');
   }, 60_000);
 });
