@@ -1,19 +1,29 @@
-# The relay runs its TypeScript sources through tsx's loader (`npm start` = `exec node --import tsx
-# src/main.ts all`: the shell is replaced by node, so the SIGTERM that npm forwards reaches the
-# process that drains in-flight attempts), so the image needs no build step. One image serves
-# every role; docker-compose.yml picks the command.
+# Production runs compiled JavaScript (`node dist/main.js <role>`): no TypeScript loader, and node
+# is PID 1's only process, so SIGTERM reaches the process that drains in-flight attempts. One image
+# serves every role; docker-compose.yml picks the command.
+
+# Build: the TypeScript compiler and the other dev dependencies live only in this stage.
+FROM node:20-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci
+COPY tsconfig.json tsconfig.build.json tsconfig.migrations.json ./
+COPY src ./src
+COPY migrations ./migrations
+RUN npm run build
+
 FROM node:20-bookworm-slim
 
 ENV NODE_ENV=production
 WORKDIR /app
 
-# Dependencies first, so a source change does not reinstall them. tsx is a runtime dependency.
+# Dependencies first, so a code change does not reinstall them.
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev && npm cache clean --force
 
-# Sources stay owned by root: the app runs as `node` and must not be able to rewrite its own code.
-COPY . .
+# The compiled code stays owned by root: the app runs as `node` and must not be able to rewrite it.
+COPY --from=build /app/dist ./dist
 
 USER node
 EXPOSE 3000 3001
-CMD ["npm", "start"]
+CMD ["node", "dist/main.js", "all"]

@@ -1,13 +1,19 @@
 import knexFactory, { type Knex } from 'knex';
 import pg from 'pg';
 import type { Logger } from 'pino';
+import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { DirectoryMigrationSource } from './migration-source.js';
 
 // COUNT(*) and bigserial come back as strings by default; every count here fits in a double.
 pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number.parseInt(v, 10));
 
-export const migrationsDirectory = fileURLToPath(new URL('../../migrations', import.meta.url));
+/**
+ * In a build the migrations sit beside the compiled code (dist/migrations, tsconfig.migrations.json);
+ * in the sources, at the repository root.
+ */
+const builtMigrations = new URL('../migrations', import.meta.url);
+export const migrationsDirectory = fileURLToPath(existsSync(builtMigrations) ? builtMigrations : new URL('../../migrations', import.meta.url));
 
 export interface DbOptions {
   url: string;

@@ -77,8 +77,10 @@ describe('docker-compose.yml', () => {
 
   it('api and worker run the image with their roles and production settings', () => {
     expect(services.api.build).toBeDefined();
-    expect(commandText(services.api)).toBe('npm run start:api');
-    expect(commandText(services.worker)).toBe('npm run start:worker');
+    // Compiled JavaScript, node as the container's process (CONTRACT: node dist/main.js <role>).
+    expect(commandText(services.migrate)).toBe('node dist/main.js migrate');
+    expect(commandText(services.api)).toBe('node dist/main.js api');
+    expect(commandText(services.worker)).toBe('node dist/main.js worker');
     for (const name of ['api', 'worker']) {
       const env = envOf(services[name]);
       expect(env.NODE_ENV).toBe('production');
