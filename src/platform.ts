@@ -86,7 +86,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
 
   let subscriber: Redis | undefined;
   if (role !== 'api') {
-    dispatcher = new Dispatcher({ config, db, lifecycle, box, logger, connection: createRedis(config.redisUrl, 'worker'), queuePrefix: prefix, lookup: opts.lookup });
+    dispatcher = new Dispatcher({ config, lifecycle, box, logger, connection: createRedis(config.redisUrl, 'worker'), queuePrefix: prefix, lookup: opts.lookup });
     dispatcher.start();
     if (role === 'worker') {
       // API processes announce new work here; polling covers any announcement that is lost.

@@ -35,7 +35,7 @@ function cachedKeys(db: Knex): (token: string) => Promise<ApiKey | undefined> {
     const hash = hashApiKey(token);
     const hit = cache.get(hash);
     if (hit && hit.until > Date.now()) return hit.key;
-    const key = await findApiKey(db, token);
+    const key = await findApiKey(db, hash);
     cache.delete(hash);
     if (key) {
       if (cache.size >= keyCacheMax) cache.delete(cache.keys().next().value!);

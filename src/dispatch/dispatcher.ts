@@ -1,5 +1,4 @@
 import { Worker, type ConnectionOptions, type Queue } from 'bullmq';
-import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { Config } from '../config/index.js';
 import type { SecretBox } from '../domain/secret-box.js';
@@ -15,7 +14,6 @@ import { createDeliveryQueue, deliveryJobId, deliveryQueueName, type DeliveryJob
 
 export interface DispatcherDeps {
   config: Config;
-  db: Knex;
   lifecycle: DeliveryLifecycle;
   box: SecretBox;
   logger: Logger;
@@ -55,6 +53,7 @@ export class Dispatcher {
   private worker: Worker<DeliveryJob> | undefined;
   private sweepTimer: NodeJS.Timeout | undefined;
   private workersTimer: NodeJS.Timeout | undefined;
+  private recountTimer: NodeJS.Timeout | undefined;
   /** Whether other worker processes serve the queue (counted every few seconds; assumed at start). */
   private otherWorkers = true;
   /** Consecutive counts that found this worker alone; two in a row make it believe it. */
@@ -139,11 +138,9 @@ export class Dispatcher {
     // Counted at once and again a second later, then every few seconds; alone only when two counts
     // in a row say so (workers started together may each see only itself at first).
     void this.countWorkers();
-    this.workersTimer = setTimeout(() => {
-      void this.countWorkers();
-      this.workersTimer = setInterval(() => void this.countWorkers(), workerCountIntervalMs);
-      this.workersTimer.unref();
-    }, 1_000);
+    this.recountTimer = setTimeout(() => void this.countWorkers(), 1_000);
+    this.recountTimer.unref();
+    this.workersTimer = setInterval(() => void this.countWorkers(), workerCountIntervalMs);
     this.workersTimer.unref();
   }
 
@@ -203,7 +200,7 @@ export class Dispatcher {
     this.stopping = true;
     this.pump.stop();
     clearInterval(this.sweepTimer);
-    clearTimeout(this.workersTimer);
+    clearTimeout(this.recountTimer);
     clearInterval(this.workersTimer);
     await Promise.allSettled([...this.slots]);
     await this.worker?.close(true);

@@ -24,7 +24,8 @@ export async function createTenant(db: Knex, name: string): Promise<{ id: string
   return { id, name, apiKey };
 }
 
-export async function findApiKey(db: Knex, apiKey: string): Promise<{ keyId: string; tenantId: string } | undefined> {
-  const row = await db('api_keys').where({ key_hash: hashApiKey(apiKey) }).whereNull('revoked_at').first('id', 'tenant_id');
+/** The live key with this hash (see hashApiKey): the caller hashes once, for its own cache too. */
+export async function findApiKey(db: Knex, keyHash: string): Promise<{ keyId: string; tenantId: string } | undefined> {
+  const row = await db('api_keys').where({ key_hash: keyHash }).whereNull('revoked_at').first('id', 'tenant_id');
   return row ? { keyId: row.id, tenantId: row.tenant_id } : undefined;
 }
