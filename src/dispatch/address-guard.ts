@@ -1,6 +1,9 @@
 // SSRF guard: which addresses and URLs the relay may send tenant-controlled requests to.
 // Used at registration (checkTargetUrl) and at send time by the HTTP client's connector
-// (classifyAddress on every resolved or literal address, so DNS cannot smuggle a private target).
+// (targetRefusal on every resolved or literal address, so DNS cannot smuggle a private target).
+// ALLOW_PRIVATE_TARGETS opens loopback and private ranges for local development; link-local and
+// cloud metadata addresses stay closed under every setting: no developer needs to send a webhook
+// to an instance's metadata service, and that is where cloud credentials are handed out.
 import net from 'node:net';
 import ipaddr from 'ipaddr.js';
 
@@ -9,6 +12,7 @@ export type AddressClass =
   | 'loopback'
   | 'private' // RFC 1918, CGNAT 100.64/10, IPv6 unique-local fc00::/7
   | 'link_local' // 169.254/16 (cloud metadata lives here), fe80::/10
+  | 'metadata' // cloud metadata services outside link-local: Alibaba 100.100.100.200, Oracle 192.0.0.192, AWS fd00:ec2::254
   | 'unspecified' // 0/8, :: (connecting to 0.0.0.0 reaches the local host on Linux)
   | 'multicast'
   | 'broadcast'
@@ -19,6 +23,25 @@ export type AddressClass =
 const IPV6_GLOBAL_UNICAST = ipaddr.IPv6.parseCIDR('2000::/3');
 const NAT64_WELL_KNOWN = ipaddr.IPv6.parseCIDR('64:ff9b::/96');
 const IPV4_COMPATIBLE = ipaddr.IPv6.parseCIDR('::/96');
+/** Cloud metadata endpoints that are not in 169.254/16 (link-local is refused as a whole). */
+const METADATA_V4 = new Set(['100.100.100.200', '192.0.0.192']);
+const METADATA_V6 = new Set(['fd00:ec2::254']);
+
+/** Classes no setting opens: link-local and cloud metadata, in whatever notation they arrive. */
+export function alwaysRefused(cls: AddressClass): boolean {
+  return cls === 'link_local' || cls === 'metadata';
+}
+
+/**
+ * Why a connection to an address of this class is refused, or undefined when it may be made. Only
+ * 'public' passes by default; ALLOW_PRIVATE_TARGETS also passes the rest except link-local and metadata.
+ */
+export function targetRefusal(cls: AddressClass, allowPrivate: boolean): string | undefined {
+  if (cls === 'public') return undefined;
+  if (alwaysRefused(cls)) return `a link-local or cloud metadata address (${cls}), refused under every setting`;
+  if (allowPrivate && cls !== 'invalid') return undefined;
+  return `a non-public address (${cls})`;
+}
 
 /** Classifies an IP address (IPv4 or IPv6, brackets allowed). Only 'public' may be contacted. */
 export function classifyAddress(ip: string): AddressClass {
@@ -29,6 +52,7 @@ export function classifyAddress(ip: string): AddressClass {
 }
 
 function classifyV4(addr: ipaddr.IPv4): AddressClass {
+  if (METADATA_V4.has(addr.toString())) return 'metadata';
   switch (addr.range()) {
     case 'unicast':
       return 'public';
@@ -55,7 +79,38 @@ function embeddedV4(addr: ipaddr.IPv6, firstByte: number): ipaddr.IPv4 {
   return new ipaddr.IPv4(b.slice(firstByte, firstByte + 4));
 }
 
+/**
+ * The IPv4 addresses a local-use NAT64 address (64:ff9b:1::/48) may carry: RFC 6052 puts the IPv4
+ * at a position that depends on the network's prefix length (/48, /56, /64 or /96, skipping byte 8),
+ * which cannot be known from here, so every position is read.
+ */
+function localNat64Candidates(addr: ipaddr.IPv6): ipaddr.IPv4[] {
+  const b = addr.toByteArray();
+  return [
+    [b[6], b[7], b[9], b[10]],
+    [b[7], b[9], b[10], b[11]],
+    [b[9], b[10], b[11], b[12]],
+    [b[12], b[13], b[14], b[15]],
+  ].map((bytes) => new ipaddr.IPv4(bytes as number[]));
+}
+
+/** Teredo (2001::/32) carries the server IPv4 in bytes 4-7 and the client IPv4, inverted, in bytes 12-15. */
+function teredoCandidates(addr: ipaddr.IPv6): ipaddr.IPv4[] {
+  const b = addr.toByteArray();
+  return [embeddedV4(addr, 4), new ipaddr.IPv4(b.slice(12, 16).map((x) => x ^ 0xff))];
+}
+
+/** A tunnel or translation address that may lead to link-local or metadata is judged by that. */
+function worstOf(candidates: ipaddr.IPv4[], otherwise: AddressClass): AddressClass {
+  for (const v4 of candidates) {
+    const cls = classifyV4(v4);
+    if (alwaysRefused(cls)) return cls;
+  }
+  return otherwise;
+}
+
 function classifyV6(addr: ipaddr.IPv6): AddressClass {
+  if (METADATA_V6.has(addr.toString())) return 'metadata';
   const range = addr.range();
   switch (range) {
     case 'unspecified':
@@ -75,7 +130,7 @@ function classifyV6(addr: ipaddr.IPv6): AddressClass {
     case 'rfc6052': {
       // 64:ff9b::/96 is DNS64/NAT64 and legitimately used by IPv6-only networks to reach public
       // IPv4; the local-use 64:ff9b:1::/48 is site-specific and cannot be judged, so refused.
-      if (!addr.match(NAT64_WELL_KNOWN)) return 'reserved';
+      if (!addr.match(NAT64_WELL_KNOWN)) return worstOf(localNat64Candidates(addr), 'reserved');
       return classifyV4(embeddedV4(addr, 12));
     }
     case '6to4': {
@@ -83,7 +138,7 @@ function classifyV6(addr: ipaddr.IPv6): AddressClass {
       return inner === 'public' ? 'tunnel' : inner;
     }
     case 'teredo':
-      return 'tunnel'; // server and (obfuscated) client IPv4 both embedded; no legitimate use here
+      return worstOf(teredoCandidates(addr), 'tunnel'); // no legitimate use here
     case 'unicast':
       break;
     default:
@@ -173,6 +228,10 @@ export function isLocalhostName(hostname: string): boolean {
   return h === 'localhost' || h.endsWith('.localhost');
 }
 
+/** What ALLOW_PRIVATE_TARGETS does, for the messages that a developer trying it locally will meet. */
+const PRIVATE_TARGETS_HINT =
+  'ALLOW_PRIVATE_TARGETS=true (for local development and tests) lets the server accept http and loopback or private addresses';
+
 /**
  * Registration-time validation of an endpoint URL. Hostnames are only judged here when they are
  * IP literals or localhost; anything else is resolved and checked at send time by the connector.
@@ -188,22 +247,25 @@ export function checkTargetUrl(url: string, opts: { allowPrivate: boolean }): Ta
     return { ok: false, code: 'invalid_url', message: 'url must be an absolute http(s) URL' };
   }
   if (u.protocol !== 'https:' && !(u.protocol === 'http:' && opts.allowPrivate)) {
-    const message = opts.allowPrivate ? 'url scheme must be http or https' : 'url scheme must be https';
+    const message = opts.allowPrivate
+      ? 'url scheme must be http or https'
+      : `url scheme must be https${u.protocol === 'http:' ? `; ${PRIVATE_TARGETS_HINT}` : ''}`;
     return { ok: false, code: 'scheme_not_allowed', message };
   }
   if (u.username !== '' || u.password !== '') {
     return { ok: false, code: 'credentials_in_url', message: 'url must not contain a username or password' };
   }
-  if (!opts.allowPrivate) {
-    const literal = parseHostLiteral(u.hostname);
-    if (literal !== undefined) {
-      const cls = classifyAddress(literal);
-      if (cls !== 'public') {
-        return { ok: false, code: 'private_address', message: `url points to a non-public address (${cls})` };
-      }
-    } else if (isLocalhostName(u.hostname)) {
-      return { ok: false, code: 'private_address', message: 'url points to localhost' };
+  const literal = parseHostLiteral(u.hostname);
+  if (literal !== undefined) {
+    const cls = classifyAddress(literal);
+    if (alwaysRefused(cls)) {
+      return { ok: false, code: 'private_address', message: `url points to ${targetRefusal(cls, opts.allowPrivate)!}, ALLOW_PRIVATE_TARGETS included` };
     }
+    if (!opts.allowPrivate && cls !== 'public') {
+      return { ok: false, code: 'private_address', message: `url points to a non-public address (${cls}); ${PRIVATE_TARGETS_HINT}` };
+    }
+  } else if (!opts.allowPrivate && isLocalhostName(u.hostname)) {
+    return { ok: false, code: 'private_address', message: `url points to localhost; ${PRIVATE_TARGETS_HINT}` };
   }
   return { ok: true, url: u };
 }

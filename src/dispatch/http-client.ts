@@ -6,7 +6,7 @@ import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { Agent, buildConnector, errors as undiciErrors } from 'undici';
 import type { AttemptOutcome, ErrorClass } from '../domain/retry-policy.js';
-import { classifyAddress, isLocalhostName } from './address-guard.js';
+import { classifyAddress, isLocalhostName, targetRefusal } from './address-guard.js';
 
 export interface LookupAddress {
   address: string;
@@ -58,15 +58,16 @@ class AttemptTimeoutError extends Error {
   readonly code = 'WEBHOOK_ATTEMPT_TIMEOUT';
 }
 
-function assertPublic(address: string, what: string): void {
-  const cls = classifyAddress(address);
+function assertAllowed(address: string, what: string, allowPrivate: boolean): void {
   // The address itself is not echoed: it may describe our internal network to a tenant.
-  if (cls !== 'public') throw new SsrfRefusedError(`${what} a non-public address (${cls})`);
+  const refusal = targetRefusal(classifyAddress(address), allowPrivate);
+  if (refusal !== undefined) throw new SsrfRefusedError(`${what} ${refusal}`);
 }
 
 /**
  * Picks the one address a new connection will use from a DNS answer. Every answer is checked, not
- * just the chosen one: a mixed public/private answer is a rebinding attempt. IPv4 is preferred
+ * just the chosen one: a mixed public/private answer is a rebinding attempt, and with private
+ * targets allowed an answer that includes link-local or metadata is still refused. IPv4 is preferred
  * because containers often lack an IPv6 route and we connect to exactly one address.
  */
 export function selectAddress(addresses: readonly LookupAddress[], allowPrivate: boolean): string {
@@ -75,7 +76,7 @@ export function selectAddress(addresses: readonly LookupAddress[], allowPrivate:
   if (first === undefined || net.isIP(first.address) === 0) {
     throw Object.assign(new Error('no usable addresses'), { code: 'ENOTFOUND' });
   }
-  if (!allowPrivate) for (const a of addresses) assertPublic(a.address, 'hostname resolves to');
+  for (const a of addresses) assertAllowed(a.address, 'hostname resolves to', allowPrivate);
   return first.address;
 }
 
@@ -90,7 +91,7 @@ export function createDeliveryClient(opts: DeliveryClientOptions): DeliveryClien
     const host = hostname.startsWith('[') ? hostname.slice(1, -1) : hostname;
     // net.connect skips DNS for literals, so they must be judged here explicitly.
     if (net.isIP(host) !== 0) {
-      assertAllowed(host, 'target is');
+      assertAllowed(host, 'target is', opts.allowPrivateTargets);
       return host;
     }
     // localhost and *.localhost are loopback by definition (RFC 6761), whatever this host's
@@ -99,10 +100,6 @@ export function createDeliveryClient(opts: DeliveryClientOptions): DeliveryClien
     if (!opts.allowPrivateTargets && isLocalhostName(host)) throw new SsrfRefusedError('target is a localhost name');
     const addresses = await withTimeout(lookup(host), opts.connectTimeoutMs);
     return selectAddress(addresses, opts.allowPrivateTargets);
-  }
-
-  function assertAllowed(address: string, what: string): void {
-    if (!opts.allowPrivateTargets) assertPublic(address, what);
   }
 
   const connect: buildConnector.connector = (options, callback) => {

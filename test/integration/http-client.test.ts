@@ -264,7 +264,11 @@ describe('SSRF guard (allowPrivateTargets=false)', () => {
     expect(selectAddress(a('2606:4700::1111'), false)).toBe('2606:4700::1111');
     expect(() => selectAddress(a('8.8.8.8', '127.0.0.1'), false)).toThrow(/non-public/);
     expect(() => selectAddress(a('8.8.8.8', '::ffff:10.0.0.1'), false)).toThrow(/non-public/);
-    expect(() => selectAddress(a('8.8.8.8', '169.254.169.254'), false)).toThrow(/non-public/);
+    expect(() => selectAddress(a('8.8.8.8', '169.254.169.254'), false)).toThrow(/link-local or cloud metadata/);
+    // With private targets allowed, an answer that includes link-local or metadata is still refused.
+    for (const answer of [a('127.0.0.1', '169.254.169.254'), a('169.254.169.254'), a('::ffff:169.254.169.254'), a('fe80::1'), a('fd00:ec2::254'), a('100.100.100.200'), a('64:ff9b::a9fe:a9fe')]) {
+      expect(() => selectAddress(answer, true), answer[0]!.address).toThrow(/refused under every setting/);
+    }
     expect(selectAddress(a('::1', '127.0.0.1'), true)).toBe('127.0.0.1');
     expect(() => selectAddress([], true)).toThrow();
   });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkTargetUrl, classifyAddress, isLocalhostName, parseHostLiteral } from '../../src/dispatch/address-guard.js';
+import { checkTargetUrl, classifyAddress, isLocalhostName, parseHostLiteral, targetRefusal } from '../../src/dispatch/address-guard.js';
 
 describe('parseHostLiteral', () => {
   it.each([
@@ -99,6 +99,14 @@ describe('classifyAddress', () => {
     ['::8.8.8.8', 'reserved'],
     ['2002:808:808::', 'tunnel'], // 6to4 of a public address
     ['2001::1', 'tunnel'], // Teredo
+    ['100.100.100.200', 'metadata'], // Alibaba Cloud
+    ['192.0.0.192', 'metadata'], // Oracle Cloud
+    ['fd00:ec2::254', 'metadata'], // AWS over IPv6
+    ['fd00:ec2:0:0:0:0:0:254', 'metadata'],
+    ['::ffff:100.100.100.200', 'metadata'],
+    ['64:ff9b::6464:64c8', 'metadata'],
+    ['2002:6464:64c8::', 'metadata'],
+    ['::100.100.100.200', 'metadata'],
     ['not-an-ip', 'invalid'],
     ['', 'invalid'],
   ])('%s → %s', (ip, expected) => expect(classifyAddress(ip)).toBe(expected));
@@ -196,20 +204,61 @@ describe('checkTargetUrl', () => {
     }
   });
 
+  it('names ALLOW_PRIVATE_TARGETS and what it does when refusing http or a private address', () => {
+    const http = checkTargetUrl('http://127.0.0.1:8080/hook', strict);
+    expect(http).toMatchObject({ ok: false, code: 'scheme_not_allowed', message: expect.stringMatching(/ALLOW_PRIVATE_TARGETS=true .*http and loopback or private addresses/) });
+    const loopback = checkTargetUrl('https://127.0.0.1:8443/hook', strict);
+    expect(loopback).toMatchObject({ ok: false, code: 'private_address', message: expect.stringMatching(/\(loopback\); ALLOW_PRIVATE_TARGETS=true/) });
+    expect(checkTargetUrl('https://localhost/hook', strict)).toMatchObject({ ok: false, message: expect.stringContaining('ALLOW_PRIVATE_TARGETS') });
+    // ftp is not something the setting would allow, so it is not offered as the way out.
+    expect(checkTargetUrl('ftp://example.com/', strict)).toMatchObject({ ok: false, code: 'scheme_not_allowed', message: 'url scheme must be https' });
+  });
+
   it('refuses credentials in the URL', () => {
     expect(checkTargetUrl('https://user:pw@example.com/', strict)).toMatchObject({ ok: false, code: 'credentials_in_url' });
     expect(checkTargetUrl('https://user@example.com/', lax)).toMatchObject({ ok: false, code: 'credentials_in_url' });
   });
 
+  // Link-local and cloud metadata, in every notation that reaches them: refused with and without
+  // ALLOW_PRIVATE_TARGETS. Nothing here is ever contacted.
+  const metadataHosts = [
+    '169.254.169.254', '2852039166', '0xA9FEA9FE', '0xa9.0xfe.0xa9.0xfe', '0251.0376.0251.0376', '169.254.43518', '169.254.0.1',
+    '169.254.170.2', '%31%36%39.254.169.254', '[::ffff:169.254.169.254]', '[::ffff:a9fe:a9fe]', '[64:ff9b::a9fe:a9fe]',
+    '[64:ff9b::169.254.169.254]', '[2002:a9fe:a9fe::]', '[::a9fe:a9fe]', '[::169.254.169.254]', '[::ffff:0:a9fe:a9fe]',
+    '[64:ff9b:1::a9fe:a9fe]', '[64:ff9b:1:0:a9:fea9:fe00:0]', '[2001:0:4136:e378:8000:63bf:5601:5601]', '[fe80::1]',
+    '[fe80::a9fe:a9fe]', '[febf:ffff::1]', '[fd00:ec2::254]', '100.100.100.200', '1684301000', '[::ffff:6464:64c8]',
+    '192.0.0.192',
+  ];
+  it.each(metadataHosts)('never allowed: %s', (host) => {
+    for (const scheme of ['http', 'https']) {
+      const lax = checkTargetUrl(`${scheme}://${host}/latest/meta-data/`, { allowPrivate: true });
+      expect(lax).toMatchObject({ ok: false, code: 'private_address', message: expect.stringMatching(/link-local or cloud metadata .*ALLOW_PRIVATE_TARGETS included/) });
+    }
+    expect(checkTargetUrl(`https://${host}/`, strict)).toMatchObject({ ok: false, code: 'private_address' });
+    const address = parseHostLiteral(new URL(`http://${host}/`).hostname)!;
+    expect(targetRefusal(classifyAddress(address), true)).toMatch(/refused under every setting/);
+    expect(targetRefusal(classifyAddress(address), false)).toMatch(/refused under every setting/);
+  });
+
+  it('targetRefusal: public always passes, private only with ALLOW_PRIVATE_TARGETS, invalid never', () => {
+    expect(targetRefusal('public', false)).toBeUndefined();
+    for (const cls of ['loopback', 'private', 'unspecified', 'reserved', 'tunnel'] as const) {
+      expect(targetRefusal(cls, true)).toBeUndefined();
+      expect(targetRefusal(cls, false)).toBe(`a non-public address (${cls})`);
+    }
+    expect(targetRefusal('invalid', true)).toBeDefined();
+    expect(targetRefusal(classifyAddress('100.64.0.1'), true)).toBeUndefined(); // CGNAT, but not Alibaba's metadata address
+    expect(targetRefusal(classifyAddress('fd00:ec2::253'), true)).toBeUndefined(); // unique-local, not the metadata address
+  });
+
   const privateHosts = [
     '127.0.0.1', '2130706433', '0x7f000001', '127.1', '0177.0.0.1', '0.0.0.0', '0', '[::1]', '[::ffff:127.0.0.1]',
-    '[::ffff:7f00:1]', '10.0.0.1', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '[fc00::1]',
-    '[fe80::1]', '[::]', '224.0.0.1', 'localhost', 'LocalHost.', 'app.localhost', '%31%32%37.0.0.1',
+    '[::ffff:7f00:1]', '10.0.0.1', '172.16.0.1', '192.168.1.1', '100.64.0.1', '[fc00::1]',
+    '[::]', '224.0.0.1', 'localhost', 'LocalHost.', 'app.localhost', '%31%32%37.0.0.1',
     // The loopback notations the live SSRF suite (test/security/ssrf.test.ts) sends for real.
     '127.0.0.2', '[0:0:0:0:0:0:0:1]', '127.000.000.001', '0x7f.1', 'localhost.', 'foo.localhost',
-    // Private and link-local ranges, never contacted by any test.
-    '10.255.255.255', '172.31.255.255', '192.168.255.255', '169.254.0.1', '100.127.255.255', '[fd00::1]',
-    '[febf::1]', '[::ffff:10.0.0.1]', '[64:ff9b::a9fe:a9fe]', '3232235777', '0xa9fea9fe', '10.1',
+    // Private ranges, never contacted by any test.
+    '10.255.255.255', '172.31.255.255', '192.168.255.255', '100.127.255.255', '[fd00::1]', '[::ffff:10.0.0.1]', '3232235777', '10.1',
   ];
   it.each(privateHosts)('private_address: https://%s:8443/', (host) => {
     expect(checkTargetUrl(`https://${host}:8443/x`, strict)).toMatchObject({ ok: false, code: 'private_address' });
