@@ -23,6 +23,16 @@ export function constantTimeEqual(a: string, b: string): boolean {
   return timingSafeEqual(left, right);
 }
 
+/**
+ * Constant-time comparison of a received hex digest with the expected one. Hex is case-insensitive
+ * (.NET's Convert.ToHexString, for one, emits uppercase), so both are compared as the bytes they
+ * encode, never as text. Anything that is not hex of the expected length is simply unequal.
+ */
+export function hexDigestEqual(received: string, expectedHex: string): boolean {
+  if (received.length !== expectedHex.length || received.length % 2 !== 0 || !/^[0-9a-fA-F]*$/.test(received)) return false;
+  return timingSafeEqual(Buffer.from(received, 'hex'), Buffer.from(expectedHex, 'hex'));
+}
+
 /** Standard Webhooks secrets are `whsec_` + base64 of the key bytes; the key is the decoded bytes. */
 export function decodeWebhookSecret(secret: string): Buffer {
   const encoded = secret.startsWith(WHSEC_PREFIX) ? secret.slice(WHSEC_PREFIX.length) : secret;

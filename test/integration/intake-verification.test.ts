@@ -223,17 +223,41 @@ describe.each(kinds)('$type', (kind) => {
   }
 });
 
-describe('momo-communication signature format', () => {
-  it('rejects a sha256=-prefixed or upper-case signature of the right body', async () => {
+describe('signature hex case', () => {
+  it('momo-communication rejects a sha256=-prefixed signature of the right body', async () => {
     const source = sources['momo-communication'];
     const body = communication.messageStatus(`m-${randomUUID()}`, 'sent');
     const hex = communication.headers(source.secret, body)['x-signature'];
-    for (const signature of [`sha256=${hex}`, hex.toUpperCase()]) {
-      const before = await storedFor(t.platform.db, source.id);
+    const before = await storedFor(t.platform.db, source.id);
+    const res = await postCallback(t, source.id, { rawBody: body, headers: { 'content-type': 'application/json', 'x-signature': `sha256=${hex}` } });
+    expectError(res, 401, 'bad_signature');
+    expect(await storedFor(t.platform.db, source.id)).toEqual(before);
+  });
+
+  it('momo-communication accepts the HMAC in uppercase or mixed-case hex, and still refuses another body', async () => {
+    const source = sources['momo-communication'];
+    for (const recase of [(hex: string) => hex.toUpperCase(), (hex: string) => hex.slice(0, 32).toUpperCase() + hex.slice(32)]) {
+      const body = communication.messageStatus(`m-${randomUUID()}`, 'sent');
+      const signature = recase(communication.headers(source.secret, body)['x-signature']);
+      expect(signature).toMatch(/[A-F]/);
       const res = await postCallback(t, source.id, { rawBody: body, headers: { 'content-type': 'application/json', 'x-signature': signature } });
-      expectError(res, 401, 'bad_signature');
+      const { eventId } = expectOutcome(res, 'accepted');
+      const rows = await rowsOfEvent(t.platform.db, eventId);
+      expect({ type: rows.event?.type, receipts: rows.receipts.length }).toEqual({ type: 'message.status', receipts: 1 });
+      const before = await storedFor(t.platform.db, source.id);
+      const other = communication.messageStatus(`m-${randomUUID()}`, 'sent');
+      expectError(await postCallback(t, source.id, { rawBody: other, headers: { 'content-type': 'application/json', 'x-signature': signature } }), 401, 'bad_signature');
       expect(await storedFor(t.platform.db, source.id)).toEqual(before);
     }
+  });
+
+  it('momo-automation accepts the v1 HMAC in uppercase hex', async () => {
+    const source = sources['momo-automation'];
+    const body = automation.body(randomUUID());
+    const header = automation.headers(source.secret, body)['x-momo-signature'];
+    const upper = header.replace(/v1=([0-9a-f]+)/, (_m, hex: string) => `v1=${hex.toUpperCase()}`);
+    expect(upper).not.toBe(header);
+    expectOutcome(await postCallback(t, source.id, { rawBody: body, headers: { 'content-type': 'application/json', 'x-momo-signature': upper } }), 'accepted');
   });
 });
 

@@ -6,6 +6,7 @@ import {
   decodeWebhookSecret,
   generateHexSecret,
   generateWebhookSecret,
+  hexDigestEqual,
   hmacSha256Hex,
   signatureHeader,
   signStandardWebhook,
@@ -47,6 +48,23 @@ describe('constantTimeEqual', () => {
   ])('%j vs %j → %s', (a, b, expected) => {
     expect(constantTimeEqual(a, b)).toBe(expected);
   });
+});
+
+describe('hexDigestEqual', () => {
+  const digest = '5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843';
+  it.each([
+    ['the same lowercase hex', digest, true],
+    ['uppercase hex of the same digest', digest.toUpperCase(), true],
+    ['mixed case', digest.slice(0, 32).toUpperCase() + digest.slice(32), true],
+    ['one nibble different', `${digest.slice(0, 63)}4`, false],
+    ['one character short', digest.slice(0, 63), false],
+    ['one character long', `${digest}0`, false],
+    ['non-hex of the right length', `${digest.slice(0, 63)}g`, false],
+    // Buffer.from(hex) stops at the first non-hex pair; the format check must not let that truncate.
+    ['hex followed by garbage of the right length', `${digest.slice(0, 62)}zz`, false],
+    ['a sha256= prefix', `sha256=${digest.slice(7)}`, false],
+    ['empty', '', false],
+  ])('%s → %s', (_name, received, expected) => expect(hexDigestEqual(received, digest)).toBe(expected));
 });
 
 describe('Standard Webhooks signing', () => {

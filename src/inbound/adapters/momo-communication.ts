@@ -1,7 +1,7 @@
 import type { InboundAdapter, InboundRequest, MessageStatus, ParsedEvent } from '../adapter.js';
 import { fallbackDedupeKey } from '../../domain/dedupe.js';
 import { messageStatus } from '../../domain/message-status.js';
-import { constantTimeEqual, generateHexSecret, hmacSha256Hex } from '../../domain/signing.js';
+import { generateHexSecret, hexDigestEqual, hmacSha256Hex } from '../../domain/signing.js';
 import {
   header,
   optionalString,
@@ -16,12 +16,13 @@ import {
 } from './shared.js';
 
 /**
- * Momo Business communication callbacks: `X-Signature` is the lowercase hex HMAC-SHA256 of the raw
- * body, with no prefix and no timestamp. The body is flat and carries no stable event id, so the
- * logical event is (resource, transition): a repeat with a new callback timestamp is the same event.
+ * Momo Business communication callbacks: `X-Signature` is the hex HMAC-SHA256 of the raw body, with
+ * no prefix and no timestamp (the contract writes it lowercase; uppercase is the same digest and is
+ * accepted too). The body is flat and carries no stable event id, so the logical event is
+ * (resource, transition): a repeat with a new callback timestamp is the same event.
  */
 
-const SIGNATURE_FORMAT = /^[0-9a-f]{64}$/;
+const SIGNATURE_FORMAT = /^[0-9a-fA-F]{64}$/;
 
 /**
  * Fields that differ between callbacks about the same thing; excluded from the fallback key so a
@@ -39,11 +40,11 @@ const RESOURCES = [
 function verify(request: InboundRequest, secret: string): ReturnType<InboundAdapter['verify']> {
   const signature = header(request, 'x-signature');
   if (signature === undefined) return rejected('missing_signature', 'X-Signature header is missing');
-  // The contract fixes the format; a `sha256=` prefix or uppercase hex is some other sender.
-  if (!SIGNATURE_FORMAT.test(signature)) return rejected('bad_signature', 'X-Signature must be 64 lowercase hex characters');
+  // The contract fixes the format; a `sha256=` prefix is some other sender.
+  if (!SIGNATURE_FORMAT.test(signature)) return rejected('bad_signature', 'X-Signature must be 64 hex characters');
   if (secret === '') return rejected('bad_signature', 'source has no signing secret');
   const expected = hmacSha256Hex(secret, request.rawBody);
-  return constantTimeEqual(signature, expected) ? { ok: true } : rejected('bad_signature', 'X-Signature does not match the body');
+  return hexDigestEqual(signature, expected) ? { ok: true } : rejected('bad_signature', 'X-Signature does not match the body');
 }
 
 /** The resource the event is about: the one its event name points at, else the first id present. */
