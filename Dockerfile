@@ -24,6 +24,8 @@ RUN npm ci --omit=dev && npm cache clean --force
 # The compiled code stays owned by root: the app runs as `node` and must not be able to rewrite it.
 COPY --from=build /app/dist ./dist
 
-USER node
+# `node` (uid and gid 1000 in the official image), given by number so that Kubernetes can check
+# runAsNonRoot without a runAsUser (deploy/kubernetes sets runAsUser: 1000 as well).
+USER 1000:1000
 EXPOSE 3000 3001
 CMD ["node", "dist/main.js", "all"]

@@ -178,10 +178,11 @@ describe('docker-compose.yml', () => {
 describe('Dockerfile', () => {
   const dockerfile = read('Dockerfile');
 
-  it('builds on node 20, installs from the lockfile and runs as node', () => {
+  it('builds on node 20, installs from the lockfile and runs as node, by number', () => {
     expect(dockerfile).toMatch(/^FROM node:20-bookworm-slim$/m);
     expect(dockerfile).toMatch(/^RUN npm ci\b/m);
-    expect(dockerfile).toMatch(/^USER node$/m);
+    // uid:gid 1000 is `node` in the official image; numeric so Kubernetes can verify runAsNonRoot.
+    expect(dockerfile).toMatch(/^USER 1000:1000$/m);
   });
 
   it('keeps node_modules and .env out of the build context', () => {
