@@ -21,7 +21,7 @@ async function main(): Promise<void> {
     process.stdout.write(`\nGenerated ADMIN_TOKEN (kept in .env): ${generatedAdminToken}\n\n`);
   }
 
-  await ensureServices(config.databaseUrl, config.redisUrl);
+  await ensureServices(config.databaseUrl, config.redisUrl, config.redisClusterNodes);
   await createDatabaseIfMissing(config.databaseUrl);
   const migrator = createDb({ url: config.databaseUrl, poolMax: 1, timeoutMs: 30_000 });
   try {

@@ -1,7 +1,6 @@
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Redis } from 'ioredis';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { createApp } from './api/app.js';
@@ -17,7 +16,7 @@ import { Reconciler } from './ops/reconciler.js';
 import { coalesced } from './infra/coalesce.js';
 import { createDb } from './infra/db.js';
 import { createLogger } from './infra/logger.js';
-import { createRedis } from './infra/redis.js';
+import { connectRedis, type RedisClient } from './infra/redis.js';
 import { metrics, setBacklogSource } from './metrics/registry.js';
 import { backlogSnapshot } from './store/backlog-store.js';
 
@@ -39,7 +38,7 @@ export interface Platform {
   url: string;
   port: number;
   db: Knex;
-  redis: Redis;
+  redis: RedisClient;
   lifecycle: DeliveryLifecycle;
   dispatcher?: Dispatcher;
   reconciler?: Reconciler;
@@ -55,9 +54,11 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   const { config, role } = opts;
   const logger = opts.logger ?? createLogger(config.logLevel);
   const prefix = opts.queuePrefix ?? config.queuePrefix;
+  // A channel is not a key: on a cluster every node relays a PUBLISH to its subscribers, whatever
+  // the name, so the channel needs no hash tag.
   const wakeChannel = `${prefix}:wake`;
   const db = createDb({ url: config.databaseUrl, poolMax: config.dbPoolMax, logger });
-  const redis = createRedis(config.redisUrl, 'request');
+  const redis = connectRedis(config, 'request');
   redis.on('error', (err) => logger.debug({ err }, 'redis connection error'));
   const box = new SecretBox(config.secretsKey);
   setBacklogSource(() => backlogSnapshot(db));
@@ -84,13 +85,16 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
     autoDisableAfterSeconds: config.autoDisableAfterSeconds,
   });
 
-  let subscriber: Redis | undefined;
+  let subscriber: RedisClient | undefined;
   if (role !== 'api') {
-    dispatcher = new Dispatcher({ config, lifecycle, box, logger, connection: createRedis(config.redisUrl, 'worker'), queuePrefix: prefix, lookup: opts.lookup });
+    const connection = connectRedis(config, 'worker');
+    connection.on('error', (err) => logger.debug({ err }, 'redis queue connection error'));
+    dispatcher = new Dispatcher({ config, lifecycle, box, logger, connection, queuePrefix: prefix, lookup: opts.lookup });
     dispatcher.start();
     if (role === 'worker') {
-      // API processes announce new work here; polling covers any announcement that is lost.
-      subscriber = createRedis(config.redisUrl, 'worker');
+      // API processes announce new work here; polling covers any announcement that is lost. A
+      // cluster client subscribes on one node and moves to another when that node goes away.
+      subscriber = connectRedis(config, 'worker');
       subscriber.on('error', (err) => logger.debug({ err }, 'redis subscriber error'));
       subscriber.on('message', () => dispatcher?.wake());
       void subscriber.subscribe(wakeChannel).catch((err: unknown) => logger.warn({ err }, 'wake subscription failed'));

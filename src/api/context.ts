@@ -1,16 +1,16 @@
 import type { Knex } from 'knex';
-import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Config } from '../config/index.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import type { DeliveryLifecycle } from '../delivery/lifecycle.js';
+import type { RedisClient } from '../infra/redis.js';
 import type { IntakeService } from '../inbound/intake-service.js';
 
 /** What the HTTP layer needs from the rest of the process; built once in the composition root. */
 export interface ApiContext {
   config: Config;
   db: Knex;
-  redis: Redis;
+  redis: RedisClient;
   box: SecretBox;
   intake: IntakeService;
   logger: Logger;

@@ -1,6 +1,6 @@
-import type { Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { AppError } from '../domain/errors.js';
+import type { RedisClient } from '../infra/redis.js';
 import type { Middleware } from './route.js';
 
 /** A share of a tenant's budget for the current window, taken from Redis at once and spent here. */
@@ -19,8 +19,12 @@ interface Lease {
  * each lease locally until it runs out or its window ends: a tenant publishing hundreds of events
  * a second costs a Redis round trip per lease, not per request. The price is precision at the
  * edge of a window: the last requests may be refused up to one lease per process early, never late.
+ *
+ * On a Redis Cluster the keys need no hash tag: each tenant's budget is one key, touched by one
+ * single-key script, so no command spans slots, and untagged the tenants spread over all masters
+ * (a shared tag would put every tenant's budget on one node).
  */
-export function tenantRateLimit(redis: Redis, requestsPerSecond: number, keyPrefix: string): Middleware {
+export function tenantRateLimit(redis: RedisClient, requestsPerSecond: number, keyPrefix: string): Middleware {
   const limiter = new RateLimiterRedis({
     storeClient: redis,
     keyPrefix: `${keyPrefix}:rl:tenant`,

@@ -10,6 +10,26 @@ const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
     .transform(Number)
     .pipe(z.number().int().min(min).max(max));
 
+export const maxQueueShards = 256;
+
+/**
+ * `host:port,host:port,...`: any few nodes of the cluster (ioredis learns the rest from them). A
+ * host is a name, an IPv4 address or a bracketed IPv6 address; every entry needs its port.
+ */
+const clusterNodes = z.string().transform((value, ctx) => {
+  const nodes: { host: string; port: number }[] = [];
+  for (const entry of value.split(',').map((e) => e.trim())) {
+    const m = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?):(\d{1,5})$/.exec(entry);
+    const port = m ? Number(m[2]) : 0;
+    if (!m || port < 1 || port > 65535) {
+      ctx.addIssue({ code: 'custom', message: `must be a comma-separated list of host:port, got "${entry}"` });
+      return z.NEVER;
+    }
+    nodes.push({ host: m[1]!.replace(/^\[|\]$/g, ''), port });
+  }
+  return nodes;
+});
+
 /**
  * Every environment variable the platform reads, with its default. This is the only description of
  * configuration: the README table is checked against it by a test.
@@ -19,6 +39,8 @@ export const envSchema = z.object({
   PORT: int(0, 65535).default(3000),
   DATABASE_URL: z.url({ protocol: /^postgres(ql)?$/ }).default('postgres://postgres@127.0.0.1:5432/webhooks'),
   REDIS_URL: z.url({ protocol: /^rediss?$/ }).default('redis://127.0.0.1:6379'),
+  // Seed nodes of a Redis Cluster; when set, the platform runs on the cluster instead of REDIS_URL.
+  REDIS_CLUSTER_NODES: clusterNodes.optional(),
   ADMIN_TOKEN: z.string().min(24, 'must be at least 24 characters').optional(),
   SECRETS_KEY: z
     .string()
@@ -56,6 +78,9 @@ export const envSchema = z.object({
   // Prefix of every Redis key (queues, wake-up channel): lets several deployments or test runs
   // share one Redis without sharing work. All processes of one deployment must use the same one.
   QUEUE_PREFIX: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1-64 letters, digits, - or _').default('whr'),
+  // Delivery queues, each in its own hash slot. Unset: 1 on a single Redis, 16 on a cluster (see
+  // loadConfig). Every worker process of one deployment must use the same number.
+  QUEUE_SHARDS: int(1, maxQueueShards).optional(),
 });
 
 export type EnvInput = z.input<typeof envSchema>;

@@ -1,4 +1,5 @@
 import { envSchema, type ParsedEnv } from './env-schema.js';
+import type { ClusterNode } from '../infra/redis.js';
 import type { RetryPolicy } from '../domain/retry-policy.js';
 
 export class ConfigError extends Error {
@@ -10,6 +11,8 @@ export interface Config {
   port: number;
   databaseUrl: string;
   redisUrl: string;
+  /** Seed nodes of a Redis Cluster: set, the platform uses the cluster and not `redisUrl`'s host. */
+  redisClusterNodes?: ClusterNode[];
   adminToken: string;
   secretsKey: Buffer;
   publicBaseUrl: string;
@@ -36,7 +39,16 @@ export interface Config {
   dbPoolMax: number;
   tenantRateLimitPerSecond: number;
   queuePrefix: string;
+  /** Number of delivery queues, each in its own hash slot (see src/dispatch/queue.ts). */
+  queueShards: number;
 }
+
+/**
+ * Shards when QUEUE_SHARDS is unset. A single Redis gains nothing from more than one queue, and one
+ * keeps its keys where they always were. On a cluster, 16 shards spread evenly over up to 16
+ * masters (see shardPrefixes), and by five or six each over the common three.
+ */
+const defaultShards = { single: 1, cluster: 16 };
 
 /**
  * Validates the environment and fails on the first bad variable with a one-line message naming it.
@@ -58,11 +70,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (e.HTTP_HEADERS_TIMEOUT_MS > e.HTTP_REQUEST_TIMEOUT_MS) {
     throw new ConfigError('invalid configuration: HTTP_HEADERS_TIMEOUT_MS: must not exceed HTTP_REQUEST_TIMEOUT_MS');
   }
+  const queueShards = e.QUEUE_SHARDS ?? (e.REDIS_CLUSTER_NODES ? defaultShards.cluster : defaultShards.single);
+  // Each shard's BullMQ worker takes at least one of this process's slots (src/dispatch/dispatcher.ts).
+  if (queueShards > e.WORKER_CONCURRENCY) {
+    const given = e.QUEUE_SHARDS === undefined ? ` (${queueShards}, the default on a cluster)` : '';
+    throw new ConfigError(`invalid configuration: QUEUE_SHARDS${given}: must not exceed WORKER_CONCURRENCY (${e.WORKER_CONCURRENCY})`);
+  }
   return {
     nodeEnv: e.NODE_ENV,
     port: e.PORT,
     databaseUrl: e.DATABASE_URL,
     redisUrl: e.REDIS_URL,
+    redisClusterNodes: e.REDIS_CLUSTER_NODES,
     adminToken: e.ADMIN_TOKEN,
     secretsKey: Buffer.from(e.SECRETS_KEY, 'base64'),
     publicBaseUrl: (e.PUBLIC_BASE_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, ''),
@@ -94,5 +113,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dbPoolMax: e.DB_POOL_MAX,
     tenantRateLimitPerSecond: e.TENANT_RATE_LIMIT_PER_SECOND,
     queuePrefix: e.QUEUE_PREFIX,
+    queueShards,
   };
 }

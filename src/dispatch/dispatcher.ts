@@ -1,4 +1,4 @@
-import { Worker, type ConnectionOptions, type Queue } from 'bullmq';
+import { Worker, type Queue } from 'bullmq';
 import type { Logger } from 'pino';
 import type { Config } from '../config/index.js';
 import type { SecretBox } from '../domain/secret-box.js';
@@ -7,18 +7,20 @@ import type { Recorded, SuccessItem } from '../delivery/sql/attempts.js';
 import type { ClaimedDelivery } from '../delivery/sql/claimed.js';
 import { Batcher } from '../infra/batcher.js';
 import { mayBeOneRowsFault } from '../infra/db.js';
+import type { RedisClient } from '../infra/redis.js';
 import { deliverQueued, runSlot, type DeliverDeps } from './deliver.js';
 import { createDeliveryClient, type DeliveryClient, type LookupFn } from './http-client.js';
 import { Pump } from './pump.js';
-import { createDeliveryQueue, deliveryJobId, deliveryQueueName, type DeliveryJob } from './queue.js';
+import { createDeliveryQueue, deliveryJobId, deliveryQueueName, shardOf, shardPrefixes, type DeliveryJob } from './queue.js';
 
 export interface DispatcherDeps {
   config: Config;
   lifecycle: DeliveryLifecycle;
   box: SecretBox;
   logger: Logger;
-  connection: ConnectionOptions;
-  /** Separates queues of parallel test runs sharing one Redis. */
+  /** The queues' and workers' Redis connection (role `worker`); the dispatcher closes it when it stops. */
+  connection: RedisClient;
+  /** Separates queues of parallel test runs sharing one Redis (default: QUEUE_PREFIX). */
   queuePrefix?: string;
   lookup?: LookupFn;
 }
@@ -38,6 +40,22 @@ export function workerLockOptions(queuedLeaseSeconds: number): { lockDuration: n
 }
 
 /**
+ * Splits WORKER_CONCURRENCY over the BullMQ workers of the shards: the shares add up to exactly
+ * the total and are at least 1 each (the configuration refuses more shards than that).
+ *
+ * A split rather than every worker at full concurrency with a processor that waits for a free
+ * slot: BullMQ fetches a job as soon as a worker is below its concurrency, and a job held by a
+ * waiting processor is kept from every other process that could run it now (its lock, renewed
+ * while it waits, keeps it from the stall check too). With the split a process never fetches
+ * more jobs than it can start. The price is that one shard's worker may be full while another's
+ * idles; shards are picked by a hash of the delivery id, so each gets an equal part of the queued
+ * work on average, and that happens only near saturation.
+ */
+export function shardConcurrency(total: number, shards: number): number[] {
+  return Array.from({ length: shards }, (_, i) => Math.floor(total / shards) + (i < total % shards ? 1 : 0));
+}
+
+/**
  * The worker role: admission (Pump), the slots that make attempts, the BullMQ worker for work admitted
  * to Redis, and the sweeper that takes back lost work. PostgreSQL holds the truth; Redis only carries
  * admitted work that no slot of the admitting process was free to start.
@@ -45,12 +63,17 @@ export function workerLockOptions(queuedLeaseSeconds: number): { lockDuration: n
  * A slot is one chain of attempts for one endpoint (see `runSlot`). Slots start two ways: admission
  * puts a delivery straight in flight for a free slot of this process (the live path: no Redis), or a
  * BullMQ job claims a queued one. Both count against `WORKER_CONCURRENCY`.
+ *
+ * Work admitted to Redis is spread over `QUEUE_SHARDS` queues (src/dispatch/queue.ts), and every
+ * worker process runs one BullMQ worker per shard.
  */
 export class Dispatcher {
-  readonly queue: Queue<DeliveryJob>;
+  /** The delivery queues, one per shard; a delivery's jobs go to `queues[shardOf(id)]`. */
+  readonly queues: Queue<DeliveryJob>[];
+  private readonly prefixes: string[];
   private readonly pump: Pump;
   private readonly client: DeliveryClient;
-  private worker: Worker<DeliveryJob> | undefined;
+  private workers: Worker<DeliveryJob>[] = [];
   private sweepTimer: NodeJS.Timeout | undefined;
   private workersTimer: NodeJS.Timeout | undefined;
   private recountTimer: NodeJS.Timeout | undefined;
@@ -71,15 +94,17 @@ export class Dispatcher {
   constructor(private readonly deps: DispatcherDeps) {
     const { config, lifecycle } = deps;
     this.inFlightLeaseMs = config.attemptTimeoutMs + 10_000;
-    this.queue = createDeliveryQueue(deps.connection, deps.queuePrefix);
-    this.queue.on('error', (err) => deps.logger.warn({ err }, 'queue connection error'));
+    this.prefixes = shardPrefixes(deps.queuePrefix ?? config.queuePrefix, config.queueShards, config.redisClusterNodes !== undefined);
+    this.queues = this.prefixes.map((prefix) => createDeliveryQueue(deps.connection, prefix));
+    for (const queue of this.queues) queue.on('error', (err) => deps.logger.warn({ err }, 'queue connection error'));
     this.pump = new Pump({
       admit: (localSlots, mode) => lifecycle.admit({ count: localSlots, inFlightLeaseMs: this.inFlightLeaseMs, mode }),
       freeSlots: () => (this.stopping ? 0 : Math.max(0, config.workerConcurrency - this.slots.size)),
       othersWorking: () => config.shareViaRedis === 'always' || this.otherWorkers,
       startLocal: (claimed) => this.startSlot(() => runSlot(this.deliverDeps, claimed)),
-      enqueue: async (queued) => {
-        await this.queue.addBulk(
+      shardOf: (d) => shardOf(d.id, this.queues.length),
+      enqueue: async (shard, queued) => {
+        await this.queues[shard]!.addBulk(
           queued.map((d) => ({ name: 'deliver', data: { deliveryId: d.id }, opts: { jobId: deliveryJobId(d.id, d.attempt_count + 1) } })),
         );
       },
@@ -122,16 +147,20 @@ export class Dispatcher {
     const processor = async (job: { data: DeliveryJob }) => {
       if (!this.stopping) await this.startSlot(() => deliverQueued(this.deliverDeps, job.data.deliveryId));
     };
-    this.worker = new Worker<DeliveryJob>(deliveryQueueName, processor, {
-      connection: this.deps.connection,
-      prefix: this.deps.queuePrefix,
-      concurrency: config.workerConcurrency,
-      ...workerLockOptions(config.queuedLeaseSeconds),
-      removeOnComplete: { count: 0 },
-      removeOnFail: { count: 0 },
+    const concurrency = shardConcurrency(config.workerConcurrency, this.prefixes.length);
+    this.workers = this.prefixes.map((prefix, shard) => {
+      const worker = new Worker<DeliveryJob>(deliveryQueueName, processor, {
+        connection: this.deps.connection,
+        prefix,
+        concurrency: concurrency[shard],
+        ...workerLockOptions(config.queuedLeaseSeconds),
+        removeOnComplete: { count: 0 },
+        removeOnFail: { count: 0 },
+      });
+      worker.on('error', (err) => logger.warn({ err, shard }, 'worker connection error'));
+      worker.on('failed', (job, err) => logger.warn({ err, deliveryId: job?.data.deliveryId }, 'attempt could not be recorded; its lease will bring it back'));
+      return worker;
     });
-    this.worker.on('error', (err) => logger.warn({ err }, 'worker connection error'));
-    this.worker.on('failed', (job, err) => logger.warn({ err, deliveryId: job?.data.deliveryId }, 'attempt could not be recorded; its lease will bring it back'));
     this.pump.start();
     this.sweepTimer = setInterval(() => void this.sweepOnce(), config.sweepIntervalMs);
     this.sweepTimer.unref();
@@ -157,12 +186,13 @@ export class Dispatcher {
   }
 
   /**
-   * Counts the worker processes connected to the queue (BullMQ names its connections). Unknown,
+   * Counts the worker processes connected to the queue (BullMQ names its connections). Every
+   * worker process serves every shard, so the first shard's workers are the processes. Unknown,
    * for instance where CLIENT LIST is not allowed, counts as "others may be there".
    */
   private async countWorkers(): Promise<void> {
     try {
-      const alone = (await this.queue.getWorkersCount()) <= 1;
+      const alone = (await this.queues[0]!.getWorkersCount()) <= 1;
       this.aloneCounts = alone ? this.aloneCounts + 1 : 0;
     } catch {
       this.aloneCounts = 0;
@@ -192,9 +222,10 @@ export class Dispatcher {
 
   /**
    * Stops taking work, lets in-flight attempts finish and record (bounded by the attempt timeout),
-   * then closes. The slots are this process's own record of what is in flight, so the BullMQ worker
-   * is closed without waiting for its jobs (a graceful close could wait forever on a connection that
-   * a network partition left half-open).
+   * then closes. The slots are this process's own record of what is in flight, so the BullMQ workers
+   * are closed without waiting for their jobs (a graceful close could wait forever on a connection
+   * that a network partition left half-open), and the shared connection is dropped, not quit, for
+   * the same reason.
    */
   async stop(): Promise<void> {
     this.stopping = true;
@@ -203,8 +234,9 @@ export class Dispatcher {
     clearTimeout(this.recountTimer);
     clearInterval(this.workersTimer);
     await Promise.allSettled([...this.slots]);
-    await this.worker?.close(true);
-    await this.queue.close();
+    await Promise.all(this.workers.map((worker) => worker.close(true)));
+    await Promise.all(this.queues.map((queue) => queue.close()));
+    this.deps.connection.disconnect();
     await this.client.close();
   }
 }

@@ -12,8 +12,10 @@ export interface PumpDeps {
   othersWorking(): boolean;
   /** Starts a slot for a delivery admitted straight to in_flight. */
   startLocal(claimed: ClaimedDelivery): void;
-  /** Hands queued deliveries to Redis (one job each). */
-  enqueue(queued: AdmittedDelivery[]): Promise<void>;
+  /** The delivery queue (shard) a queued delivery goes to. */
+  shardOf(delivery: AdmittedDelivery): number;
+  /** Hands queued deliveries of one shard to Redis (one job each). */
+  enqueue(shard: number, queued: AdmittedDelivery[]): Promise<void>;
   /** Takes back queued deliveries that could not be handed to Redis. */
   unqueue(queued: AdmittedDelivery[]): Promise<void>;
   logger: Logger;
@@ -134,21 +136,36 @@ export class Pump {
 
   /**
    * Redis failing costs no delivery and stops none: what it refused goes back to pending at once
-   * (not after its lease), and for a while this process runs everything it admits itself.
+   * (not after its lease), and for a while this process runs everything it admits itself. Shards
+   * are handed over side by side and each on its own: on a cluster whose master of one shard is
+   * down, only that shard's deliveries come back.
    */
   private async enqueue(queued: AdmittedDelivery[]): Promise<void> {
+    const byShard = new Map<number, AdmittedDelivery[]>();
+    for (const d of queued) {
+      const shard = this.deps.shardOf(d);
+      const group = byShard.get(shard);
+      if (group) group.push(d);
+      else byShard.set(shard, [d]);
+    }
+    const results = await Promise.allSettled([...byShard].map(([shard, jobs]) => this.handOver(shard, jobs)));
+    const refused = [...byShard.values()].filter((_, i) => results[i]!.status === 'rejected');
+    if (refused.length === 0) return;
+    this.redisFailingUntil = Date.now() + redisFailingMs;
+    const err = results.find((r) => r.status === 'rejected')!.reason as unknown;
+    this.deps.logger.warn({ err, deliveries: refused.flat().length }, 'Redis refused admitted work; dispatching in this process only for now');
+    // If this fails too (PostgreSQL as well), the lease brings them back.
+    await this.deps.unqueue(refused.flat()).catch(() => undefined);
+  }
+
+  private async handOver(shard: number, queued: AdmittedDelivery[]): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new Error(`Redis did not take ${queued.length} jobs within ${enqueueTimeoutMs} ms`)), enqueueTimeoutMs);
     });
     try {
       // Jobs that Redis takes later find their deliveries pending again: a claim needs `queued`.
-      await Promise.race([this.deps.enqueue(queued), timeout]);
-    } catch (err) {
-      this.redisFailingUntil = Date.now() + redisFailingMs;
-      this.deps.logger.warn({ err, deliveries: queued.length }, 'Redis refused admitted work; dispatching in this process only for now');
-      // If this fails too (PostgreSQL as well), the lease brings them back.
-      await this.deps.unqueue(queued).catch(() => undefined);
+      await Promise.race([this.deps.enqueue(shard, queued), timeout]);
     } finally {
       clearTimeout(timer);
     }

@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { createConnection } from 'node:net';
+import type { ClusterNode } from './redis.js';
 
 /** A required service is down and could not be started here; the message says what to run. */
 export class ServiceUnreachableError extends Error {
@@ -47,13 +48,15 @@ function tryStartRedis(): void {
 
 /**
  * `npm start` on a developer machine: reach PostgreSQL and Redis, starting installed local servers
- * when they are down. Throws one line saying what to run when that is not possible.
+ * when they are down. Throws one line saying what to run when that is not possible. A Redis Cluster
+ * is never started here: one of its seed nodes must answer.
  */
-export async function ensureServices(databaseUrl: string, redisUrl: string): Promise<void> {
+export async function ensureServices(databaseUrl: string, redisUrl: string, redisClusterNodes?: ClusterNode[]): Promise<void> {
   const services = [
     { name: 'PostgreSQL', url: new URL(databaseUrl), defaultPort: 5432, start: tryStartPostgres },
-    { name: 'Redis', url: new URL(redisUrl), defaultPort: 6379, start: tryStartRedis },
+    ...(redisClusterNodes ? [] : [{ name: 'Redis', url: new URL(redisUrl), defaultPort: 6379, start: tryStartRedis }]),
   ];
+  if (redisClusterNodes) await ensureClusterReachable(redisClusterNodes);
   for (const service of services) {
     const host = service.url.hostname;
     const port = Number(service.url.port || service.defaultPort);
@@ -70,4 +73,11 @@ export async function ensureServices(databaseUrl: string, redisUrl: string): Pro
       `${service.name} is not reachable at ${host}:${port}; start it with: docker compose up -d postgres redis`,
     );
   }
+}
+
+async function ensureClusterReachable(nodes: ClusterNode[]): Promise<void> {
+  const answers = await Promise.all(nodes.map((n) => reachable(n.host, n.port)));
+  if (answers.includes(true)) return;
+  const list = nodes.map((n) => `${n.host.includes(':') ? `[${n.host}]` : n.host}:${n.port}`).join(', ');
+  throw new ServiceUnreachableError(`no node of the Redis Cluster is reachable (REDIS_CLUSTER_NODES: ${list})`);
 }

@@ -19,15 +19,16 @@ afterAll(async () => {
   await receiver?.close();
 });
 
-/** Counts jobs the dispatcher hands to Redis, by watching its queue's addBulk. */
+/** Counts jobs the dispatcher hands to Redis, by watching its queues' addBulk. */
 function countQueuedJobs(t: TestPlatform): { jobs: number } {
-  const queue = t.platform.dispatcher!.queue;
   const seen = { jobs: 0 };
-  const addBulk = queue.addBulk.bind(queue);
-  queue.addBulk = (jobs) => {
-    seen.jobs += jobs.length;
-    return addBulk(jobs);
-  };
+  for (const queue of t.platform.dispatcher!.queues) {
+    const addBulk = queue.addBulk.bind(queue);
+    queue.addBulk = (jobs) => {
+      seen.jobs += jobs.length;
+      return addBulk(jobs);
+    };
+  }
   return seen;
 }
 

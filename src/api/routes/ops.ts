@@ -1,5 +1,6 @@
 import { OpenApiGeneratorV31, type OpenAPIRegistry } from '@asteasolutions/zod-to-openapi';
 import { z } from 'zod';
+import { redisServing } from '../../infra/redis.js';
 import { renderMetrics } from '../../metrics/registry.js';
 import type { ApiContext } from '../context.js';
 import type { ApiRoutes } from '../route.js';
@@ -20,7 +21,7 @@ async function within<T>(ms: number, work: Promise<T>): Promise<T> {
 export async function checkReadiness(ctx: Pick<ApiContext, 'db' | 'redis'>): Promise<{ database: boolean; redis: boolean }> {
   const [database, redis] = await Promise.all([
     within(2_000, ctx.db.raw('SELECT 1')).then(() => true, () => false),
-    within(2_000, ctx.redis.ping()).then(() => true, () => false),
+    within(2_000, redisServing(ctx.redis)).catch(() => false),
   ]);
   return { database, redis };
 }
