@@ -1,3 +1,4 @@
+import { whereEventType } from './events-store.js';
 import type { TenantScope } from './tenant-scope.js';
 
 export interface DeliveryRow {
@@ -96,7 +97,7 @@ export function filteredDeliveries(scope: TenantScope, f: DeliveryFilter) {
   if (f.status) q.where('deliveries.status', f.status);
   if (f.endpointId) q.where('deliveries.endpoint_id', f.endpointId);
   if (f.eventId) q.where('deliveries.event_id', f.eventId);
-  if (f.eventType) q.where('events.type', f.eventType);
+  if (f.eventType) whereEventType(q, 'events.type', f.eventType);
   if (f.reason) q.where('deliveries.dead_reason', f.reason);
   if (f.since) q.where('deliveries.created_at', '>=', f.since);
   if (f.until) q.where('deliveries.created_at', '<', f.until);

@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
+import type { Knex } from 'knex';
 import { canonicalJson } from '../domain/dedupe.js';
 import { conflict } from '../domain/errors.js';
+import { eventTypePrefix } from '../domain/event-types.js';
 import { newId } from '../domain/ids.js';
 import { run, statement } from '../infra/sql.js';
 import { withDeliveryIds, type FanOutResult } from './fan-out.js';
@@ -24,6 +26,15 @@ export interface EventRow {
 export const eventColumns = ['id', 'tenant_id', 'source_id', 'origin', 'type', 'message_id', 'status', 'stale', 'body', 'created_at', 'seq'].map(
   (c) => `events.${c}`,
 );
+
+/**
+ * Narrows a query to one event type, or to a prefix when the filter ends in `.*`, the same rule as
+ * endpoint subscriptions. starts_with, not LIKE: `_` and `%` are legal in types and must match literally.
+ */
+export function whereEventType<Q extends Knex.QueryBuilder>(q: Q, column: string, filter: string): Q {
+  const prefix = eventTypePrefix(filter);
+  return (prefix === undefined ? q.where(column, filter) : q.whereRaw('starts_with(??, ?)', [column, prefix])) as Q;
+}
 
 export function rowToEvent(row: EventRow, opts: { payload?: boolean } = {}) {
   return {

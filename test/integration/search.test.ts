@@ -99,6 +99,14 @@ describe('search and troubleshooting', () => {
       [`?until=${boundary.toISOString()}`, [ev.created1, ev.paid1, ev.invoice1, ...smsEvents]],
       [`?until=${boundary.toISOString()}&type=invoice.paid`, [ev.invoice1]],
       [`?since=${boundary.toISOString()}&messageId=o-1`, []],
+      // A type ending in .* is a prefix, as in endpoint subscriptions.
+      ['?type=order.*', [ev.created1, ev.paid1, ev.created2]],
+      ['?type=invoice.*', [ev.invoice1, ev.invoice2]],
+      ['?type=message.*', smsEvents],
+      ['?type=order.*&messageId=o-1', [ev.created1, ev.paid1]],
+      [`?type=order.*&since=${boundary.toISOString()}`, [ev.created2]],
+      ['?type=order', []],
+      ['?type=orde.*', []],
     ];
     for (const [query, expected] of cases) expect({ query, ids: await eventIds(query) }).toEqual({ query, ids: [...expected].sort() });
     expect((await tenant.call('GET', `/v1/events/${sms.sent}`)).body).toMatchObject({ id: sms.sent, origin: 'callback', messageId: 'sms-1', receiptCount: 3 });
@@ -117,9 +125,19 @@ describe('search and troubleshooting', () => {
       [`?since=${boundary.toISOString()}`, [...pairs([ev.created2], ep.ok), ...pairs([ev.invoice2], ep.off)]],
       [`?until=${boundary.toISOString()}&status=succeeded`, pairs([ev.created1, ev.paid1, ...smsEvents], ep.ok)],
       [`?since=${boundary.toISOString()}&endpointId=${ep.retrying}`, []],
+      ['?eventType=order.*', pairs([ev.created1, ev.paid1, ev.created2], ep.ok)],
+      ['?eventType=message.*&status=pending', pairs(smsEvents, ep.retrying)],
     ];
     for (const [query, expected] of cases) expect({ query, found: await deliveryEvents(query) }).toEqual({ query, found: [...expected].sort() });
     expectError(await tenant.call('GET', '/v1/deliveries?reason=bored'), 400, 'validation_failed');
+  });
+
+  it('a type prefix matches _ and % literally, not as LIKE wildcards', async () => {
+    const literal = await publish(tenant, { type: 'a_b.created' });
+    await publish(tenant, { type: 'axb.created' });
+    expect(await eventIds('?type=a_b.*')).toEqual([literal]);
+    // As a LIKE pattern, '%.' would match every type with a dot in it.
+    expect(await eventIds(`?type=${encodeURIComponent('%.*')}`)).toEqual([]);
   });
 
   it('pages every list route with limit and cursor: newest first, every row exactly once', async () => {

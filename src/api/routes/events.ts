@@ -1,6 +1,6 @@
 import { badRequest, notFound } from '../../domain/errors.js';
 import { deliveryColumns, rowToDeliverySummary, type DeliveryRow } from '../../store/deliveries-store.js';
-import { eventColumns, publishEvent, rowToEvent, type EventRow } from '../../store/events-store.js';
+import { eventColumns, publishEvent, rowToEvent, whereEventType, type EventRow } from '../../store/events-store.js';
 import { paginate } from '../../store/pagination.js';
 import type { ApiContext } from '../context.js';
 import type { ApiRoutes } from '../route.js';
@@ -37,7 +37,7 @@ export function eventRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     {
       method: 'get',
       path: '/v1/events',
-      summary: 'Search events by type, message id and time range',
+      summary: 'Search events by type (or a type prefix ending in .*), message id and time range',
       tag,
       auth: 'tenant',
       query: listEventsQuery,
@@ -45,7 +45,7 @@ export function eventRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     },
     async ({ query, scope }) => {
       const q = scope.from('events').select(eventColumns);
-      if (query.type) q.where('events.type', query.type);
+      if (query.type) whereEventType(q, 'events.type', query.type);
       if (query.messageId) q.where('events.message_id', query.messageId);
       if (query.since) q.where('events.created_at', '>=', query.since);
       if (query.until) q.where('events.created_at', '<', query.until);
