@@ -3,12 +3,16 @@ import { defaultRetryPolicy } from '../domain/retry-policy.js';
 
 /** Parses a boolean the way operators write it, and refuses anything else instead of guessing. */
 const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
+/**
+ * A whole number within [min, max]. A number out of range, negative ones included, is told the bound
+ * it missed ("must be ≥ 1"); only text that is not a whole number at all hears "must be a whole number".
+ */
 const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
   z
     .string()
-    .regex(/^\d+$/, 'must be a whole number')
+    .regex(/^-?\d+$/, 'must be a whole number')
     .transform(Number)
-    .pipe(z.number().int().min(min).max(max));
+    .pipe(z.number().int().min(min, `must be ≥ ${min}`).max(max, `must be ≤ ${max}`));
 
 export const maxQueueShards = 256;
 

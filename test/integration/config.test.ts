@@ -73,6 +73,20 @@ describe('loadConfig', () => {
     }
   });
 
+  it.each([
+    ['RETRY_MAX_ATTEMPTS', '-1', 'must be ≥ 1'],
+    ['RETRY_MAX_ATTEMPTS', '0', 'must be ≥ 1'],
+    ['RETRY_MAX_ATTEMPTS', '101', 'must be ≤ 100'],
+    ['PORT', '-1', 'must be ≥ 0'],
+    ['PORT', '70000', 'must be ≤ 65535'],
+    ['ATTEMPT_TIMEOUT_MS', '-5000', 'must be ≥ 100'],
+    ['RETRY_MAX_ATTEMPTS', 'three', 'must be a whole number'],
+    ['RETRY_MAX_ATTEMPTS', '1.5', 'must be a whole number'],
+    ['RETRY_MAX_ATTEMPTS', '-1.5', 'must be a whole number'],
+  ])('%s=%s: "%s"', (name, value, says) => {
+    expect(configError({ [name]: value })).toBe(`invalid configuration: ${name}: ${says}`);
+  });
+
   it('requires ADMIN_TOKEN and SECRETS_KEY once local generation has had its chance', () => {
     expect(() => loadConfig({ SECRETS_KEY: required.SECRETS_KEY })).toThrow(/ADMIN_TOKEN/);
     expect(() => loadConfig({ ADMIN_TOKEN: required.ADMIN_TOKEN })).toThrow(/SECRETS_KEY/);
