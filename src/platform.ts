@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { createApp } from './api/app.js';
-import type { Config } from './config/index.js';
+import { ConfigError, type Config } from './config/index.js';
 import { DeliveryLifecycle, type LifecycleEffects } from './delivery/lifecycle.js';
 import { SecretBox } from './domain/secret-box.js';
 import { Dispatcher } from './dispatch/dispatcher.js';
@@ -135,9 +135,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   );
   server.keepAliveTimeout = 5_000;
   server.listen(config.port, '0.0.0.0');
-  await once(server, 'listening');
-  const port = (server.address() as AddressInfo).port;
-  logger.info({ role, port }, 'listening');
+  const listenFailure = await once(server, 'listening').then(() => undefined, (err: unknown) => err);
 
   let stopping: Promise<void> | undefined;
   const stop = () =>
@@ -153,5 +151,23 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       await redis.quit().catch(() => undefined);
       await db.destroy();
     })());
+  if (listenFailure !== undefined) {
+    // Everything started so far is let go of, so the process can exit with the one line below.
+    await stop();
+    throw cannotListen(listenFailure, config.port);
+  }
+  const port = (server.address() as AddressInfo).port;
+  logger.info({ role, port }, 'listening');
   return { url: `http://127.0.0.1:${port}`, port, db, redis, lifecycle, dispatcher, reconciler, stop };
+}
+
+/**
+ * The port cannot be had: a configuration problem, told in one line that names PORT (main prints a
+ * ConfigError without a stack), instead of Node's EADDRINUSE trace.
+ */
+function cannotListen(err: unknown, port: number): ConfigError {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (code === 'EADDRINUSE') return new ConfigError(`PORT ${port} is already in use by another process; stop it, or set PORT to a free port`);
+  if (code === 'EACCES') return new ConfigError(`PORT ${port} needs privileges this process does not have; set PORT to a port above 1023`);
+  return new ConfigError(`cannot listen on PORT ${port}: ${typeof code === 'string' ? code : String(err)}`);
 }
