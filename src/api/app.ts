@@ -4,6 +4,7 @@ import { notFound } from '../domain/errors.js';
 import { adminAuth, tenantAuth } from './auth.js';
 import type { ApiContext } from './context.js';
 import { errorHandler } from './errors.js';
+import { jsonBody } from './json-body.js';
 import { tenantRateLimit } from './rate-limit.js';
 import { ApiRoutes } from './route.js';
 import { adminRoutes } from './routes/admin.js';
@@ -15,18 +16,21 @@ import { opsRoutes } from './routes/ops.js';
 import { replayRoutes } from './routes/replays.js';
 import { sourceRoutes } from './routes/sources.js';
 
+/** Request bodies of the management API (tenant and admin routes); provider callbacks use MAX_BODY_BYTES. */
+export const API_BODY_LIMIT_BYTES = 1024 * 1024;
+
 export function createApp(ctx: ApiContext, opts: { opsOnly?: boolean } = {}): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', false);
   app.set('query parser', 'simple');
 
-  const json = express.json({ limit: '1mb', type: () => true });
+  const json = jsonBody(API_BODY_LIMIT_BYTES);
   const registry = new OpenAPIRegistry();
   const routes = new ApiRoutes(registry, {
     none: [],
     admin: [adminAuth(ctx.config.adminToken), json],
-    tenant: [tenantAuth(ctx.db), tenantRateLimit(ctx.redis, ctx.config.tenantRateLimitPerSecond, ctx.config.queuePrefix), json],
+    tenant: [tenantAuth(ctx.db, ctx.config.adminToken), tenantRateLimit(ctx.redis, ctx.config.tenantRateLimitPerSecond, ctx.config.queuePrefix), json],
     signature: [inboundMetrics(ctx.intake), inboundRawBody(ctx.config.maxBodyBytes)],
   });
   if (!opts.opsOnly) {

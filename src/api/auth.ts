@@ -12,10 +12,16 @@ function bearer(req: Request): string | undefined {
   return match?.[1];
 }
 
+/** Tenant API keys are `sk_` + random bytes; the prefix is what tells them apart from the admin token. */
+const API_KEY_PREFIX = 'sk_';
+
 export function adminAuth(adminToken: string): Middleware {
   return (req, _res, next) => {
     const token = bearer(req);
-    next(token && constantTimeEqual(token, adminToken) ? undefined : unauthorized('admin token required'));
+    if (token && constantTimeEqual(token, adminToken)) return next();
+    // Saying which credential was expected costs nothing: whether a string is shaped like an API key is public.
+    if (token?.startsWith(API_KEY_PREFIX)) return next(unauthorized('this route needs the admin token (ADMIN_TOKEN), not a tenant API key'));
+    next(unauthorized('admin token required: Authorization: Bearer <ADMIN_TOKEN>'));
   };
 }
 
@@ -45,12 +51,24 @@ function cachedKeys(db: Knex): (token: string) => Promise<ApiKey | undefined> {
   };
 }
 
-/** Resolves the API key to its tenant and hands the route a scope that only sees that tenant. */
-export function tenantAuth(db: Knex): Middleware {
+/**
+ * Resolves the API key to its tenant and hands the route a scope that only sees that tenant. The
+ * admin token is refused here with a message that says so: it administers tenants, it is not one.
+ */
+export function tenantAuth(db: Knex, adminToken: string): Middleware {
   const lookUp = cachedKeys(db);
   return (req: Request, res: Response, next) => {
     const token = bearer(req);
-    if (!token || !token.startsWith('sk_')) return next(unauthorized('API key required'));
+    if (!token || !token.startsWith(API_KEY_PREFIX)) {
+      const adminTokenSent = token !== undefined && constantTimeEqual(token, adminToken);
+      return next(
+        unauthorized(
+          adminTokenSent
+            ? 'this route needs a tenant API key (Authorization: Bearer sk_...), not the admin token; create a tenant with POST /admin/tenants to get one'
+            : 'this route needs a tenant API key: Authorization: Bearer sk_...',
+        ),
+      );
+    }
     lookUp(token).then(
       (key) => {
         if (!key) return next(unauthorized('API key is not valid'));

@@ -1,6 +1,6 @@
 import type { ErrorRequestHandler } from 'express';
 import type { Logger } from 'pino';
-import { AppError } from '../domain/errors.js';
+import { AppError, type Problem } from '../domain/errors.js';
 import { isStorageUnavailable } from '../infra/db.js';
 
 const bodyParserErrors: Record<string, [number, string, string]> = {
@@ -34,9 +34,11 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
     let code = 'internal_error';
     let message = 'internal error';
     let headers: Record<string, string> = {};
+    let details: readonly Problem[] | undefined;
     const parserType = (err as { type?: string }).type;
     if (err instanceof AppError) {
       ({ status, code, message, headers } = err);
+      details = (err as { details?: readonly Problem[] }).details;
     } else if (parserType && bodyParserErrors[parserType]) {
       [status, code, message] = bodyParserErrors[parserType]!;
     } else if (clientErrorStatus(err) !== undefined) {
@@ -51,6 +53,6 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
     if (status >= 500) logger.error({ err, method: req.method, path: req.path }, 'request failed');
     if (res.headersSent) return;
     for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
-    res.status(status).json({ error: { code, message } });
+    res.status(status).json({ error: { code, message, ...(details ? { details } : {}) } });
   };
 }

@@ -1,7 +1,7 @@
 import { Router, type Request, type Response } from 'express';
-import type { OpenAPIRegistry, RouteConfig } from '@asteasolutions/zod-to-openapi';
+import type { OpenAPIRegistry, ResponseConfig, RouteConfig } from '@asteasolutions/zod-to-openapi';
 import { z, type ZodType } from 'zod';
-import { AppError } from '../domain/errors.js';
+import { ValidationError, type Problem } from '../domain/errors.js';
 import type { TenantScope } from '../store/tenant-scope.js';
 import { errorSchema } from './schemas.js';
 
@@ -13,50 +13,106 @@ export interface Reply {
   headers?: Record<string, string>;
 }
 
-export interface RouteSpec<B extends ZodType, Q extends ZodType, P extends ZodType> {
+export interface SuccessSpec {
+  status: number;
+  description: string;
+  schema?: ZodType;
+}
+
+export interface RouteSpec<B extends ZodType, Q extends ZodType, P extends ZodType, H extends ZodType> {
   method: 'get' | 'post' | 'patch' | 'delete';
   /** Express syntax (`/v1/endpoints/:id`); the OpenAPI path is derived from it. */
   path: string;
+  /** Stable name of the operation in /openapi.json, and of its method in generated clients. */
+  operationId: string;
   summary: string;
   tag: string;
   auth: AuthKind;
   body?: B;
+  /** Query parameters; a parameter the schema does not name is refused, like an unknown body field. */
   query?: Q;
   params?: P;
-  success: { status: number; description: string; schema?: ZodType };
+  /** Request headers the route reads, keyed by their canonical name (e.g. `Idempotency-Key`). */
+  headers?: H;
+  /** Every success the route answers; the first is the usual one. */
+  success: SuccessSpec | SuccessSpec[];
   errors?: number[];
   /** The inbound route documents its body as opaque bytes: the signature covers them exactly. */
   rawBody?: boolean;
 }
 
-export interface RouteContext<B, Q, P> {
+export interface RouteContext<B, Q, P, H> {
   req: Request;
   res: Response;
   body: B;
   query: Q;
   params: P;
+  headers: H;
   scope: TenantScope;
 }
 
 export type Middleware = (req: Request, res: Response, next: (err?: unknown) => void) => void;
 
 const errorDescriptions: Record<number, string> = {
-  400: 'Invalid request',
+  400: 'Invalid request; every problem is listed in error.details',
   401: 'Missing or invalid credentials',
   403: 'Not allowed',
   404: 'Not found',
   409: 'Conflicts with the current state',
-  413: 'Body too large',
+  413: 'Body larger than the limit',
+  415: 'Body is not JSON (send Content-Type: application/json), or its encoding is not supported',
+  429: 'Too many requests for this tenant; retry after the Retry-After delay',
   503: 'Storage unavailable; retry after the Retry-After delay',
 };
+const retryAfter = { 'Retry-After': { description: 'Seconds to wait before retrying', schema: { type: 'integer' as const } } };
 
-function validate<T>(schema: ZodType<T> | undefined, value: unknown, where: string): T {
-  if (!schema) return value as T;
-  const result = schema.safeParse(value);
-  if (result.success) return result.data;
-  const issue = result.error.issues[0]!;
-  const path = issue.path.length > 0 ? issue.path.join('.') : where;
-  throw new AppError(400, 'validation_failed', `${path}: ${issue.message}`);
+/** The statuses every route of an authentication kind can answer, whatever the route does. */
+function statusesOf(spec: RouteSpec<ZodType, ZodType, ZodType, ZodType>): number[] {
+  switch (spec.auth) {
+    case 'tenant':
+      return [400, 401, 413, 415, 429, 503];
+    case 'admin':
+      return [400, 401, 413, 415, 503];
+    case 'signature':
+      return spec.params ? [400] : [];
+    case 'none':
+      return [400]; // an unknown query parameter
+  }
+}
+
+/**
+ * Zod's wording, except for a missing value, which it would call "expected string, received
+ * undefined": the person reading the error wants to hear that the field is required.
+ */
+const wording = (issue: { code: string; input?: unknown }) => (issue.code === 'invalid_type' && issue.input === undefined ? 'required' : undefined);
+
+function isObject(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Every problem `schema` finds in `value`, with `where` naming the root (body, query, params, headers). */
+function problemsIn(schema: ZodType, value: unknown, where: 'body' | 'query' | 'params' | 'headers'): { data?: unknown; problems: Problem[] } {
+  if (where === 'body' && !isObject(value)) {
+    return { problems: [{ path: 'body', message: value === undefined ? 'a JSON object is required' : 'body must be a JSON object' }] };
+  }
+  const result = schema.safeParse(value, { error: wording });
+  if (result.success) return { data: result.data, problems: [] };
+  const unknown = where === 'query' ? 'unknown query parameter' : where === 'headers' ? 'unknown header' : 'unknown field';
+  const problems = result.error.issues.flatMap((issue): Problem[] => {
+    const at = issue.path.map(String);
+    if (issue.code === 'unrecognized_keys') return issue.keys.map((key) => ({ path: [...at, key].join('.'), message: unknown }));
+    return [{ path: at.length > 0 ? at.join('.') : where, message: issue.message }];
+  });
+  return { problems };
+}
+
+/** Query parameters are refused when the route does not name them: a typo must not silently widen a search. */
+const noQuery = z.strictObject({});
+
+/** The declared headers, read case-insensitively (Node lowercases names; the schema keeps canonical ones). */
+function headersOf(req: Request, schema: ZodType): Record<string, string | undefined> {
+  const shape = (schema as unknown as { shape?: Record<string, unknown> }).shape ?? {};
+  return Object.fromEntries(Object.keys(shape).map((name) => [name, req.get(name)]));
 }
 
 /**
@@ -65,24 +121,42 @@ function validate<T>(schema: ZodType<T> | undefined, value: unknown, where: stri
  */
 export class ApiRoutes {
   readonly router = Router();
+  private readonly operationIds = new Set<string>();
 
   constructor(
     private readonly registry: OpenAPIRegistry,
     private readonly auth: Record<AuthKind, Middleware[]>,
   ) {}
 
-  add<B extends ZodType = ZodType<undefined>, Q extends ZodType = ZodType<undefined>, P extends ZodType = ZodType<undefined>>(
-    spec: RouteSpec<B, Q, P>,
-    handler: (ctx: RouteContext<z.output<B>, z.output<Q>, z.output<P>>) => Promise<Reply>,
-  ): void {
-    this.document(spec);
+  add<
+    B extends ZodType = ZodType<undefined>,
+    Q extends ZodType = ZodType<undefined>,
+    P extends ZodType = ZodType<undefined>,
+    H extends ZodType = ZodType<undefined>,
+  >(spec: RouteSpec<B, Q, P, H>, handler: (ctx: RouteContext<z.output<B>, z.output<Q>, z.output<P>, z.output<H>>) => Promise<Reply>): void {
+    if (this.operationIds.has(spec.operationId)) throw new Error(`operationId ${spec.operationId} is used twice`);
+    this.operationIds.add(spec.operationId);
+    // Provider callbacks are not ours to reject for a query string a provider (or the tenant who
+    // configured it) appended; every other route refuses parameters it does not know.
+    const query: ZodType | undefined = spec.query ?? (spec.auth === 'signature' ? undefined : noQuery);
+    this.document(spec, query);
     this.router[spec.method](spec.path, ...this.auth[spec.auth], async (req: Request, res: Response) => {
+      // Every part is checked before anything is refused, so one answer lists every problem.
+      const parts = {
+        params: spec.params ? problemsIn(spec.params, req.params, 'params') : { data: req.params, problems: [] },
+        query: query ? problemsIn(query, req.query, 'query') : { data: req.query, problems: [] },
+        headers: spec.headers ? problemsIn(spec.headers, headersOf(req, spec.headers), 'headers') : { data: undefined, problems: [] },
+        body: spec.body ? problemsIn(spec.body, req.body, 'body') : { data: req.body as unknown, problems: [] },
+      };
+      const problems = Object.values(parts).flatMap((part) => part.problems);
+      if (problems.length > 0) throw new ValidationError(problems);
       const reply = await handler({
         req,
         res,
-        body: validate(spec.body, req.body, 'body') as z.output<B>,
-        query: validate(spec.query, req.query, 'query') as z.output<Q>,
-        params: validate(spec.params, req.params, 'params') as z.output<P>,
+        body: parts.body.data as z.output<B>,
+        query: parts.query.data as z.output<Q>,
+        params: parts.params.data as z.output<P>,
+        headers: parts.headers.data as z.output<H>,
         scope: res.locals.scope as TenantScope,
       });
       if (res.headersSent) return; // the handler streamed its own answer (e.g. /metrics)
@@ -92,31 +166,43 @@ export class ApiRoutes {
     });
   }
 
-  private document(spec: RouteSpec<ZodType, ZodType, ZodType>): void {
+  private document(spec: RouteSpec<ZodType, ZodType, ZodType, ZodType>, query: ZodType | undefined): void {
     const security =
       spec.auth === 'admin' ? [{ adminToken: [] }] : spec.auth === 'tenant' ? [{ apiKey: [] }] : [];
-    const responses: RouteConfig['responses'] = {
-      [spec.success.status]: {
-        description: spec.success.description,
-        ...(spec.success.schema ? { content: { 'application/json': { schema: spec.success.schema } } } : {}),
-      },
-    };
-    const errors = new Set([...(spec.errors ?? []), ...(spec.body || spec.query ? [400] : []), ...(spec.auth === 'tenant' || spec.auth === 'admin' ? [401] : [])]);
-    for (const status of errors) {
-      responses[status] = { description: errorDescriptions[status] ?? 'Error', content: { 'application/json': { schema: errorSchema } } };
+    const responses: RouteConfig['responses'] = {};
+    for (const success of Array.isArray(spec.success) ? spec.success : [spec.success]) {
+      responses[success.status] = {
+        description: success.description,
+        ...(success.schema ? { content: { 'application/json': { schema: success.schema } } } : {}),
+      };
     }
+    const errors = new Set([...statusesOf(spec), ...(spec.errors ?? [])]);
+    for (const status of [...errors].sort((a, b) => a - b)) {
+      const response: ResponseConfig = { description: errorDescriptions[status] ?? 'Error', content: { 'application/json': { schema: errorSchema } } };
+      if (status === 429 || status === 503) response.headers = retryAfter;
+      responses[status] = response;
+    }
+    const hasQuery = query !== undefined && Object.keys((query as unknown as { shape?: object }).shape ?? {}).length > 0;
     this.registry.registerPath({
       method: spec.method,
       path: spec.path.replace(/:([A-Za-z]+)/g, '{$1}'),
+      operationId: spec.operationId,
       summary: spec.summary,
       tags: [spec.tag],
       security,
       request: {
         ...(spec.params ? { params: spec.params as never } : {}),
-        ...(spec.query ? { query: spec.query as never } : {}),
-        ...(spec.body ? { body: { content: { 'application/json': { schema: spec.body } } } } : {}),
+        ...(hasQuery ? { query: query as never } : {}),
+        ...(spec.headers ? { headers: spec.headers as never } : {}),
+        ...(spec.body ? { body: { required: true, content: { 'application/json': { schema: spec.body } } } } : {}),
         ...(spec.rawBody
-          ? { body: { description: 'The provider callback, exactly as signed', content: { 'application/json': { schema: z.string() } } } }
+          ? {
+              body: {
+                required: true,
+                description: 'The provider callback, exactly as signed: the signature is verified over these bytes before they are parsed',
+                content: { 'application/json': { schema: z.record(z.string(), z.unknown()) } },
+              },
+            }
           : {}),
       },
       responses,

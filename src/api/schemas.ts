@@ -4,11 +4,21 @@ import type { SourceType } from '../inbound/adapter.js';
 import { sourceTypes } from '../inbound/adapters/index.js';
 
 export const errorSchema = z
-  .object({ error: z.object({ code: z.string(), message: z.string() }) })
+  .object({
+    error: z.object({
+      code: z.string().describe('Stable, machine-readable: validation_failed, not_found, unsupported_media_type, ...'),
+      message: z.string().describe('For people; on a validation error it summarises every problem'),
+      details: z
+        .array(z.object({ path: z.string(), message: z.string() }))
+        .optional()
+        .describe('Validation errors only: every problem, each with the field, query parameter or header it concerns'),
+    }),
+  })
   .meta({ id: 'Error' });
 
 export const idParams = z.object({ id: z.string().min(1).max(100) });
 
+/** Spread into z.strictObject: a query parameter a route does not name is refused. */
 export const pageQuery = {
   limit: z.coerce.number().int().min(1).max(500).default(50),
   cursor: z.string().max(200).optional(),
@@ -55,7 +65,8 @@ export const retryPolicySchema = z.strictObject({
   maxAttempts: z.number().int().min(1).max(100).optional(),
   baseDelayMs: z.number().int().min(100).max(86_400_000).optional(),
   maxDelayMs: z.number().int().min(100).max(604_800_000).optional(),
-  maxEventAgeSeconds: z.number().int().min(1).max(2_592_000).optional(),
+  // Bounded by RETENTION_DAYS too, checked by the route (it is configuration).
+  maxEventAgeSeconds: z.number().int().min(1).max(315_360_000).optional(),
 });
 const endpointFields = {
   url: z.string().max(2048),
@@ -111,10 +122,20 @@ export const publishEventBody = z.strictObject({
   messageId: z.string().min(1).max(200).optional(),
   data: z.unknown().refine((v) => v !== undefined, 'required'),
 });
-export const listEventsQuery = z.object({
+export const publishEventHeaders = z.object({
+  'Idempotency-Key': z
+    .string()
+    .min(1)
+    .max(255)
+    // Operational events use keys in this namespace; a tenant key there could suppress one.
+    .refine((v) => !v.startsWith('platform.'), 'must not start with "platform."')
+    .optional()
+    .describe('The same key again answers 200 with the first event and sends nothing new; 409 if the request differs'),
+});
+export const listEventsQuery = z.strictObject({
   ...pageQuery,
   ...timeRange,
-  type: z.string().max(200).optional(),
+  type: z.string().max(200).optional().describe('An event type, or a prefix ending in .* as in endpoint subscriptions: invoice.* matches invoice.paid'),
   messageId: z.string().max(200).optional(),
 });
 export const deliverySummarySchema = z.object({
@@ -146,13 +167,13 @@ export const publishedSchema = eventSchema.extend({ duplicate: z.boolean() });
 
 // --- deliveries --------------------------------------------------------------------------------
 export const deliveryStatusSchema = z.enum(['pending', 'queued', 'in_flight', 'succeeded', 'dead']);
-export const listDeliveriesQuery = z.object({
+export const listDeliveriesQuery = z.strictObject({
   ...pageQuery,
   ...timeRange,
   status: deliveryStatusSchema.optional(),
   endpointId: z.string().max(100).optional(),
   eventId: z.string().max(100).optional(),
-  eventType: z.string().max(200).optional(),
+  eventType: z.string().max(200).optional().describe('An event type, or a prefix ending in .*'),
   reason: z.enum(['max_attempts', 'max_age', 'terminal', 'endpoint_disabled']).optional(),
 });
 export const attemptSchema = z
@@ -209,7 +230,7 @@ export const replayBody = z.strictObject({ reason: z.string().trim().min(1).max(
 export const replayFilterSchema = z.strictObject({
   status: z.enum(['dead', 'succeeded']).optional(),
   endpointId: z.string().max(100).optional(),
-  eventType: z.string().max(200).optional(),
+  eventType: z.string().max(200).optional().describe('An event type, or a prefix ending in .*'),
   reason: z.enum(['max_attempts', 'max_age', 'terminal', 'endpoint_disabled']).optional(),
   since: isoDate.optional(),
   until: isoDate.optional(),
@@ -233,7 +254,7 @@ export const bulkReplayResult = z
 export const replayProgressSchema = z
   .object({ id: z.string(), status: z.enum(['running', 'completed']), total: z.number(), done: z.number(), failed: z.number(), reason: z.string(), filter: z.unknown(), createdAt: z.string() })
   .meta({ id: 'ReplayProgress' });
-export const auditQuery = z.object({
+export const auditQuery = z.strictObject({
   ...pageQuery,
   ...timeRange,
   action: z.string().max(100).optional(),

@@ -14,6 +14,28 @@ export class AppError extends Error {
   }
 }
 
+/** One problem with a request: where (a field path, a query parameter, a header, or `body`) and what. */
+export interface Problem {
+  path: string;
+  message: string;
+}
+
+/**
+ * A request that breaks its schema: every problem is listed in `details`, and the message
+ * summarises them, so a client fixes everything in one round trip instead of one per problem.
+ */
+export class ValidationError extends AppError {
+  constructor(
+    readonly details: readonly Problem[],
+    code = 'validation_failed',
+    message?: string,
+  ) {
+    const lines = details.map((p) => `${p.path}: ${p.message}`);
+    super(400, code, message ?? (details.length === 1 ? lines[0]! : `${details.length} problems: ${lines.join('; ')}`));
+    this.name = 'ValidationError';
+  }
+}
+
 export const badRequest = (code: string, message: string) => new AppError(400, code, message);
 export const unauthorized = (message = 'missing or invalid credentials') => new AppError(401, 'unauthorized', message);
 export const forbidden = (message: string) => new AppError(403, 'forbidden', message);

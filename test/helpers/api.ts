@@ -2,9 +2,17 @@ import { expect } from 'vitest';
 import type { ApiResponse } from './http.js';
 import type { TestTenant } from './platform.js';
 
-/** Asserts the contract's error shape, `{"error":{"code","message"}}` with nothing else, and the status. */
+/**
+ * Asserts the contract's error shape and the status: `{"error":{"code","message"}}`, plus for a
+ * validation error `details: [{path, message}]` listing at least one problem, and nothing else.
+ */
 export function expectError(res: ApiResponse, status: number, code: string): void {
-  expect({ status: res.status, body: res.body }).toEqual({ status, body: { error: { code, message: expect.any(String) } } });
+  const details = code === 'validation_failed' || res.body?.error?.details !== undefined ? { details: expect.any(Array) } : {};
+  expect({ status: res.status, body: res.body }).toEqual({ status, body: { error: { code, message: expect.any(String), ...details } } });
+  if ('details' in details) {
+    expect(res.body.error.details.length).toBeGreaterThan(0);
+    for (const problem of res.body.error.details) expect(problem).toEqual({ path: expect.any(String), message: expect.any(String) });
+  }
 }
 
 /** Publishes an event through the tenant API and returns its id; fails the test on any other answer. */

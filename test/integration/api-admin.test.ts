@@ -50,14 +50,26 @@ describe('POST /admin/tenants', () => {
     expect(await t.platform.db('tenants').count({ n: '*' })).toEqual(before);
   });
 
-  it('refuses a tenant API key on the admin route', async () => {
+  it('refuses a tenant API key on the admin route, saying the route needs the admin token', async () => {
     const tenant = await t.createTenant('holder');
-    expectError(await t.call('POST', '/admin/tenants', { token: tenant.apiKey, body: { name: 'escalation' } }), 401, 'unauthorized');
+    const res = await t.call('POST', '/admin/tenants', { token: tenant.apiKey, body: { name: 'escalation' } });
+    expectError(res, 401, 'unauthorized');
+    expect(res.body.error.message).toBe('this route needs the admin token (ADMIN_TOKEN), not a tenant API key');
     expect(await t.platform.db('tenants').where({ name: 'escalation' })).toHaveLength(0);
   });
 
-  it('refuses the admin token on tenant routes', async () => {
-    expectError(await t.call('GET', '/v1/endpoints', { token: t.config.adminToken }), 401, 'unauthorized');
+  it('refuses the admin token on tenant routes, saying the route needs a tenant API key and not the admin token', async () => {
+    for (const [method, path] of [['GET', '/v1/endpoints'], ['POST', '/v1/events'], ['GET', '/v1/sources']] as const) {
+      const res = await t.call(method, path, { token: t.config.adminToken, body: method === 'POST' ? { type: 'x', data: {} } : undefined });
+      expectError(res, 401, 'unauthorized');
+      expect(res.body.error.message).toMatch(/^this route needs a tenant API key \(Authorization: Bearer sk_\.\.\.\), not the admin token; create a tenant with POST \/admin\/tenants/);
+    }
+    // Without credentials, or with something else, it says what it needs without mentioning the admin token.
+    for (const token of [undefined, 'not-a-key']) {
+      const res = await t.call('GET', '/v1/endpoints', { token });
+      expectError(res, 401, 'unauthorized');
+      expect(res.body.error.message).toBe('this route needs a tenant API key: Authorization: Bearer sk_...');
+    }
   });
 
   it('validates the body: empty, blank, missing or unknown fields answer 400 validation_failed', async () => {

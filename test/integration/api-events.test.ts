@@ -93,7 +93,11 @@ describe('events API', () => {
     expectError(await post({ type: 'bad type!', data: {} }), 400, 'validation_failed');
     expectError(await post({ type: 'order.created' }), 400, 'validation_failed');
     expectError(await post({ type: 'order.created', data: {}, extra: 1 }), 400, 'validation_failed');
-    expectError(await post({ type: 'order.created', data: {} }, 'k'.repeat(256)), 400, 'invalid_idempotency_key');
+    const longKey = await post({ type: 'order.created', data: {} }, 'k'.repeat(256));
+    expectError(longKey, 400, 'validation_failed');
+    expect(longKey.body.error.details).toEqual([{ path: 'Idempotency-Key', message: expect.stringMatching(/255/) }]);
+    const reserved = await post({ type: 'order.created', data: {} }, 'platform.x');
+    expect(reserved.body.error.details).toEqual([{ path: 'Idempotency-Key', message: 'must not start with "platform."' }]);
 
     const big = JSON.stringify({ type: 'order.created', data: { blob: 'x'.repeat(1024 * 1024) } });
     expectError(await raw(big), 413, 'payload_too_large');

@@ -8,7 +8,10 @@ import { startTestPlatform, type TestPlatform, type TestTenant } from '../helper
 
 type Schema = { $ref?: string; type?: string | string[]; properties?: Record<string, Schema>; required?: string[]; enum?: unknown[]; maximum?: number; anyOf?: Schema[] };
 interface Operation {
-  requestBody?: { content: Record<string, { schema: Schema }> };
+  operationId?: string;
+  security?: Array<Record<string, unknown>>;
+  parameters?: Array<{ name: string; in: string; required?: boolean; schema?: Schema }>;
+  requestBody?: { required?: boolean; content: Record<string, { schema: Schema }> };
   responses: Record<string, unknown>;
 }
 interface OpenApiDocument {
@@ -129,5 +132,53 @@ describe('OpenAPI document', () => {
     expect((await tenant.call('POST', '/v1/replays', { body: { filter: { status: 'pending' }, reason: 'r', dryRun: true } })).status).toBe(400);
     // A required field left out is refused.
     expect((await tenant.call('POST', '/v1/replays', { body: { dryRun: true } })).status).toBe(400);
+  });
+
+  const operations = () => Object.entries(doc.paths).flatMap(([path, ops]) => Object.entries(ops).map(([method, op]) => ({ path, method, op })));
+
+  it('names every operation with a unique operationId', () => {
+    const ids = operations().map(({ op }) => op.operationId);
+    expect(ids.every((id) => typeof id === 'string' && /^[a-z][A-Za-z]+$/.test(id))).toBe(true);
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(doc.paths['/v1/endpoints']!.post!.operationId).toBe('createEndpoint');
+  });
+
+  it('declares Idempotency-Key as a header parameter and every request body as required', () => {
+    expect(doc.paths['/v1/events']!.post!.parameters).toContainEqual(expect.objectContaining({ name: 'Idempotency-Key', in: 'header', required: false }));
+    const withBody = operations().filter(({ op }) => op.requestBody);
+    expect(withBody.length).toBeGreaterThan(5);
+    for (const { path, method, op } of withBody) expect(op.requestBody!.required, `${method} ${path}`).toBe(true);
+  });
+
+  it('documents 400, 401, 413, 415, 429 and 503 on every tenant route, and both successes where there are two', () => {
+    const tenantRoutes = operations().filter(({ op }) => op.security?.some((s) => 'apiKey' in s));
+    expect(tenantRoutes.length).toBeGreaterThan(15);
+    for (const { path, method, op } of tenantRoutes) {
+      expect(Object.keys(op.responses), `${method} ${path}`).toEqual(expect.arrayContaining(['400', '401', '413', '415', '429', '503']));
+    }
+    expect(Object.keys(doc.paths['/v1/events']!.post!.responses)).toEqual(expect.arrayContaining(['200', '202']));
+    expect(Object.keys(doc.paths['/v1/replays']!.post!.responses)).toEqual(expect.arrayContaining(['200', '202']));
+    // Every operation documents a client error, so a generated client knows the error shape.
+    for (const { path, method, op } of operations()) expect(Object.keys(op.responses).some((s) => s.startsWith('4')), `${method} ${path}`).toBe(true);
+  });
+
+  it('documents the status of each answer the server actually gives', async () => {
+    const seen: Array<[string, string, number]> = [];
+    const call = async (method: string, path: string, template: string, opts: Parameters<TestTenant['call']>[2] = {}) => {
+      const res = await tenant.call(method, path, opts);
+      seen.push([method.toLowerCase(), template, res.status]);
+      return res;
+    };
+    await call('POST', '/v1/replays', '/v1/replays', { body: { reason: 'check', dryRun: true } });
+    await call('POST', '/v1/replays', '/v1/replays', { body: { reason: 'check' } });
+    const event = { body: { type: 'doc.checked', data: {} }, headers: { 'idempotency-key': 'documented-statuses' } };
+    await call('POST', '/v1/events', '/v1/events', event);
+    await call('POST', '/v1/events', '/v1/events', event);
+    await call('POST', '/v1/events', '/v1/events', { rawBody: JSON.stringify({ type: 'x', data: 'y'.repeat(1024 * 1024) }), headers: { 'content-type': 'application/json' } });
+    await call('POST', '/v1/endpoints', '/v1/endpoints', { rawBody: '{}', headers: { 'content-type': 'text/plain' } });
+    await call('GET', '/v1/endpoints?unknown=1', '/v1/endpoints');
+    await call('GET', '/v1/events/evt_missing', '/v1/events/{id}');
+    expect(seen.map(([, , status]) => status)).toEqual([200, 202, 202, 200, 413, 415, 400, 404]);
+    for (const [method, path, status] of seen) expect(doc.paths[path]![method]!.responses[String(status)], `${method} ${path} ${status}`).toBeDefined();
   });
 });

@@ -8,6 +8,7 @@ export function adminRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     {
       method: 'post',
       path: '/admin/tenants',
+      operationId: 'createTenant',
       summary: 'Create a tenant and its first API key (shown once)',
       tag: 'admin',
       auth: 'admin',

@@ -10,6 +10,7 @@ export function deliveryRoutes(routes: ApiRoutes): void {
     {
       method: 'get',
       path: '/v1/deliveries',
+      operationId: 'listDeliveries',
       summary: 'Search deliveries by status, dead-letter reason, endpoint, event, event type and time range',
       tag: 'deliveries',
       auth: 'tenant',
@@ -25,6 +26,7 @@ export function deliveryRoutes(routes: ApiRoutes): void {
     {
       method: 'get',
       path: '/v1/deliveries/:id',
+      operationId: 'getDelivery',
       summary: 'Get a delivery with every attempt',
       tag: 'deliveries',
       auth: 'tenant',
@@ -43,6 +45,7 @@ export function deliveryRoutes(routes: ApiRoutes): void {
     {
       method: 'get',
       path: '/v1/messages/:messageId',
+      operationId: 'getMessageTimeline',
       summary: "A message's current status and timeline: events, their receipts, deliveries and attempts",
       tag: 'messages',
       auth: 'tenant',

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { badRequest, notFound } from '../../domain/errors.js';
+import { notFound, ValidationError } from '../../domain/errors.js';
 import { generateWebhookSecret } from '../../domain/signing.js';
 import { checkTargetUrl } from '../../dispatch/address-guard.js';
 import {
@@ -20,7 +20,7 @@ import { createEndpointBody, endpointSchema, idParams, page, pageQuery, patchEnd
 export function endpointRoutes(routes: ApiRoutes, ctx: ApiContext): void {
   const validUrl = (url: string) => {
     const check = checkTargetUrl(url, { allowPrivate: ctx.config.allowPrivateTargets });
-    if (!check.ok) throw badRequest(check.code, check.message);
+    if (!check.ok) throw new ValidationError([{ path: 'url', message: check.message }], check.code, check.message);
     return check.url.toString();
   };
   const tag = 'endpoints';
@@ -29,6 +29,7 @@ export function endpointRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     {
       method: 'post',
       path: '/v1/endpoints',
+      operationId: 'createEndpoint',
       summary: 'Register an endpoint; its signing secret is returned once',
       tag,
       auth: 'tenant',
@@ -45,10 +46,11 @@ export function endpointRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     {
       method: 'get',
       path: '/v1/endpoints',
+      operationId: 'listEndpoints',
       summary: 'List endpoints',
       tag,
       auth: 'tenant',
-      query: z.object(pageQuery),
+      query: z.strictObject(pageQuery),
       success: { status: 200, description: 'A page of endpoints', schema: page(endpointSchema) },
     },
     async ({ query, scope }) => ({
@@ -60,6 +62,7 @@ export function endpointRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     {
       method: 'get',
       path: '/v1/endpoints/:id',
+      operationId: 'getEndpoint',
       summary: 'Get an endpoint',
       tag,
       auth: 'tenant',
@@ -77,6 +80,7 @@ export function endpointRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     {
       method: 'patch',
       path: '/v1/endpoints/:id',
+      operationId: 'updateEndpoint',
       summary: 'Change an endpoint; `status: active` re-enables a disabled one',
       tag,
       auth: 'tenant',
@@ -95,6 +99,7 @@ export function endpointRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     {
       method: 'delete',
       path: '/v1/endpoints/:id',
+      operationId: 'deleteEndpoint',
       summary: 'Delete an endpoint; its waiting deliveries are dead-lettered',
       tag,
       auth: 'tenant',
@@ -113,6 +118,7 @@ export function endpointRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     {
       method: 'post',
       path: '/v1/endpoints/:id/secret/rotate',
+      operationId: 'rotateEndpointSecret',
       summary: 'Rotate the signing secret; the old one keeps signing beside the new one for 24 h',
       tag,
       auth: 'tenant',

@@ -1,10 +1,10 @@
-import { badRequest, notFound } from '../../domain/errors.js';
+import { notFound } from '../../domain/errors.js';
 import { deliveryColumns, rowToDeliverySummary, type DeliveryRow } from '../../store/deliveries-store.js';
 import { eventColumns, publishEvent, rowToEvent, whereEventType, type EventRow } from '../../store/events-store.js';
 import { paginate } from '../../store/pagination.js';
 import type { ApiContext } from '../context.js';
 import type { ApiRoutes } from '../route.js';
-import { eventSchema, idParams, listEventsQuery, page, publishedSchema, publishEventBody } from '../schemas.js';
+import { eventSchema, idParams, listEventsQuery, page, publishedSchema, publishEventBody, publishEventHeaders } from '../schemas.js';
 
 export function eventRoutes(routes: ApiRoutes, ctx: ApiContext): void {
   const tag = 'events';
@@ -12,22 +12,20 @@ export function eventRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     {
       method: 'post',
       path: '/v1/events',
+      operationId: 'publishEvent',
       summary: 'Publish an event; the same Idempotency-Key returns the first event and sends nothing new',
       tag,
       auth: 'tenant',
+      headers: publishEventHeaders,
       body: publishEventBody,
-      success: { status: 202, description: 'Accepted (200 when the Idempotency-Key was seen before)', schema: publishedSchema },
+      success: [
+        { status: 202, description: 'Accepted: a new event, fanned out to the subscribed endpoints', schema: publishedSchema },
+        { status: 200, description: 'This Idempotency-Key was seen before: the first event, and nothing new is sent', schema: publishedSchema },
+      ],
       errors: [409],
     },
-    async ({ req, body, scope }) => {
-      const key = req.get('idempotency-key');
-      if (key !== undefined && (key.length === 0 || key.length > 255)) {
-        throw badRequest('invalid_idempotency_key', 'Idempotency-Key must be 1 to 255 characters');
-      }
-      // Operational events use keys in this namespace; a tenant key there could suppress one.
-      if (key?.startsWith('platform.')) {
-        throw badRequest('invalid_idempotency_key', 'Idempotency-Key must not start with "platform."');
-      }
+    async ({ headers, body, scope }) => {
+      const key = headers['Idempotency-Key'];
       const result = await publishEvent(scope, { type: body.type, messageId: body.messageId, data: body.data, idempotencyKey: key }, ctx.config.retry.maxEventAgeSeconds);
       ctx.lifecycle.fannedOut(result.fanOut);
       return { status: result.duplicate ? 200 : 202, body: { ...rowToEvent(result.event), duplicate: result.duplicate } };
@@ -37,6 +35,7 @@ export function eventRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     {
       method: 'get',
       path: '/v1/events',
+      operationId: 'listEvents',
       summary: 'Search events by type (or a type prefix ending in .*), message id and time range',
       tag,
       auth: 'tenant',
@@ -56,6 +55,7 @@ export function eventRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     {
       method: 'get',
       path: '/v1/events/:id',
+      operationId: 'getEvent',
       summary: 'Get an event with its receipt count and deliveries',
       tag,
       auth: 'tenant',

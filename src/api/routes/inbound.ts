@@ -52,13 +52,14 @@ export function inboundRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     {
       method: 'post',
       path: '/inbound/:sourceId',
+      operationId: 'receiveProviderCallback',
       summary: 'Provider callback; authenticated by the provider signature over the raw body',
       tag: 'inbound',
       auth: 'signature',
       params: inboundParams,
       rawBody: true,
       success: { status: 200, description: 'Durably accepted, a duplicate, or stale', schema: inboundAccepted },
-      errors: [400, 401, 404, 413, 503],
+      errors: [400, 401, 404, 413, 415, 503],
     },
     async ({ req, res, params }) => {
       const rawBody = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);

@@ -30,13 +30,14 @@ export function opsRoutes(routes: ApiRoutes, ctx: ApiContext, registry: OpenAPIR
   const tag = 'operations';
   let document: ReturnType<typeof openApiDocument> | undefined;
   routes.add(
-    { method: 'get', path: '/healthz', summary: 'The process is up', tag, auth: 'none', success: { status: 200, description: 'Up', schema: z.object({ status: z.literal('ok') }) } },
+    { method: 'get', path: '/healthz', operationId: 'getHealth', summary: 'The process is up', tag, auth: 'none', success: { status: 200, description: 'Up', schema: z.object({ status: z.literal('ok') }) } },
     async () => ({ status: 200, body: { status: 'ok' } }),
   );
   routes.add(
     {
       method: 'get',
       path: '/readyz',
+      operationId: 'getReadiness',
       summary: 'PostgreSQL and Redis are reachable',
       tag,
       auth: 'none',
@@ -50,7 +51,7 @@ export function opsRoutes(routes: ApiRoutes, ctx: ApiContext, registry: OpenAPIR
     },
   );
   routes.add(
-    { method: 'get', path: '/metrics', summary: 'Prometheus metrics', tag, auth: 'none', success: { status: 200, description: 'Prometheus text format' } },
+    { method: 'get', path: '/metrics', operationId: 'getMetrics', summary: 'Prometheus metrics', tag, auth: 'none', success: { status: 200, description: 'Prometheus text format' } },
     async ({ res }) => {
       const { contentType, body } = await renderMetrics();
       res.setHeader('content-type', contentType);
@@ -59,19 +60,32 @@ export function opsRoutes(routes: ApiRoutes, ctx: ApiContext, registry: OpenAPIR
     },
   );
   routes.add(
-    { method: 'get', path: '/openapi.json', summary: 'This document', tag, auth: 'none', success: { status: 200, description: 'OpenAPI 3.1' } },
+    { method: 'get', path: '/openapi.json', operationId: 'getOpenApiDocument', summary: 'This document', tag, auth: 'none', success: { status: 200, description: 'OpenAPI 3.1' } },
     async () => {
-      document ??= openApiDocument(registry);
+      document ??= openApiDocument(registry, ctx.config.publicBaseUrl);
       return { status: 200, body: document };
     },
   );
 }
 
-export function openApiDocument(registry: OpenAPIRegistry) {
+/**
+ * The OpenAPI 3.1 document of every registered route. Its server is the path of PUBLIC_BASE_URL,
+ * relative to where the document is served (OpenAPI resolves it against the document's own URL):
+ * right for every deployment, behind a path prefix too, without naming a host the document
+ * cannot know. The API is not published under an open licence: the package is private.
+ */
+export function openApiDocument(registry: OpenAPIRegistry, publicBaseUrl: string) {
+  const basePath = new URL(publicBaseUrl).pathname.replace(/\/+$/, '') || '/';
   registry.registerComponent('securitySchemes', 'apiKey', { type: 'http', scheme: 'bearer', description: 'Tenant API key' });
   registry.registerComponent('securitySchemes', 'adminToken', { type: 'http', scheme: 'bearer', description: 'ADMIN_TOKEN' });
   return new OpenApiGeneratorV31(registry.definitions).generateDocument({
     openapi: '3.1.0',
-    info: { title: 'Webhook relay', version: '1.0.0', description: 'Durable webhook intake and signed at-least-once delivery.' },
+    info: {
+      title: 'Webhook relay',
+      version: '1.0.0',
+      description: 'Durable webhook intake and signed at-least-once delivery.',
+      license: { name: 'Proprietary', identifier: 'LicenseRef-Proprietary' },
+    },
+    servers: [{ url: basePath, description: 'This deployment: the host that serves this document' }],
   });
 }

@@ -9,11 +9,12 @@ import type { ApiRoutes } from '../route.js';
 import { auditEntrySchema, auditQuery, bulkReplayBody, bulkReplayResult, idParams, page, replayAccepted, replayBody, replayProgressSchema } from '../schemas.js';
 
 export function replayRoutes(routes: ApiRoutes, ctx: ApiContext): void {
-  const pacing = { ratePerSecond: ctx.config.replayRatePerSecond, defaultMaxAgeSeconds: ctx.config.retry.maxEventAgeSeconds };
+  const pacing = { ratePerSecond: ctx.config.replayRatePerSecond, defaultMaxAgeSeconds: ctx.config.retry.maxEventAgeSeconds, retention: ctx.config.retention };
   routes.add(
     {
       method: 'post',
       path: '/v1/deliveries/:id/replay',
+      operationId: 'replayDelivery',
       summary: 'Replay a dead or succeeded delivery with the same webhook-id and body; audited',
       tag: 'replays',
       auth: 'tenant',
@@ -27,6 +28,7 @@ export function replayRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       if (result === 'not_found') throw notFound('delivery');
       if (result === 'busy') throw conflict('delivery_in_progress', 'the delivery is already pending or in flight');
       if (result === 'endpoint_disabled') throw conflict('endpoint_disabled', 'the endpoint is disabled; re-enable it first');
+      if (result === 'expired') throw conflict('expired', 'the delivery is past its retention window (RETENTION_DAYS, DEAD_LETTER_RETENTION_DAYS) and can no longer be replayed');
       metrics.replays.inc({ kind: 'single' });
       ctx.lifecycle.replayed(1);
       return { status: 202, body: { status: 'replaying', deliveryId: params.id } };
@@ -36,11 +38,15 @@ export function replayRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     {
       method: 'post',
       path: '/v1/replays',
+      operationId: 'replayDeliveries',
       summary: 'Replay every delivery matching a filter, paced; dryRun counts and samples without sending',
       tag: 'replays',
       auth: 'tenant',
       body: bulkReplayBody,
-      success: { status: 202, description: 'Started (200 for a dry run)', schema: bulkReplayResult },
+      success: [
+        { status: 202, description: 'Started: the replay id and how many deliveries it takes', schema: bulkReplayResult },
+        { status: 200, description: 'Dry run: the count and a sample of what would be replayed; nothing is sent', schema: bulkReplayResult },
+      ],
     },
     async ({ body, scope }) => {
       const max = ctx.config.replayMaxLimit;
@@ -63,6 +69,7 @@ export function replayRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     {
       method: 'get',
       path: '/v1/replays/:id',
+      operationId: 'getReplay',
       summary: 'Progress of a bulk replay',
       tag: 'replays',
       auth: 'tenant',
@@ -80,6 +87,7 @@ export function replayRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     {
       method: 'get',
       path: '/v1/audit-log',
+      operationId: 'listAuditLog',
       summary: 'Who did what, why and when: replays, secret rotations, endpoint changes',
       tag: 'audit',
       auth: 'tenant',

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { badRequest, notFound } from '../../domain/errors.js';
+import { notFound, ValidationError } from '../../domain/errors.js';
 import { checkTargetUrl } from '../../dispatch/address-guard.js';
 import { getAdapter } from '../../inbound/adapters/index.js';
 import { paginate } from '../../store/pagination.js';
@@ -14,6 +14,7 @@ export function sourceRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     {
       method: 'post',
       path: '/v1/sources',
+      operationId: 'createSource',
       summary: 'Register a provider source; a missing secret is generated and returned once',
       tag: 'sources',
       auth: 'tenant',
@@ -25,7 +26,7 @@ export function sourceRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       // target like an endpoint URL, so the same SSRF rules apply before it is stored.
       if (body.reconcile) {
         const check = checkTargetUrl(body.reconcile.baseUrl, { allowPrivate: ctx.config.allowPrivateTargets });
-        if (!check.ok) throw badRequest(check.code, `reconcile.baseUrl: ${check.message}`);
+        if (!check.ok) throw new ValidationError([{ path: 'reconcile.baseUrl', message: check.message }], check.code);
       }
       const generated = body.secret === undefined;
       const secret = body.secret ?? getAdapter(body.type).generateSecret();
@@ -37,10 +38,11 @@ export function sourceRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     {
       method: 'get',
       path: '/v1/sources',
+      operationId: 'listSources',
       summary: 'List sources',
       tag: 'sources',
       auth: 'tenant',
-      query: z.object(pageQuery),
+      query: z.strictObject(pageQuery),
       success: { status: 200, description: 'A page of sources', schema: page(sourceSchema) },
     },
     async ({ query, scope }) => ({
@@ -52,6 +54,7 @@ export function sourceRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     {
       method: 'get',
       path: '/v1/sources/:id',
+      operationId: 'getSource',
       summary: 'Get a source',
       tag: 'sources',
       auth: 'tenant',

@@ -1,0 +1,166 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectError } from '../helpers/api.js';
+import { createSource, postCallback, sign } from '../helpers/intake.js';
+import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
+import { communication } from '../helpers/providers.js';
+
+/**
+ * What a client sees when a request is wrong: non-JSON bodies are 415, a body that is JSON but not
+ * an object says so, every problem of a request is listed at once (body, query and headers
+ * together), and unknown query parameters are refused like unknown body fields.
+ */
+describe('request validation', () => {
+  let t: TestPlatform;
+  let tenant: TestTenant;
+  const url = 'http://127.0.0.1:9/hook'; // never contacted: no events are published to these endpoints
+
+  beforeAll(async () => {
+    t = await startTestPlatform({ role: 'api' });
+    tenant = await t.createTenant('validation');
+  });
+  afterAll(async () => {
+    await t?.stop();
+  });
+
+  const endpoints = () => t.platform.db('endpoints').where({ tenant_id: tenant.id }).count({ n: '*' }).then((r) => Number(r[0]!.n));
+  const raw = (method: string, path: string, rawBody: string, headers: Record<string, string>, token = tenant.apiKey) =>
+    t.call(method, path, { token, rawBody, headers });
+
+  describe('415 unsupported_media_type for a body that is not JSON', () => {
+    const json = JSON.stringify({ url });
+    it.each([
+      ['text/plain', json],
+      ['text/plain;charset=UTF-8', json], // what fetch() sends for a string body without headers
+      ['application/x-www-form-urlencoded', `url=${encodeURIComponent(url)}`],
+      ['multipart/form-data; boundary=x', `--x\r\nContent-Disposition: form-data; name="url"\r\n\r\n${url}\r\n--x--\r\n`],
+      ['application/xml', '<endpoint/>'],
+    ])('POST /v1/endpoints with %s: 415, nothing created', async (type, body) => {
+      const before = await endpoints();
+      const res = await raw('POST', '/v1/endpoints', body, { 'content-type': type });
+      expectError(res, 415, 'unsupported_media_type');
+      expect(res.body.error.message).toContain('application/json');
+      expect(await endpoints()).toBe(before);
+    });
+
+    it('a body without any Content-Type is 415 too', async () => {
+      const res = await fetch(`${t.url}/v1/endpoints`, { method: 'POST', headers: { authorization: `Bearer ${tenant.apiKey}` }, body: Buffer.from(JSON.stringify({ url })) });
+      expect(res.status).toBe(415);
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe('unsupported_media_type');
+    });
+
+    it('admin routes answer 415 the same way', async () => {
+      const res = await raw('POST', '/admin/tenants', JSON.stringify({ name: 'plain' }), { 'content-type': 'text/plain' }, t.config.adminToken);
+      expectError(res, 415, 'unsupported_media_type');
+      expect(await t.platform.db('tenants').where({ name: 'plain' })).toHaveLength(0);
+    });
+
+    it('accepts application/json with parameters in any case, and +json types', async () => {
+      const created = await raw('POST', '/v1/endpoints', JSON.stringify({ url }), { 'content-type': 'Application/JSON; charset=utf-8' });
+      expect(created.status, created.text).toBe(201);
+      const patched = await raw('PATCH', `/v1/endpoints/${created.body.id}`, JSON.stringify({ description: 'merge' }), { 'content-type': 'application/merge-patch+json' });
+      expect(patched.status, patched.text).toBe(200);
+      expect(patched.body.description).toBe('merge');
+    });
+
+    it('provider callbacks keep their raw-body handling: a signed body is verified whatever its Content-Type', async () => {
+      const source = await createSource(tenant, 'momo-communication');
+      const body = communication.messageStatus('m-plain', 'sent');
+      const cb = sign.communication(source.secret, body);
+      const res = await postCallback(t, source.id, { ...cb, headers: { ...cb.headers, 'content-type': 'text/plain' } });
+      expect(res.status, res.text).toBe(200);
+      expect(res.body.status).toBe('accepted');
+    });
+  });
+
+  describe('a body that is JSON but not an object', () => {
+    it.each(['null', '[]', '"url"', '42', 'true'])('%s answers 400 validation_failed "body must be a JSON object"', async (body) => {
+      const res = await raw('POST', '/v1/endpoints', body, { 'content-type': 'application/json' });
+      expectError(res, 400, 'validation_failed');
+      expect(res.body.error).toEqual({ code: 'validation_failed', message: 'body: body must be a JSON object', details: [{ path: 'body', message: 'body must be a JSON object' }] });
+    });
+
+    it('no body at all says a JSON object is required', async () => {
+      const res = await tenant.call('POST', '/v1/replays');
+      expect(res.body.error).toEqual({ code: 'validation_failed', message: 'body: a JSON object is required', details: [{ path: 'body', message: 'a JSON object is required' }] });
+    });
+
+    it('text that is not JSON at all is still malformed_json', async () => {
+      expectError(await raw('POST', '/v1/endpoints', '{"url":', { 'content-type': 'application/json' }), 400, 'malformed_json');
+    });
+  });
+
+  describe('every problem at once', () => {
+    it('lists each invalid, missing and unknown field of a body in details, and summarises them in the message', async () => {
+      const before = await endpoints();
+      const res = await tenant.call('POST', '/v1/endpoints', { body: { maxConcurrency: 0, retryPolicy: { maxAttempts: 0, extra: 1 }, eventTypes: ['ok.*', 'bad type'], colour: 'red' } });
+      expectError(res, 400, 'validation_failed');
+      const details = res.body.error.details as Array<{ path: string; message: string }>;
+      expect(details.map((d) => d.path).sort()).toEqual(['colour', 'eventTypes.1', 'maxConcurrency', 'retryPolicy.extra', 'retryPolicy.maxAttempts', 'url']);
+      expect(details).toContainEqual({ path: 'url', message: 'required' });
+      expect(details).toContainEqual({ path: 'colour', message: 'unknown field' });
+      expect(details).toContainEqual({ path: 'eventTypes.1', message: 'must be an event type, optionally ending in .*' });
+      expect(res.body.error.message).toMatch(/^6 problems: /);
+      for (const d of details) expect(res.body.error.message).toContain(`${d.path}: ${d.message}`);
+      expect(await endpoints()).toBe(before);
+    });
+
+    it('reports query, header and body problems of one request together', async () => {
+      const res = await tenant.call('POST', '/v1/events?dryRun=true', { body: { type: 'bad type!' }, headers: { 'idempotency-key': 'platform.mine' } });
+      expectError(res, 400, 'validation_failed');
+      expect(res.body.error.details).toEqual(
+        expect.arrayContaining([
+          { path: 'dryRun', message: 'unknown query parameter' },
+          { path: 'Idempotency-Key', message: 'must not start with "platform."' },
+          { path: 'type', message: 'letters, digits, dot, dash and underscore only' },
+          { path: 'data', message: 'required' },
+        ]),
+      );
+      expect(res.body.error.details).toHaveLength(4);
+    });
+
+    it('a single problem keeps a one-line message naming the field', async () => {
+      const res = await tenant.call('POST', '/v1/endpoints', { body: { url, maxConcurrency: 1001 } });
+      expect(res.body.error).toEqual({
+        code: 'validation_failed',
+        message: `maxConcurrency: ${res.body.error.details[0].message}`,
+        details: [{ path: 'maxConcurrency', message: expect.stringMatching(/1000/) }],
+      });
+    });
+
+    it('an endpoint URL refused by the address guard is reported with its path too', async () => {
+      const res = await tenant.call('POST', '/v1/endpoints', { body: { url: 'ftp://files.example.com/x' } });
+      expectError(res, 400, 'scheme_not_allowed');
+      expect(res.body.error.details).toEqual([{ path: 'url', message: res.body.error.message }]);
+    });
+  });
+
+  describe('unknown query parameters are refused like unknown body fields', () => {
+    it.each([
+      ['/v1/endpoints?limt=5', 'limt'],
+      ['/v1/sources?limit=5&sort=asc', 'sort'],
+      ['/v1/events?typ=order.created', 'typ'],
+      ['/v1/deliveries?state=dead', 'state'],
+      ['/v1/audit-log?who=me', 'who'],
+      ['/v1/replays/rpl_x?verbose=1', 'verbose'],
+      ['/healthz?probe=1', 'probe'],
+    ])('GET %s answers 400 with a details entry for %s', async (path, param) => {
+      const res = await tenant.call('GET', path);
+      expectError(res, 400, 'validation_failed');
+      expect(res.body.error.details).toEqual([{ path: param, message: 'unknown query parameter' }]);
+    });
+
+    it('known parameters still work, and a POST refuses parameters it has none of', async () => {
+      expect((await tenant.call('GET', '/v1/endpoints?limit=5')).status).toBe(200);
+      const res = await tenant.call('POST', `/v1/endpoints?url=${encodeURIComponent(url)}`, { body: { url } });
+      expectError(res, 400, 'validation_failed');
+      expect(res.body.error.details).toEqual([{ path: 'url', message: 'unknown query parameter' }]);
+    });
+
+    it('a provider callback ignores a query string (providers and tenants append their own)', async () => {
+      const source = await createSource(tenant, 'momo-communication');
+      const body = communication.messageStatus('m-query', 'sent');
+      const res = await postCallback(t, `${source.id}?token=abc`, sign.communication(source.secret, body));
+      expect(res.status, res.text).toBe(200);
+    });
+  });
+});
