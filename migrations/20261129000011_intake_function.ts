@@ -16,79 +16,8 @@ import type { Knex } from 'knex';
  * guess; when more endpoints match than ids were given, the functions write nothing and say how many
  * they need, and the caller calls again with that many.
  */
-export async function up(knex: Knex): Promise<void> {
-  await knex.raw(`
-    -- One endpoint an event goes to, as fan-out needs to know it.
-    CREATE TYPE fan_out_target AS (endpoint_id text, active boolean, per_message boolean, max_age_seconds integer);
-
-    -- The endpoints of the tenant whose filter matches the event type, by endpoint id (the order in
-    -- which the caller's delivery ids are handed out). An empty filter means every type except
-    -- operational events (platform.*): a catch-all endpoint never receives a type it did not know
-    -- existed; those only reach endpoints that name them, exactly or by an \`x.*\` prefix. Disabled
-    -- endpoints are included: they get a dead delivery (see fan_out_insert).
-    CREATE FUNCTION fan_out_targets(p_tenant_id text, p_type text) RETURNS fan_out_target[]
-    LANGUAGE sql STABLE AS $$
-      SELECT coalesce(array_agg(ROW(e.id, e.status = 'active', e.ordering = 'per-message',
-                                    (e.retry_policy->>'maxEventAgeSeconds')::int)::fan_out_target ORDER BY e.id),
-                      '{}')
-        FROM endpoints e
-       WHERE e.tenant_id = p_tenant_id AND e.deleted_at IS NULL
-         AND ((cardinality(e.event_types) = 0 AND NOT starts_with(p_type, 'platform.'))
-              OR p_type = ANY(e.event_types)
-              OR EXISTS (SELECT 1 FROM unnest(e.event_types) f WHERE right(f, 2) = '.*' AND starts_with(p_type, left(f, -1))))
-    $$;
-
-    -- One delivery per target, with the caller's ids in target order. The caller has already written
-    -- the event and, when it has a message, the message's row.
-    --
-    -- A disabled endpoint gets a dead \`endpoint_disabled\` delivery instead of none, so what piles up
-    -- while it is off can be replayed once it is back.
-    --
-    -- Per-message ordering: a delivery to a \`per-message\` endpoint carries its message's key, the
-    -- provider's sequence when there is one (it orders before acceptance order), and the event's
-    -- place in the message's acceptance order (order_seq). That place is drawn here, after the
-    -- caller has written the message's row in this same transaction: the caller holds the row's lock
-    -- until commit, so positions are drawn in the order in which the message's events commit, which
-    -- is also the order in which its status advanced. events.seq is not: it is taken when the event
-    -- row is inserted, before the lock, so a \`delivered\` callback can get a lower seq than a racing
-    -- \`sent\` one that commits first (both are accepted: \`sent\` advanced the message, then
-    -- \`delivered\`), and ordering by seq handed receivers \`delivered\` before \`sent\`. Positions
-    -- are only compared within one message, so any increasing source does; the events.seq sequence
-    -- is used because it needs no schema change.
-    CREATE FUNCTION fan_out_insert(
-      p_event_id text, p_tenant_id text, p_created_at timestamptz, p_message_key text, p_provider_sequence bigint,
-      p_default_max_age_seconds integer, p_targets fan_out_target[], p_delivery_ids text[],
-      OUT pending integer, OUT dead_disabled integer)
-    LANGUAGE plpgsql AS $$
-    DECLARE
-      v_order_seq bigint;
-    BEGIN
-      IF cardinality(p_targets) > cardinality(p_delivery_ids) THEN
-        RAISE EXCEPTION 'fan_out_insert: % targets but % delivery ids', cardinality(p_targets), cardinality(p_delivery_ids);
-      END IF;
-      IF p_message_key IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(p_targets) t WHERE t.per_message) THEN
-        v_order_seq := nextval(pg_get_serial_sequence('events', 'seq'));
-      END IF;
-      INSERT INTO deliveries (id, tenant_id, event_id, endpoint_id, status, dead_reason, last_error, next_attempt_at,
-                              deadline_at, order_key, order_hint, order_seq, created_at, updated_at)
-      SELECT p_delivery_ids[t.n], p_tenant_id, p_event_id, t.endpoint_id,
-             CASE WHEN t.active THEN 'pending' ELSE 'dead' END,
-             CASE WHEN t.active THEN NULL ELSE 'endpoint_disabled' END,
-             CASE WHEN t.active THEN NULL ELSE 'endpoint was disabled when the event was accepted' END,
-             CASE WHEN t.active THEN p_created_at END,
-             -- The endpoint's retryPolicy.maxEventAgeSeconds, else the platform's MAX_EVENT_AGE_SECONDS.
-             p_created_at + make_interval(secs => coalesce(t.max_age_seconds, p_default_max_age_seconds)),
-             CASE WHEN t.per_message AND p_message_key IS NOT NULL THEN p_message_key END,
-             CASE WHEN t.per_message AND p_message_key IS NOT NULL THEN p_provider_sequence END,
-             CASE WHEN t.per_message AND p_message_key IS NOT NULL THEN v_order_seq END,
-             p_created_at, p_created_at
-        FROM unnest(p_targets) WITH ORDINALITY AS t(endpoint_id, active, per_message, max_age_seconds, n);
-      SELECT count(*) FILTER (WHERE t.active), count(*) FILTER (WHERE NOT t.active)
-        INTO pending, dead_disabled
-        FROM unnest(p_targets) t;
-    END
-    $$;
-
+/** intake_accept as this migration creates it (migration 20261201000016 restores it on the way down). */
+export const intakeAcceptFunction = `
     -- Accepting one verified, parsed callback: the event (unique on source + dedupe key), the
     -- message's forward-only status, one delivery per matching endpoint, and the receipt, all or
     -- nothing. Called as one statement, so nothing is acknowledged before it commits.
@@ -169,7 +98,82 @@ export async function up(knex: Knex): Promise<void> {
       VALUES (p_receipt_id, p_tenant_id, p_source_id, event_id, outcome, p_origin, p_body_digest, p_received_at);
     END
     $$;
+`;
 
+export async function up(knex: Knex): Promise<void> {
+  await knex.raw(`
+    -- One endpoint an event goes to, as fan-out needs to know it.
+    CREATE TYPE fan_out_target AS (endpoint_id text, active boolean, per_message boolean, max_age_seconds integer);
+
+    -- The endpoints of the tenant whose filter matches the event type, by endpoint id (the order in
+    -- which the caller's delivery ids are handed out). An empty filter means every type except
+    -- operational events (platform.*): a catch-all endpoint never receives a type it did not know
+    -- existed; those only reach endpoints that name them, exactly or by an \`x.*\` prefix. Disabled
+    -- endpoints are included: they get a dead delivery (see fan_out_insert).
+    CREATE FUNCTION fan_out_targets(p_tenant_id text, p_type text) RETURNS fan_out_target[]
+    LANGUAGE sql STABLE AS $$
+      SELECT coalesce(array_agg(ROW(e.id, e.status = 'active', e.ordering = 'per-message',
+                                    (e.retry_policy->>'maxEventAgeSeconds')::int)::fan_out_target ORDER BY e.id),
+                      '{}')
+        FROM endpoints e
+       WHERE e.tenant_id = p_tenant_id AND e.deleted_at IS NULL
+         AND ((cardinality(e.event_types) = 0 AND NOT starts_with(p_type, 'platform.'))
+              OR p_type = ANY(e.event_types)
+              OR EXISTS (SELECT 1 FROM unnest(e.event_types) f WHERE right(f, 2) = '.*' AND starts_with(p_type, left(f, -1))))
+    $$;
+
+    -- One delivery per target, with the caller's ids in target order. The caller has already written
+    -- the event and, when it has a message, the message's row.
+    --
+    -- A disabled endpoint gets a dead \`endpoint_disabled\` delivery instead of none, so what piles up
+    -- while it is off can be replayed once it is back.
+    --
+    -- Per-message ordering: a delivery to a \`per-message\` endpoint carries its message's key, the
+    -- provider's sequence when there is one (it orders before acceptance order), and the event's
+    -- place in the message's acceptance order (order_seq). That place is drawn here, after the
+    -- caller has written the message's row in this same transaction: the caller holds the row's lock
+    -- until commit, so positions are drawn in the order in which the message's events commit, which
+    -- is also the order in which its status advanced. events.seq is not: it is taken when the event
+    -- row is inserted, before the lock, so a \`delivered\` callback can get a lower seq than a racing
+    -- \`sent\` one that commits first (both are accepted: \`sent\` advanced the message, then
+    -- \`delivered\`), and ordering by seq handed receivers \`delivered\` before \`sent\`. Positions
+    -- are only compared within one message, so any increasing source does; the events.seq sequence
+    -- is used because it needs no schema change.
+    CREATE FUNCTION fan_out_insert(
+      p_event_id text, p_tenant_id text, p_created_at timestamptz, p_message_key text, p_provider_sequence bigint,
+      p_default_max_age_seconds integer, p_targets fan_out_target[], p_delivery_ids text[],
+      OUT pending integer, OUT dead_disabled integer)
+    LANGUAGE plpgsql AS $$
+    DECLARE
+      v_order_seq bigint;
+    BEGIN
+      IF cardinality(p_targets) > cardinality(p_delivery_ids) THEN
+        RAISE EXCEPTION 'fan_out_insert: % targets but % delivery ids', cardinality(p_targets), cardinality(p_delivery_ids);
+      END IF;
+      IF p_message_key IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(p_targets) t WHERE t.per_message) THEN
+        v_order_seq := nextval(pg_get_serial_sequence('events', 'seq'));
+      END IF;
+      INSERT INTO deliveries (id, tenant_id, event_id, endpoint_id, status, dead_reason, last_error, next_attempt_at,
+                              deadline_at, order_key, order_hint, order_seq, created_at, updated_at)
+      SELECT p_delivery_ids[t.n], p_tenant_id, p_event_id, t.endpoint_id,
+             CASE WHEN t.active THEN 'pending' ELSE 'dead' END,
+             CASE WHEN t.active THEN NULL ELSE 'endpoint_disabled' END,
+             CASE WHEN t.active THEN NULL ELSE 'endpoint was disabled when the event was accepted' END,
+             CASE WHEN t.active THEN p_created_at END,
+             -- The endpoint's retryPolicy.maxEventAgeSeconds, else the platform's MAX_EVENT_AGE_SECONDS.
+             p_created_at + make_interval(secs => coalesce(t.max_age_seconds, p_default_max_age_seconds)),
+             CASE WHEN t.per_message AND p_message_key IS NOT NULL THEN p_message_key END,
+             CASE WHEN t.per_message AND p_message_key IS NOT NULL THEN p_provider_sequence END,
+             CASE WHEN t.per_message AND p_message_key IS NOT NULL THEN v_order_seq END,
+             p_created_at, p_created_at
+        FROM unnest(p_targets) WITH ORDINALITY AS t(endpoint_id, active, per_message, max_age_seconds, n);
+      SELECT count(*) FILTER (WHERE t.active), count(*) FILTER (WHERE NOT t.active)
+        INTO pending, dead_disabled
+        FROM unnest(p_targets) t;
+    END
+    $$;
+
+    ${intakeAcceptFunction}
     -- Many callbacks in one statement, each exactly as intake_accept takes it, in the order given
     -- (group commit: under load the api process sends the callbacks that arrived while earlier ones
     -- were being written together, and answers each only after this statement has committed).

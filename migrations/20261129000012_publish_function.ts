@@ -9,8 +9,8 @@ import type { Knex } from 'knex';
  * Ids come from the caller as for intake: the event id and a guess of delivery ids; when more
  * endpoints match than ids were given, nothing is written and `endpoint_count` says how many.
  */
-export async function up(knex: Knex): Promise<void> {
-  await knex.raw(`
+/** publish_event as this migration creates it (migration 20261201000016 restores it on the way down). */
+export const publishEventFunction = `
     -- outcome: 'created'; 'duplicate' (the tenant already used this Idempotency-Key: the first
     -- event comes back with the request_hash it was made from, and the caller decides between the
     -- same request, answered with that event, and a different one, which is a conflict); or
@@ -66,7 +66,10 @@ export async function up(knex: Knex): Promise<void> {
       body := v_event.body; created_at := v_event.created_at; seq := v_event.seq; request_hash := v_event.request_hash;
     END
     $$;
-  `);
+`;
+
+export async function up(knex: Knex): Promise<void> {
+  await knex.raw(publishEventFunction);
 }
 
 export async function down(knex: Knex): Promise<void> {

@@ -1,7 +1,7 @@
 // The invariant checker must itself be able to fail: each rule is shown catching a hand-built bad
-// state, and only that rule firing, on a private database whose unique constraints are dropped
-// so that even "two events share a dedupe key" can be built. Each case gets its own tenant and the
-// checker looks at that tenant only.
+// state, and only that rule firing, on a private database. Keys are unique in event_keys, which the
+// intake functions claim and these direct inserts bypass, so even "two events share a dedupe key"
+// can be built. Each case gets its own tenant and the checker looks at that tenant only.
 import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '../../src/domain/ids.js';
@@ -16,7 +16,6 @@ let db: Knex;
 beforeAll(async () => {
   database = await createTestDatabase();
   db = createDb({ url: database.url, poolMax: 4 });
-  await db.raw('ALTER TABLE events DROP CONSTRAINT events_source_dedupe, DROP CONSTRAINT events_tenant_idempotency');
 });
 afterAll(async () => {
   await db?.destroy();

@@ -3,6 +3,7 @@ import { readdirSync } from 'node:fs';
 import { promisify } from 'node:util';
 import type { Knex } from 'knex';
 import { afterEach, describe, expect, it } from 'vitest';
+import { newId } from '../../src/domain/ids.js';
 import { createDb, migrateLatest, migrationsDirectory } from '../../src/infra/db.js';
 import { publish } from '../helpers/api.js';
 import { createEmptyDatabase, type TestDatabase } from '../helpers/database.js';
@@ -145,25 +146,25 @@ describe('migrations', () => {
     }
   });
 
-  it('keeps uniqueness in the database: (source, dedupe key), (tenant, Idempotency-Key), (event, endpoint)', async () => {
+  it('keeps uniqueness in the database: (source, dedupe key) and (tenant, Idempotency-Key) in event_keys, (event, endpoint) on deliveries', async () => {
     const { db } = await emptyDatabase();
     await migrateLatest(db);
     await db('tenants').insert({ id: 'ten_1', name: 't' });
     await db('sources').insert({ id: 'src_1', tenant_id: 'ten_1', type: 'standard-webhooks', name: 's', secret_enc: 'v1:x' });
     await db('endpoints').insert({ id: 'ep_1', tenant_id: 'ten_1', url: 'https://x.example.com', max_concurrency: 1, secret_enc: 'v1:x' });
-    const event = (id: string, extra: Record<string, unknown>) => ({ id, tenant_id: 'ten_1', origin: 'api', type: 'x', body: '{}', ...extra });
     const violation = (p: Promise<unknown>) => p.then(() => 'inserted', (err: { code?: string }) => err.code);
+    const [e1, e2, e3] = [newId('event'), newId('event'), newId('event')];
+    // events is partitioned by time, so a key is claimed in event_keys, unique across every partition.
+    await db('event_keys').insert({ scope_id: 'src_1', key: 'k', event_id: e1 });
+    expect(await violation(db('event_keys').insert({ scope_id: 'src_1', key: 'k', event_id: e2 }))).toBe('23505');
+    await db('event_keys').insert({ scope_id: 'ten_1', key: 'idem', event_id: e3 });
+    expect(await violation(db('event_keys').insert({ scope_id: 'ten_1', key: 'idem', event_id: e2 }))).toBe('23505');
+    // An id no partition covers is refused, not stored somewhere retention would never look.
+    expect(await violation(db('events').insert({ id: 'evt_zzzz', tenant_id: 'ten_1', origin: 'api', type: 'x', body: '{}' }))).toBe('23514');
 
-    await db('events').insert(event('evt_1', { source_id: 'src_1', origin: 'callback', dedupe_key: 'k' }));
-    expect(await violation(db('events').insert(event('evt_2', { source_id: 'src_1', origin: 'callback', dedupe_key: 'k' })))).toBe('23505');
-
-    await db('events').insert(event('evt_3', { idempotency_key: 'idem' }));
-    expect(await violation(db('events').insert(event('evt_4', { idempotency_key: 'idem' })))).toBe('23505');
-    // Events without a key are not constrained by it.
-    await db('events').insert([event('evt_5', {}), event('evt_6', {})]);
-
-    const delivery = (id: string) => ({ id, tenant_id: 'ten_1', event_id: 'evt_1', endpoint_id: 'ep_1', status: 'pending', deadline_at: new Date() });
-    await db('deliveries').insert(delivery('dlv_1'));
-    expect(await violation(db('deliveries').insert(delivery('dlv_2')))).toBe('23505');
+    await db('events').insert({ id: e1, tenant_id: 'ten_1', origin: 'api', type: 'x', body: '{}' });
+    const delivery = (id: string) => ({ id, tenant_id: 'ten_1', event_id: e1, endpoint_id: 'ep_1', status: 'pending', deadline_at: new Date() });
+    await db('deliveries').insert(delivery(newId('delivery')));
+    expect(await violation(db('deliveries').insert(delivery(newId('delivery'))))).toBe('23505');
   });
 });
