@@ -4,8 +4,11 @@ import { createDatabaseIfMissing, createDb, migrateLatest } from './infra/db.js'
 import { ensureServices, ServiceUnreachableError } from './infra/ensure-services.js';
 import { createLogger } from './infra/logger.js';
 import { startPlatform, type Role } from './platform.js';
+import { Retention } from './ops/retention.js';
+import type { Config } from './config/index.js';
+import type { Logger } from 'pino';
 
-const roles = ['all', 'api', 'worker', 'migrate'] as const;
+const roles = ['all', 'api', 'worker', 'migrate', 'retention'] as const;
 
 async function main(): Promise<void> {
   const role = (process.argv[2] ?? 'all') as (typeof roles)[number];
@@ -30,6 +33,7 @@ async function main(): Promise<void> {
     await migrator.destroy();
   }
   if (role === 'migrate') return;
+  if (role === 'retention') return runRetentionOnce(config, logger, process.argv.slice(3));
 
   const platform = await startPlatform({ role: role as Role, config, logger });
   let signals = 0;
@@ -48,6 +52,31 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+}
+
+/**
+ * `npm run retention [-- --dry-run]`: one retention run now, as the worker makes hourly; with
+ * --dry-run it prints what would be removed and changes nothing (not even partitions ahead).
+ */
+async function runRetentionOnce(config: Config, logger: Logger, args: string[]): Promise<void> {
+  const unknown = args.filter((a) => a !== '--dry-run');
+  if (unknown.length > 0) throw new ConfigError(`retention: unknown argument "${unknown[0]}"; the only option is --dry-run`);
+  const dryRun = args.includes('--dry-run');
+  const db = createDb({ url: config.databaseUrl, poolMax: 2, timeoutMs: 30_000 });
+  try {
+    const report = await new Retention({ db, policy: config.retention, logger }).run({ dryRun });
+    if (!report) throw new Error('retention: another process is running retention now; try again when it has finished');
+    const verb = dryRun ? 'would remove' : 'removed';
+    const { retentionDays, deadLetterRetentionDays, auditRetentionDays } = config.retention;
+    process.stdout.write(
+      `retention${dryRun ? ' (dry run: nothing changed)' : ''}: RETENTION_DAYS=${retentionDays}, DEAD_LETTER_RETENTION_DAYS=${deadLetterRetentionDays}, AUDIT_RETENTION_DAYS=${auditRetentionDays}\n` +
+        Object.entries(report.removed).map(([table, rows]) => `  ${table.padEnd(12)} ${verb} ${rows} rows\n`).join('') +
+        `  partitions   ${verb} ${report.partitions.length}${report.partitions.length ? `: ${report.partitions.join(', ')}` : ''}\n` +
+        report.held.map((h) => `  kept         ${h.partition}: ${h.reason}\n`).join(''),
+    );
+  } finally {
+    await db.destroy();
+  }
 }
 
 main().catch((err: unknown) => {

@@ -13,6 +13,7 @@ import { IntakeService } from './inbound/intake-service.js';
 import { autoDisableEndpoint } from './ops/auto-disable.js';
 import { emitDeliveriesDead, emitEndpointDisabled } from './ops/platform-events.js';
 import { Reconciler } from './ops/reconciler.js';
+import { Retention } from './ops/retention.js';
 import { coalesced } from './infra/coalesce.js';
 import { createDb } from './infra/db.js';
 import { createLogger } from './infra/logger.js';
@@ -42,6 +43,7 @@ export interface Platform {
   lifecycle: DeliveryLifecycle;
   dispatcher?: Dispatcher;
   reconciler?: Reconciler;
+  retention: Retention;
   stop(): Promise<void>;
 }
 
@@ -62,6 +64,11 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   redis.on('error', (err) => logger.debug({ err }, 'redis connection error'));
   const box = new SecretBox(config.secretsKey);
   setBacklogSource(() => backlogSnapshot(db));
+  // Intake needs today's partitions before it can store anything: created (if missing) before the
+  // server listens, then kept ahead hourly; the worker role also removes what has expired.
+  const retention = new Retention({ db, policy: config.retention, logger });
+  await retention.ensureAhead();
+  retention.start({ remove: role !== 'api' });
 
   // New work wakes this process's dispatcher directly, or (api role) the workers through Redis. An api
   // process announces at most once per Redis round trip: a worker's admission round takes everything
@@ -143,6 +150,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
       await reconciler?.stop();
+      await retention.stop();
       await reconcileClient?.close();
       await dispatcher?.stop();
       await subscriber?.quit().catch(() => undefined);
@@ -158,7 +166,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   }
   const port = (server.address() as AddressInfo).port;
   logger.info({ role, port }, 'listening');
-  return { url: `http://127.0.0.1:${port}`, port, db, redis, lifecycle, dispatcher, reconciler, stop };
+  return { url: `http://127.0.0.1:${port}`, port, db, redis, lifecycle, dispatcher, reconciler, retention, stop };
 }
 
 /**

@@ -65,7 +65,8 @@ export const retryPolicySchema = z.strictObject({
   maxAttempts: z.number().int().min(1).max(100).optional(),
   baseDelayMs: z.number().int().min(100).max(86_400_000).optional(),
   maxDelayMs: z.number().int().min(100).max(604_800_000).optional(),
-  maxEventAgeSeconds: z.number().int().min(1).max(2_592_000).optional(),
+  // Bounded by RETENTION_DAYS too, checked by the route (it is configuration).
+  maxEventAgeSeconds: z.number().int().min(1).max(315_360_000).optional(),
 });
 const endpointFields = {
   url: z.string().max(2048),

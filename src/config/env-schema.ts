@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { defaultRetention } from '../domain/retention.js';
 import { defaultRetryPolicy } from '../domain/retry-policy.js';
 
 /** Parses a boolean the way operators write it, and refuses anything else instead of guessing. */
@@ -77,6 +78,10 @@ export const envSchema = z.object({
   RECONCILE_INTERVAL_SECONDS: int(1).default(60),
   REPLAY_MAX_LIMIT: int(1).default(10_000),
   REPLAY_RATE_PER_SECOND: int(1).default(50),
+  // Finished data older than this is removed (src/ops/retention.ts); see docs/runbook.md.
+  RETENTION_DAYS: int(1, 3650).default(defaultRetention.retentionDays),
+  DEAD_LETTER_RETENTION_DAYS: int(1, 3650).default(defaultRetention.deadLetterRetentionDays),
+  AUDIT_RETENTION_DAYS: int(1, 36500).default(defaultRetention.auditRetentionDays),
   DB_POOL_MAX: int(1, 500).default(20),
   TENANT_RATE_LIMIT_PER_SECOND: int(1).default(1_000),
   // Prefix of every Redis key (queues, wake-up channel): lets several deployments or test runs

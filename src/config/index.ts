@@ -1,5 +1,6 @@
 import { envSchema, type ParsedEnv } from './env-schema.js';
 import type { ClusterNode } from '../infra/redis.js';
+import { maxAgeProblem, type RetentionPolicy } from '../domain/retention.js';
 import type { RetryPolicy } from '../domain/retry-policy.js';
 
 export class ConfigError extends Error {
@@ -22,6 +23,7 @@ export interface Config {
   httpHeadersTimeoutMs: number;
   httpRequestTimeoutMs: number;
   retry: RetryPolicy;
+  retention: RetentionPolicy;
   attemptTimeoutMs: number;
   connectTimeoutMs: number;
   endpointMaxConcurrency: number;
@@ -70,6 +72,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (e.HTTP_HEADERS_TIMEOUT_MS > e.HTTP_REQUEST_TIMEOUT_MS) {
     throw new ConfigError('invalid configuration: HTTP_HEADERS_TIMEOUT_MS: must not exceed HTTP_REQUEST_TIMEOUT_MS');
   }
+  const retention = { retentionDays: e.RETENTION_DAYS, deadLetterRetentionDays: e.DEAD_LETTER_RETENTION_DAYS, auditRetentionDays: e.AUDIT_RETENTION_DAYS };
+  const maxAge = maxAgeProblem(e.MAX_EVENT_AGE_SECONDS, retention);
+  if (maxAge) throw new ConfigError(`invalid configuration: MAX_EVENT_AGE_SECONDS: ${maxAge}`);
   const queueShards = e.QUEUE_SHARDS ?? (e.REDIS_CLUSTER_NODES ? defaultShards.cluster : defaultShards.single);
   // Each shard's BullMQ worker takes at least one of this process's slots (src/dispatch/dispatcher.ts).
   if (queueShards > e.WORKER_CONCURRENCY) {
@@ -90,6 +95,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     maxBodyBytes: e.MAX_BODY_BYTES,
     httpHeadersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS,
     httpRequestTimeoutMs: e.HTTP_REQUEST_TIMEOUT_MS,
+    retention,
     retry: {
       maxAttempts: e.RETRY_MAX_ATTEMPTS,
       baseDelayMs: e.RETRY_BASE_DELAY_MS,

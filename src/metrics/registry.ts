@@ -16,6 +16,7 @@
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { DEAD_LETTER_REASONS, type DeadLetterReason } from '../domain/delivery-status.js';
+import { RETAINED_TABLES, type RetainedTable } from '../domain/retention.js';
 
 // ---------------------------------------------------------------------------------------------
 // Label values (bounded, from the contract)
@@ -72,6 +73,7 @@ export const METRIC_NAMES = {
   deadLetterDeliveries: 'webhook_dead_letter_deliveries',
   oldestPendingAge: 'webhook_oldest_pending_age_seconds',
   openCircuits: 'webhook_open_circuits',
+  retentionRemoved: 'webhook_retention_removed_total',
 } as const;
 
 // ---------------------------------------------------------------------------------------------
@@ -157,6 +159,13 @@ const replaysCounter = new Counter({
   name: METRIC_NAMES.replays,
   help: 'Deliveries replayed by an operator or tenant, by kind (single or bulk).',
   labelNames: ['kind'] as const,
+  registers: [registry],
+});
+
+const retentionRemovedCounter = new Counter({
+  name: METRIC_NAMES.retentionRemoved,
+  help: 'Rows removed by retention, by table (dropped partitions count their rows).',
+  labelNames: ['table'] as const,
   registers: [registry],
 });
 
@@ -332,6 +341,7 @@ export const metrics = {
   },
   deadLettered: typedCounter<{ reason: DeadLetterReason }>(deadLetteredCounter),
   replays: typedCounter<{ kind: ReplayKind }>(replaysCounter),
+  retentionRemoved: typedCounter<{ table: RetainedTable }>(retentionRemovedCounter),
 } as const;
 
 /**
@@ -366,6 +376,7 @@ function initialiseCounters(): void {
   }
   for (const reason of DEAD_LETTER_REASONS) deadLetteredCounter.inc({ reason }, 0);
   for (const kind of REPLAY_KINDS) replaysCounter.inc({ kind }, 0);
+  for (const table of RETAINED_TABLES) retentionRemovedCounter.inc({ table }, 0);
 }
 initialiseCounters();
 

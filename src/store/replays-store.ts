@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import { restartDelivery, restartDeliveriesPaced } from '../delivery/sql/operator.js';
 import { newId } from '../domain/ids.js';
+import type { RetentionPolicy } from '../domain/retention.js';
 import { recordAudit } from './audit-store.js';
 import { deliveryColumns, filteredDeliveries, type DeliveryRow } from './deliveries-store.js';
 import type { TenantScope } from './tenant-scope.js';
@@ -19,7 +20,17 @@ export interface ReplayFilter {
 export interface ReplayPacing {
   ratePerSecond: number;
   defaultMaxAgeSeconds: number;
+  /**
+   * A delivery whose retention window has passed is no longer replayable: retention may be removing
+   * it (and has perhaps dropped its attempts) at this moment, so it must not come back to life.
+   */
+  retention: RetentionPolicy;
 }
+
+/** SQL: the delivery (aliased `deliveries`) is still inside its retention window. */
+const withinWindow = `((deliveries.status = 'dead' AND deliveries.updated_at >= now() - make_interval(days => :deadDays))
+  OR (deliveries.status = 'succeeded' AND deliveries.updated_at >= now() - make_interval(days => :succeededDays)))`;
+const windowBindings = (r: RetentionPolicy) => ({ deadDays: r.deadLetterRetentionDays, succeededDays: r.retentionDays });
 
 /**
  * Replays one dead or succeeded delivery through the normal dispatcher: same delivery row, same
@@ -30,16 +41,17 @@ export async function replayDelivery(
   id: string,
   reason: string,
   pacing: ReplayPacing,
-): Promise<'replayed' | 'not_found' | 'busy' | 'endpoint_disabled'> {
+): Promise<'replayed' | 'not_found' | 'busy' | 'endpoint_disabled' | 'expired'> {
   return scope.transaction(async (s, trx) => {
-    const current: { status: string; ep_status: string; deleted_at: Date | null } | undefined = await s
+    const current: { status: string; ep_status: string; deleted_at: Date | null; in_window: boolean } | undefined = await s
       .from('deliveries')
       .join('endpoints', 'endpoints.id', 'deliveries.endpoint_id')
       .where('deliveries.id', id)
       .forUpdate()
-      .first('deliveries.status', 'endpoints.status as ep_status', 'endpoints.deleted_at');
+      .first('deliveries.status', 'endpoints.status as ep_status', 'endpoints.deleted_at', s.db.raw(`${withinWindow} AS in_window`, windowBindings(pacing.retention)));
     if (!current) return 'not_found';
     if (current.status !== 'dead' && current.status !== 'succeeded') return 'busy';
+    if (!current.in_window) return 'expired';
     if (current.ep_status !== 'active' || current.deleted_at) return 'endpoint_disabled';
     await restartDelivery(trx, id, pacing.defaultMaxAgeSeconds);
     await recordAudit(trx, { tenantId: s.tenantId, actor: s.actor, action: 'delivery.replayed', targetType: 'delivery', targetId: id, reason });
@@ -47,23 +59,25 @@ export async function replayDelivery(
   });
 }
 
-function filtered(scope: TenantScope, filter: ReplayFilter): Knex.QueryBuilder {
-  // Only deliveries whose endpoint can take them now: a disabled endpoint would dead-letter them again.
+function filtered(scope: TenantScope, filter: ReplayFilter, retention: RetentionPolicy): Knex.QueryBuilder {
+  // Only deliveries whose endpoint can take them now (a disabled endpoint would dead-letter them
+  // again) and that retention may not be removing.
   return filteredDeliveries(scope, { ...filter, status: filter.status ?? 'dead' })
     .join('endpoints', 'endpoints.id', 'deliveries.endpoint_id')
     .where('endpoints.status', 'active')
-    .whereNull('endpoints.deleted_at');
+    .whereNull('endpoints.deleted_at')
+    .whereRaw(withinWindow, windowBindings(retention));
 }
 
 /** How many deliveries a dry run shows; never more than the replay itself would take. */
 const sampleSize = 10;
 
 /** What a bulk replay would touch: the count (up to the limit) and a sample, changing nothing. */
-export async function previewReplay(scope: TenantScope, filter: ReplayFilter, limit: number) {
-  const [{ count }] = await filtered(scope, filter).count({ count: '*' });
+export async function previewReplay(scope: TenantScope, filter: ReplayFilter, limit: number, retention: RetentionPolicy) {
+  const [{ count }] = await filtered(scope, filter, retention).count({ count: '*' });
   // The first deliveries the replay would take (same order as startBulkReplay), so the sample is
   // a preview of the real thing and never shows a delivery beyond the limit.
-  const sample: DeliveryRow[] = await filtered(scope, filter)
+  const sample: DeliveryRow[] = await filtered(scope, filter, retention)
     .select([...deliveryColumns, 'events.type as event_type'])
     .orderBy('deliveries.id')
     .limit(Math.min(sampleSize, limit));
@@ -78,7 +92,7 @@ export async function previewReplay(scope: TenantScope, filter: ReplayFilter, li
 export async function startBulkReplay(scope: TenantScope, filter: ReplayFilter, reason: string, limit: number, pacing: ReplayPacing) {
   return scope.transaction(async (s, trx) => {
     const id = newId('replay');
-    const ids: string[] = await filtered(s, filter).orderBy('deliveries.id').limit(limit).forUpdate(['deliveries']).pluck('deliveries.id');
+    const ids: string[] = await filtered(s, filter, pacing.retention).orderBy('deliveries.id').limit(limit).forUpdate(['deliveries']).pluck('deliveries.id');
     await trx('replays').insert({
       id,
       tenant_id: s.tenantId,

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { notFound, ValidationError } from '../../domain/errors.js';
+import { maxAgeProblem } from '../../domain/retention.js';
 import { generateWebhookSecret } from '../../domain/signing.js';
 import { checkTargetUrl } from '../../dispatch/address-guard.js';
 import {
@@ -23,6 +24,11 @@ export function endpointRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     if (!check.ok) throw new ValidationError([{ path: 'url', message: check.message }], check.code, check.message);
     return check.url.toString();
   };
+  // An endpoint's deliveries may not outlive the data retention keeps (see src/domain/retention.ts).
+  const withinRetention = (policy: { maxEventAgeSeconds?: number } | undefined) => {
+    const problem = policy?.maxEventAgeSeconds === undefined ? undefined : maxAgeProblem(policy.maxEventAgeSeconds, ctx.config.retention);
+    if (problem) throw new ValidationError([{ path: 'retryPolicy.maxEventAgeSeconds', message: problem }]);
+  };
   const tag = 'endpoints';
 
   routes.add(
@@ -37,6 +43,7 @@ export function endpointRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       success: { status: 201, description: 'Created', schema: endpointSchema },
     },
     async ({ body, scope }) => {
+      withinRetention(body.retryPolicy);
       const secret = generateWebhookSecret();
       const row = await insertEndpoint(scope, ctx.box, { ...body, url: validUrl(body.url) }, secret, ctx.config.endpointMaxConcurrency);
       return { status: 201, body: { ...rowToEndpoint(row), secret } };
@@ -90,6 +97,7 @@ export function endpointRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       errors: [404],
     },
     async ({ params, body, scope }) => {
+      withinRetention(body.retryPolicy ?? undefined);
       const row = await updateEndpoint(scope, params.id, { ...body, url: body.url === undefined ? undefined : validUrl(body.url) });
       if (!row) throw notFound('endpoint');
       return { status: 200, body: rowToEndpoint(row) };

@@ -1,10 +1,25 @@
-import { notFound } from '../../domain/errors.js';
+import type { Knex } from 'knex';
+import { AppError, notFound } from '../../domain/errors.js';
+import { typeIdTime } from '../../domain/retention.js';
 import { deliveryColumns, rowToDeliverySummary, type DeliveryRow } from '../../store/deliveries-store.js';
 import { eventColumns, publishEvent, rowToEvent, whereEventType, type EventRow } from '../../store/events-store.js';
 import { paginate } from '../../store/pagination.js';
+import { watermark } from '../../store/retention-store.js';
 import type { ApiContext } from '../context.js';
 import type { ApiRoutes } from '../route.js';
 import { eventSchema, idParams, listEventsQuery, page, publishedSchema, publishEventBody, publishEventHeaders } from '../schemas.js';
+
+/**
+ * An event id says when it was made: one older than what retention has removed, and not found, has
+ * expired (404 `expired`). Anything else not found is an ordinary 404; an id of an event that never
+ * existed in the removed range cannot be told apart, and also answers `expired`.
+ */
+async function expiredEvent(db: Knex, id: string): Promise<AppError | undefined> {
+  const madeAt = typeIdTime(id);
+  const removedBefore = madeAt && (await watermark(db, 'events'));
+  if (!madeAt || !removedBefore || madeAt >= removedBefore) return undefined;
+  return new AppError(404, 'expired', `event ${id} has expired: retention removed events made before ${removedBefore.toISOString()}`);
+}
 
 export function eventRoutes(routes: ApiRoutes, ctx: ApiContext): void {
   const tag = 'events';
@@ -65,7 +80,7 @@ export function eventRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     },
     async ({ params, scope }) => {
       const row: EventRow | undefined = await scope.from('events').where('events.id', params.id).first(eventColumns);
-      if (!row) throw notFound('event');
+      if (!row) throw (await expiredEvent(scope.db, params.id)) ?? notFound('event');
       const [{ count }] = await scope.from('receipts').where('receipts.event_id', row.id).count({ count: '*' });
       const deliveries: DeliveryRow[] = await scope.from('deliveries').where('deliveries.event_id', row.id).orderBy('deliveries.id').select(deliveryColumns);
       return {

@@ -9,7 +9,7 @@ import type { ApiRoutes } from '../route.js';
 import { auditEntrySchema, auditQuery, bulkReplayBody, bulkReplayResult, idParams, page, replayAccepted, replayBody, replayProgressSchema } from '../schemas.js';
 
 export function replayRoutes(routes: ApiRoutes, ctx: ApiContext): void {
-  const pacing = { ratePerSecond: ctx.config.replayRatePerSecond, defaultMaxAgeSeconds: ctx.config.retry.maxEventAgeSeconds };
+  const pacing = { ratePerSecond: ctx.config.replayRatePerSecond, defaultMaxAgeSeconds: ctx.config.retry.maxEventAgeSeconds, retention: ctx.config.retention };
   routes.add(
     {
       method: 'post',
@@ -28,6 +28,7 @@ export function replayRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       if (result === 'not_found') throw notFound('delivery');
       if (result === 'busy') throw conflict('delivery_in_progress', 'the delivery is already pending or in flight');
       if (result === 'endpoint_disabled') throw conflict('endpoint_disabled', 'the endpoint is disabled; re-enable it first');
+      if (result === 'expired') throw conflict('expired', 'the delivery is past its retention window (RETENTION_DAYS, DEAD_LETTER_RETENTION_DAYS) and can no longer be replayed');
       metrics.replays.inc({ kind: 'single' });
       ctx.lifecycle.replayed(1);
       return { status: 202, body: { status: 'replaying', deliveryId: params.id } };
@@ -54,7 +55,7 @@ export function replayRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       }
       const limit = body.limit ?? max;
       if (body.dryRun) {
-        const preview = await previewReplay(scope, body.filter, limit);
+        const preview = await previewReplay(scope, body.filter, limit, ctx.config.retention);
         return { status: 200, body: { dryRun: true, count: preview.count, matching: preview.matching, sample: preview.sample.map((d) => rowToDelivery(d)) } };
       }
       const started = await startBulkReplay(scope, body.filter, body.reason, limit, pacing);

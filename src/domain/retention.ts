@@ -1,0 +1,71 @@
+/**
+ * How long finished data is kept, and the time arithmetic retention needs. Pure: no clock, no I/O.
+ *
+ * Ids are TypeIDs whose first 10 base32 characters after the prefix are a 48-bit Unix time in
+ * milliseconds (UUIDv7), so an id says when it was made; the time-partitioned tables are cut by id
+ * ranges (migration 20261201000015), and an id older than what retention removed can be told apart
+ * from an id that never existed.
+ */
+
+/** The tables retention removes rows from (the label of webhook_retention_removed_total). */
+export const RETAINED_TABLES = ['events', 'receipts', 'attempts', 'deliveries', 'event_keys', 'messages', 'audit_log', 'replays'] as const;
+export type RetainedTable = (typeof RETAINED_TABLES)[number];
+
+export interface RetentionPolicy {
+  /** Succeeded deliveries with their attempts, receipts, and events whose deliveries are all gone. */
+  retentionDays: number;
+  /** Dead deliveries, counted from when they died; until then they can be replayed. */
+  deadLetterRetentionDays: number;
+  auditRetentionDays: number;
+}
+
+export const defaultRetention: RetentionPolicy = { retentionDays: 30, deadLetterRetentionDays: 30, auditRetentionDays: 365 };
+
+const dayMs = 86_400_000;
+
+export interface Cutoffs {
+  /** Finished before this, a succeeded delivery (and an event with nothing left) may go. */
+  succeeded: Date;
+  /** Died before this, a dead delivery may go and can no longer be replayed. */
+  dead: Date;
+  audit: Date;
+}
+
+export function cutoffs(policy: RetentionPolicy, now: Date): Cutoffs {
+  const before = (days: number) => new Date(now.getTime() - days * dayMs);
+  return { succeeded: before(policy.retentionDays), dead: before(policy.deadLetterRetentionDays), audit: before(policy.auditRetentionDays) };
+}
+
+/**
+ * A delivery may not outlive the data it is made of: its maximum event age (the platform's
+ * MAX_EVENT_AGE_SECONDS or an endpoint's retryPolicy.maxEventAgeSeconds) must end within
+ * RETENTION_DAYS. Returns the problem in words, or undefined.
+ */
+export function maxAgeProblem(maxEventAgeSeconds: number, policy: RetentionPolicy): string | undefined {
+  const limit = policy.retentionDays * 86_400;
+  if (maxEventAgeSeconds <= limit) return undefined;
+  return `must not exceed RETENTION_DAYS (${policy.retentionDays} days = ${limit} seconds): an event's deliveries must end before retention may remove it`;
+}
+
+const alphabet = '0123456789abcdefghjkmnpqrstvwxyz';
+const typeIdPattern = /^[a-z](?:[a-z_]*[a-z])?_[0-7][0-9a-hjkmnp-tv-z]{25}$/;
+
+/** When a TypeID was made, or undefined for anything that is not one. */
+export function typeIdTime(id: string): Date | undefined {
+  if (!typeIdPattern.test(id)) return undefined;
+  const suffix = id.slice(-26, -16);
+  let ms = 0;
+  for (const ch of suffix) ms = ms * 32 + alphabet.indexOf(ch);
+  return new Date(ms);
+}
+
+/** The smallest TypeID of this prefix made at or after `at` (as SQL's typeid_floor). */
+export function typeIdFloor(prefix: string, at: Date): string {
+  let ms = Math.floor(at.getTime());
+  let out = '';
+  for (let i = 0; i < 10; i++) {
+    out = alphabet[ms % 32]! + out;
+    ms = Math.floor(ms / 32);
+  }
+  return `${prefix}_${out}${'0'.repeat(16)}`;
+}

@@ -1,0 +1,179 @@
+/**
+ * Retention: removes finished data once its window has passed, and creates partitions ahead of need.
+ * Runs in the worker role (hourly, one worker at a time) and as `npm run retention [-- --dry-run]`.
+ *
+ * Order of one run, oldest data first:
+ *   1. attempts: a day's partition is dropped when every delivery made that day is removable (finished,
+ *      its window passed); then those deliveries are deleted in batches (their attempts are gone).
+ *   2. deliveries left over (a day held back by one unfinished delivery): removable ones are deleted
+ *      in batches, their attempts with them.
+ *   3. events: a day's partition is dropped, with its receipts and its keys, once it is older than
+ *      RETENTION_DAYS and no delivery points into it any more.
+ *   4. messages untouched for RETENTION_DAYS; audit_log partitions and replays past
+ *      AUDIT_RETENTION_DAYS.
+ * Nothing pending, queued, in flight or waiting to retry is removable, and neither is its event.
+ */
+import type { Knex } from 'knex';
+import type { Logger } from 'pino';
+import { cutoffs, RETAINED_TABLES, typeIdFloor, typeIdTime, type RetainedTable, type RetentionPolicy } from '../domain/retention.js';
+import { metrics } from '../metrics/registry.js';
+import {
+  deliveriesAllRemovable,
+  deliveriesReferenceEvents,
+  detachAndDrop,
+  ensurePartitions,
+  listPartitions,
+  partitionRows,
+  raiseWatermark,
+  removeDeliveries,
+  type RemovedDeliveries,
+  removeEventKeys,
+  removeOlderThan,
+  type IdRange,
+  type PartitionBounds,
+} from '../store/retention-store.js';
+
+export interface RetentionReport {
+  dryRun: boolean;
+  /** Rows removed (or, dry, that would be), by table. */
+  removed: Record<RetainedTable, number>;
+  /** Partitions dropped (or that would be). */
+  partitions: string[];
+  /** Partitions past their window that must stay, and why. */
+  held: Array<{ partition: string; reason: string }>;
+  partitionsCreated: number;
+}
+
+/** Partitions are kept this far ahead, so a worker down for days does not stop intake. */
+const daysAhead = 8;
+const dayMs = 86_400_000;
+const batch = 5_000;
+/** One retention run at a time over all workers. */
+const lockKey = 727_004;
+
+export class Retention {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<unknown> | undefined;
+
+  constructor(private readonly deps: { db: Knex; policy: RetentionPolicy; logger: Logger; now?: () => Date }) {}
+
+  /** Creates the partitions the next days need; every role calls it at start. */
+  async ensureAhead(): Promise<number> {
+    const now = this.now();
+    return ensurePartitions(this.deps.db, new Date(now.getTime() - dayMs), new Date(now.getTime() + daysAhead * dayMs));
+  }
+
+  /**
+   * Runs now, then every `intervalMs`: a whole retention run when `remove` (the worker role), else
+   * only partition creation (the api role, so intake never outruns its partitions without a worker).
+   * Failures are logged and retried on the next tick.
+   */
+  start({ remove, intervalMs = 3_600_000 }: { remove: boolean; intervalMs?: number }): void {
+    const tick = () => {
+      this.running ??= (remove ? this.run({ dryRun: false }) : this.ensureAhead())
+        .catch((err: unknown) => this.deps.logger.warn({ err }, remove ? 'retention run failed; will retry' : 'creating partitions failed; will retry'))
+        .finally(() => (this.running = undefined));
+    };
+    tick();
+    this.timer = setInterval(tick, intervalMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.running;
+  }
+
+  /**
+   * One run. Answers undefined when another process holds the retention lock (it is running).
+   */
+  async run({ dryRun }: { dryRun: boolean }): Promise<RetentionReport | undefined> {
+    const { db } = this.deps;
+    const conn = await db.client.acquireConnection();
+    try {
+      const locked = await conn.query('SELECT pg_try_advisory_lock($1) AS ok', [lockKey]);
+      if (!locked.rows[0].ok) return undefined;
+      try {
+        const started = Date.now();
+        const report = await this.removeExpired(dryRun);
+        if (!dryRun) for (const table of RETAINED_TABLES) if (report.removed[table] > 0) metrics.retentionRemoved.inc({ table }, report.removed[table]);
+        this.deps.logger.info(
+          { dryRun, removed: report.removed, partitions: report.partitions, held: report.held, partitionsCreated: report.partitionsCreated, ms: Date.now() - started },
+          dryRun ? 'retention dry run: nothing changed' : 'retention run',
+        );
+        return report;
+      } finally {
+        await conn.query('SELECT pg_advisory_unlock($1)', [lockKey]);
+      }
+    } finally {
+      await db.client.releaseConnection(conn);
+    }
+  }
+
+  private now(): Date {
+    return this.deps.now?.() ?? new Date();
+  }
+
+  private async removeExpired(dryRun: boolean): Promise<RetentionReport> {
+    const { db, policy } = this.deps;
+    const now = this.now();
+    const cut = cutoffs(policy, now);
+    const removed = Object.fromEntries(RETAINED_TABLES.map((t) => [t, 0])) as Record<RetainedTable, number>;
+    const report: RetentionReport = { dryRun, removed, partitions: [], held: [], partitionsCreated: dryRun ? 0 : await this.ensureAhead() };
+    const partitions = await listPartitions(db);
+    const of = (parent: string) => partitions.filter((p): p is PartitionBounds & { upper: string } => p.parent === parent && p.upper !== null);
+    const count = (r: RemovedDeliveries) => {
+      removed.deliveries += r.deliveries;
+      removed.attempts += r.attempts;
+    };
+    const drop = async (p: PartitionBounds, table: RetainedTable) => {
+      removed[table] += await partitionRows(db, p.name);
+      if (!dryRun) await detachAndDrop(db, p);
+      report.partitions.push(p.name);
+    };
+    // A delivery made after the later cutoff cannot have finished before it: no need to look.
+    const latestCut = new Date(Math.max(cut.succeeded.getTime(), cut.dead.getTime()));
+    const droppedDays: IdRange[] = [];
+
+    // 1. Whole days of attempts, then their deliveries.
+    for (const p of of('attempts')) {
+      if (p.upper > typeIdFloor('dlv', latestCut)) break;
+      if (!(await deliveriesAllRemovable(db, p, cut))) {
+        report.held.push({ partition: p.name, reason: 'a delivery made in it is unfinished or inside its window' });
+        continue;
+      }
+      await drop(p, 'attempts');
+      // Their attempts were the partition just counted (and, unless dry, dropped).
+      count({ ...(await removeDeliveries(db, { ids: p }, cut, { dryRun, batch })), attempts: 0 });
+      droppedDays.push(p);
+    }
+    // 2. Removable deliveries of days held back, one batch at a time (their attempts cascade).
+    const excluding = dryRun ? droppedDays : []; // already deleted otherwise
+    count(await removeDeliveries(db, { eventsBefore: typeIdFloor('evt', latestCut), excluding }, cut, { dryRun, batch }));
+
+    // 3. Whole days of events with their receipts and keys, once nothing points into them. A dry
+    // run has removed no deliveries, so it counts a day as free when steps 1 and 2 would free it.
+    const receipts = of('receipts');
+    for (const p of of('events')) {
+      if (p.upper > typeIdFloor('evt', cut.succeeded)) break;
+      if (await deliveriesReferenceEvents(db, p, cut, dryRun)) {
+        report.held.push({ partition: p.name, reason: 'a delivery of one of its events is still kept' });
+        continue;
+      }
+      removed.event_keys += await removeEventKeys(db, p.name, dryRun);
+      // Receipts are cut on the same event-id bounds: the partition of this day's receipts.
+      for (const r of receipts.filter((r) => r.upper === p.upper && r.lower === p.lower)) await drop(r, 'receipts');
+      await drop(p, 'events');
+      if (!dryRun) await raiseWatermark(db, 'events', typeIdTime(p.upper) ?? now);
+    }
+
+    // 4. Messages, audit log, replays.
+    removed.messages += await removeOlderThan(db, 'messages', 'updated_at', cut.succeeded, { dryRun, batch });
+    for (const p of of('audit_log')) {
+      if (p.upper > typeIdFloor('aud', cut.audit)) break;
+      await drop(p, 'audit_log');
+    }
+    removed.replays += await removeOlderThan(db, 'replays', 'created_at', cut.audit, { dryRun, batch });
+    return report;
+  }
+}

@@ -1,0 +1,185 @@
+/**
+ * The SQL of retention (see src/ops/retention.ts for the order in which it runs). Every statement
+ * here either removes whole partitions or removes rows in short batches, each its own transaction,
+ * so nothing holds locks on the hot tables for long.
+ */
+import type { Knex } from 'knex';
+import type { Cutoffs } from '../domain/retention.js';
+
+export interface PartitionBounds {
+  parent: string;
+  name: string;
+  /** Null: unbounded (the partition holding rows from before partitioning). */
+  lower: string | null;
+  upper: string | null;
+  detachPending: boolean;
+}
+
+/** Creates the partitions that cover [from, to) and are missing; answers how many it made. */
+export async function ensurePartitions(db: Knex, from: Date, to: Date): Promise<number> {
+  const { rows } = await db.raw<{ rows: Array<{ made: number }> }>('SELECT ensure_time_partitions(?, ?) AS made', [from, to]);
+  return rows[0]?.made ?? 0;
+}
+
+export async function listPartitions(db: Knex): Promise<PartitionBounds[]> {
+  const { rows } = await db.raw<{ rows: Array<{ parent: string; name: string; lower_bound: string | null; upper_bound: string | null; detach_pending: boolean }> }>(
+    'SELECT parent, name, lower_bound, upper_bound, detach_pending FROM partition_bounds ORDER BY parent, upper_bound COLLATE "C" NULLS LAST',
+  );
+  return rows.map((r) => ({ parent: r.parent, name: r.name, lower: r.lower_bound, upper: r.upper_bound, detachPending: r.detach_pending }));
+}
+
+/**
+ * Rows in a partition about to be dropped. Exact while the partition is small; past a million rows
+ * the planner's estimate (kept by autovacuum's ANALYZE), since counting a day of rows exactly would
+ * cost more than dropping them.
+ */
+export async function partitionRows(db: Knex, name: string): Promise<number> {
+  const { rows } = await db.raw<{ rows: Array<{ estimate: number }> }>('SELECT reltuples::float8 AS estimate FROM pg_class WHERE oid = ?::regclass', [name]);
+  const estimate = rows[0]?.estimate ?? -1;
+  if (estimate > 1_000_000) return Math.round(estimate);
+  const counted = await db.raw<{ rows: Array<{ n: string }> }>(`SELECT count(*) AS n FROM ${db.client.wrapIdentifier(name)}`);
+  return Number(counted.rows[0]!.n);
+}
+
+/**
+ * Detaches a partition without blocking writers of its table (CONCURRENTLY), then drops it. A detach
+ * that an earlier run left half done (the process died between its two transactions) is finished.
+ */
+export async function detachAndDrop(db: Knex, p: PartitionBounds): Promise<void> {
+  const parent = db.client.wrapIdentifier(p.parent);
+  const child = db.client.wrapIdentifier(p.name);
+  await db.raw(`ALTER TABLE ${parent} DETACH PARTITION ${child} ${p.detachPending ? 'FINALIZE' : 'CONCURRENTLY'}`);
+  await db.raw(`DROP TABLE ${child}`);
+}
+
+/** A finished delivery whose window has passed: the only kind retention removes. */
+const removable = `((d.status = 'succeeded' AND d.updated_at < :succeeded) OR (d.status = 'dead' AND d.updated_at < :dead))`;
+
+/** True when every delivery with an id in [lower, upper) is removable (or there are none). */
+export async function deliveriesAllRemovable(db: Knex, { lower, upper }: IdRange, cut: Cutoffs): Promise<boolean> {
+  const { rows } = await db.raw<{ rows: unknown[] }>(
+    `SELECT 1 FROM deliveries d WHERE d.id >= :lower AND d.id < :upper AND NOT ${removable} LIMIT 1`,
+    { lower: lower ?? '', upper, succeeded: cut.succeeded, dead: cut.dead },
+  );
+  return rows.length === 0;
+}
+
+/** Ids in [lower, upper); a null lower is unbounded. */
+export interface IdRange {
+  lower: string | null;
+  upper: string;
+}
+
+/** Rows removed from deliveries, and attempts that went with them by ON DELETE CASCADE. */
+export interface RemovedDeliveries {
+  deliveries: number;
+  attempts: number;
+}
+
+/**
+ * Removes (or, dry, counts) removable deliveries in batches: those with an id in a range, or with an
+ * event older than `eventsBefore` outside the ranges already handled. Their attempts go with them
+ * (ON DELETE CASCADE), which costs nothing where the attempts' partition was dropped first.
+ */
+export async function removeDeliveries(
+  db: Knex,
+  where: { ids: IdRange } | { eventsBefore: string; excluding: IdRange[] },
+  cut: Cutoffs,
+  opts: { dryRun: boolean; batch: number },
+): Promise<RemovedDeliveries> {
+  const bindings: Record<string, Knex.Value> = { succeeded: cut.succeeded, dead: cut.dead, batch: opts.batch };
+  let range: string;
+  if ('ids' in where) {
+    range = 'd.id >= :lower AND d.id < :upper';
+    Object.assign(bindings, { lower: where.ids.lower ?? '', upper: where.ids.upper });
+  } else {
+    range = 'd.event_id < :eventsBefore';
+    bindings.eventsBefore = where.eventsBefore;
+    where.excluding.forEach((r, i) => {
+      range += ` AND NOT (d.id >= :lo${i} AND d.id < :hi${i})`;
+      Object.assign(bindings, { [`lo${i}`]: r.lower ?? '', [`hi${i}`]: r.upper });
+    });
+  }
+  // The attempts are counted in the statement's snapshot, taken before the cascade removes them.
+  const counted = `SELECT count(*)::int AS deliveries, (SELECT count(*)::int FROM attempts a WHERE a.delivery_id IN (SELECT id FROM chosen)) AS attempts FROM chosen`;
+  if (opts.dryRun) {
+    const { rows } = await db.raw<{ rows: RemovedDeliveries[] }>(`WITH chosen AS (SELECT d.id FROM deliveries d WHERE ${range} AND ${removable}) ${counted}`, bindings);
+    return rows[0]!;
+  }
+  const total: RemovedDeliveries = { deliveries: 0, attempts: 0 };
+  for (;;) {
+    const { rows } = await db.raw<{ rows: RemovedDeliveries[] }>(
+      `WITH chosen AS (DELETE FROM deliveries WHERE id IN (SELECT d.id FROM deliveries d WHERE ${range} AND ${removable} LIMIT :batch) RETURNING id)
+       ${counted}`,
+      bindings,
+    );
+    total.deliveries += rows[0]!.deliveries;
+    total.attempts += rows[0]!.attempts;
+    if (rows[0]!.deliveries < opts.batch) return total;
+  }
+}
+
+/**
+ * True when a delivery still points at an event in [lower, upper), so that day of events must stay.
+ * `unremovableOnly`: count only deliveries retention would keep (a dry run has deleted nothing).
+ */
+export async function deliveriesReferenceEvents(db: Knex, { lower, upper }: IdRange, cut: Cutoffs, unremovableOnly: boolean): Promise<boolean> {
+  const { rows } = await db.raw<{ rows: unknown[] }>(
+    `SELECT 1 FROM deliveries d WHERE d.event_id >= :lower AND d.event_id < :upper ${unremovableOnly ? `AND NOT ${removable}` : ''} LIMIT 1`,
+    { lower: lower ?? '', upper, succeeded: cut.succeeded, dead: cut.dead },
+  );
+  return rows.length > 0;
+}
+
+/** Removes (or counts) the keys of the events in one partition: a key lives as long as its event. */
+export async function removeEventKeys(db: Knex, partition: string, dryRun: boolean): Promise<number> {
+  const events = db.client.wrapIdentifier(partition);
+  const keyed = `SELECT coalesce(e.source_id, e.tenant_id) AS scope_id, coalesce(e.dedupe_key, e.idempotency_key) AS key, e.id
+                   FROM ${events} e WHERE e.dedupe_key IS NOT NULL OR e.idempotency_key IS NOT NULL`;
+  if (dryRun) {
+    const { rows } = await db.raw<{ rows: Array<{ n: string }> }>(
+      `SELECT count(*) AS n FROM event_keys k JOIN (${keyed}) e ON (k.scope_id, k.key, k.event_id) = (e.scope_id, e.key, e.id)`,
+    );
+    return Number(rows[0]!.n);
+  }
+  const r = await db.raw<{ rowCount: number }>(`DELETE FROM event_keys k USING (${keyed}) e WHERE (k.scope_id, k.key, k.event_id) = (e.scope_id, e.key, e.id)`);
+  return r.rowCount;
+}
+
+/** Removes (or counts) rows of a small or by-age table in batches: messages, replays. */
+export async function removeOlderThan(
+  db: Knex,
+  table: 'messages' | 'replays',
+  column: 'updated_at' | 'created_at',
+  before: Date,
+  opts: { dryRun: boolean; batch: number },
+): Promise<number> {
+  if (opts.dryRun) {
+    const { rows } = await db.raw<{ rows: Array<{ n: string }> }>(`SELECT count(*) AS n FROM ${table} WHERE ${column} < ?`, [before]);
+    return Number(rows[0]!.n);
+  }
+  let removed = 0;
+  for (;;) {
+    const r = await db.raw<{ rowCount: number }>(
+      `DELETE FROM ${table} WHERE ctid = ANY (ARRAY(SELECT ctid FROM ${table} WHERE ${column} < ? LIMIT ?))`,
+      [before, opts.batch],
+    );
+    removed += r.rowCount;
+    if (r.rowCount < opts.batch) return removed;
+  }
+}
+
+/** Records that rows of `table` made before `before` have been removed (never moves back). */
+export async function raiseWatermark(db: Knex, table: string, before: Date): Promise<void> {
+  await db.raw(
+    `INSERT INTO retention_watermarks (table_name, removed_before) VALUES (?, ?)
+     ON CONFLICT (table_name) DO UPDATE SET removed_before = greatest(retention_watermarks.removed_before, EXCLUDED.removed_before)`,
+    [table, before],
+  );
+}
+
+/** Up to when rows of `table` have been removed, if ever. */
+export async function watermark(db: Knex, table: string): Promise<Date | undefined> {
+  const row: { removed_before: Date } | undefined = await db('retention_watermarks').where({ table_name: table }).first('removed_before');
+  return row?.removed_before;
+}

@@ -1,0 +1,81 @@
+/**
+ * Back-dated data for retention tests: rows whose ids (TypeIDs, which carry their creation time) and
+ * timestamps lie days in the past, in the partitions those days need, as intake and dispatch would
+ * have left them then.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Knex } from 'knex';
+import { fromUUID } from 'typeid-js';
+import { idPrefixes, type IdKind } from '../../src/domain/ids.js';
+import { ensurePartitions } from '../../src/store/retention-store.js';
+
+export const dayMs = 86_400_000;
+export const daysAgo = (days: number, from = Date.now()) => new Date(from - days * dayMs);
+
+/** A TypeID of this kind made at `at` (a UUIDv7 with that time and random bits). */
+export function idAt(kind: IdKind, at: Date): string {
+  const hex = at.getTime().toString(16).padStart(12, '0') + randomBytes(10).toString('hex');
+  const uuid = `${hex.slice(0, 8)}-${hex.slice(8, 12)}-7${hex.slice(13, 16)}-${((parseInt(hex[16]!, 16) & 0x3) | 0x8).toString(16)}${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
+  return fromUUID(uuid, idPrefixes[kind]).toString();
+}
+
+export interface OldDelivery {
+  endpointId: string;
+  status: 'pending' | 'queued' | 'in_flight' | 'succeeded' | 'dead';
+  /** When it reached its status (a dead delivery's death); the event's time unless given. */
+  updatedAt?: Date;
+}
+
+export interface OldEvent {
+  eventId: string;
+  deliveryIds: string[];
+}
+
+/**
+ * One event made at `at` with a dedupe key claimed in event_keys, a receipt, and a delivery per
+ * entry, each with one attempt. Creates the partitions that day needs.
+ */
+export async function insertOldEvent(
+  db: Knex,
+  spec: { tenantId: string; sourceId: string; at: Date; dedupeKey: string; deliveries: OldDelivery[] },
+): Promise<OldEvent> {
+  const { tenantId, sourceId, at } = spec;
+  await ensurePartitions(db, at, new Date(at.getTime() + 1));
+  const eventId = idAt('event', at);
+  await db('events').insert({
+    id: eventId, tenant_id: tenantId, source_id: sourceId, origin: 'callback', type: 'order.created',
+    dedupe_key: spec.dedupeKey, body: JSON.stringify({ id: eventId, type: 'order.created', data: {} }), created_at: at,
+  });
+  await db('event_keys').insert({ scope_id: sourceId, key: spec.dedupeKey, event_id: eventId });
+  await db('receipts').insert({
+    id: idAt('receipt', at), tenant_id: tenantId, source_id: sourceId, event_id: eventId, outcome: 'accepted', origin: 'callback',
+    body_digest: randomBytes(16).toString('hex'), received_at: at,
+  });
+  const deliveryIds: string[] = [];
+  for (const d of spec.deliveries) {
+    const id = idAt('delivery', at);
+    const updatedAt = d.updatedAt ?? at;
+    const unfinished = d.status !== 'succeeded' && d.status !== 'dead';
+    await db('deliveries').insert({
+      id, tenant_id: tenantId, event_id: eventId, endpoint_id: d.endpointId, status: d.status, attempt_count: 1,
+      next_attempt_at: d.status === 'pending' ? new Date(Date.now() + 3_600_000) : null,
+      lease_until: d.status === 'queued' || d.status === 'in_flight' ? new Date(Date.now() + 3_600_000) : null,
+      deadline_at: unfinished ? new Date(Date.now() + dayMs) : at,
+      dead_reason: d.status === 'dead' ? 'max_attempts' : null,
+      succeeded_at: d.status === 'succeeded' ? updatedAt : null,
+      created_at: at, updated_at: updatedAt,
+    });
+    await db('attempts').insert({
+      id: idAt('attempt', at), delivery_id: id, tenant_id: tenantId, attempt_number: 1, trigger: 'initial', started_at: at, duration_ms: 5,
+      status_code: d.status === 'succeeded' ? 200 : 503, outcome: d.status === 'succeeded' ? 'success' : 'retry',
+    });
+    deliveryIds.push(id);
+  }
+  return { eventId, deliveryIds };
+}
+
+/** Rows of `table` whose `column` is one of `ids`. */
+export async function countWhereIn(db: Knex, table: string, column: string, ids: string[]): Promise<number> {
+  const rows = await db(table).whereIn(column, ids).count({ n: '*' });
+  return Number(rows[0]?.n ?? 0);
+}

@@ -1,0 +1,167 @@
+// Retention on real PostgreSQL, against data back-dated by its ids (TypeIDs carry their creation
+// time) into the partitions of days long past: what has expired leaves, by whole partitions where a
+// whole day has, and nothing unfinished or inside its window is touched; the API keeps answering
+// across a dropped partition.
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import type { Knex } from 'knex';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config/index.js';
+import { renderMetrics } from '../../src/metrics/registry.js';
+import type { RetentionReport } from '../../src/ops/retention.js';
+import { expectError } from '../helpers/api.js';
+import { countWhereIn, daysAgo, insertOldEvent, type OldEvent } from '../helpers/backdate.js';
+import { metricValue } from '../helpers/dispatch.js';
+import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
+import { standard } from '../helpers/providers.js';
+
+const run = promisify(execFile);
+
+let t: TestPlatform;
+let tenant: TestTenant;
+let db: Knex;
+let source: { id: string; secret: string };
+let epA: string;
+let epB: string;
+
+const partitionNames = async () => (await db('partition_bounds').pluck('name')) as string[];
+const dayName = (table: string, at: Date) => `${table}_p${at.toISOString().slice(0, 10).replaceAll('-', '')}`;
+
+async function runRetention(): Promise<RetentionReport> {
+  // The worker's own run at start may hold the lock for a moment.
+  return eventually(() => t.platform.retention.run({ dryRun: false }), 'the retention lock');
+}
+
+beforeAll(async () => {
+  t = await startTestPlatform({ env: { RETENTION_DAYS: '30', DEAD_LETTER_RETENTION_DAYS: '45', MAX_EVENT_AGE_SECONDS: '86400' } });
+  db = t.platform.db;
+  tenant = await t.createTenant('retention');
+  source = (await tenant.call('POST', '/v1/sources', { body: { type: 'standard-webhooks', name: 'old' } })).body;
+  // Never reached: every old delivery is finished or waits an hour for its next try.
+  epA = (await tenant.call('POST', '/v1/endpoints', { body: { url: 'http://127.0.0.1:9/a' } })).body.id;
+  epB = (await tenant.call('POST', '/v1/endpoints', { body: { url: 'http://127.0.0.1:9/b' } })).body.id;
+});
+afterAll(async () => {
+  await t?.stop();
+});
+
+describe('retention', () => {
+  let expired: OldEvent; // 40 days old, both deliveries succeeded: a whole day that has expired
+  let held: OldEvent; // 41 days old: one delivery succeeded, one still pending (a replay, say)
+  let dead: OldEvent; // 60 days old: one dead 40 days ago (inside 45 days), one dead 50 days ago
+  let recent: OldEvent; // 1 day old
+
+  beforeAll(async () => {
+    const base = { tenantId: tenant.id, sourceId: source.id };
+    expired = await insertOldEvent(db, { ...base, at: daysAgo(40), dedupeKey: 'msg_expired', deliveries: [{ endpointId: epA, status: 'succeeded' }, { endpointId: epB, status: 'succeeded' }] });
+    held = await insertOldEvent(db, { ...base, at: daysAgo(41), dedupeKey: 'msg_held', deliveries: [{ endpointId: epA, status: 'succeeded' }, { endpointId: epB, status: 'pending' }] });
+    dead = await insertOldEvent(db, {
+      ...base, at: daysAgo(60), dedupeKey: 'msg_dead',
+      deliveries: [{ endpointId: epA, status: 'dead', updatedAt: daysAgo(40) }, { endpointId: epB, status: 'dead', updatedAt: daysAgo(50) }],
+    });
+    recent = await insertOldEvent(db, { ...base, at: daysAgo(1), dedupeKey: 'msg_recent', deliveries: [{ endpointId: epA, status: 'succeeded' }] });
+  });
+
+  it('a dry run, in process and as `npm run retention -- --dry-run`, reports what would go and changes nothing', async () => {
+    const before = { names: await partitionNames(), deliveries: await db('deliveries').count({ n: '*' }), attempts: await db('attempts').count({ n: '*' }) };
+    const dry = await eventually(() => t.platform.retention.run({ dryRun: true }), 'the retention lock');
+    expect(dry.removed).toMatchObject({ events: 1, receipts: 1, event_keys: 1, deliveries: 4, attempts: 4 });
+    expect(dry.partitions).toEqual(expect.arrayContaining([dayName('attempts', daysAgo(40)), dayName('events', daysAgo(40)), dayName('receipts', daysAgo(40))]));
+
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', 'src/main.ts', 'retention', '--dry-run'], { env: { ...process.env, ...t.env, LOG_LEVEL: 'silent' } });
+    expect(stdout).toContain('dry run: nothing changed');
+    expect(stdout).toMatch(/events\s+would remove 1 rows/);
+    expect(stdout).toMatch(/deliveries\s+would remove 4 rows/);
+    expect(stdout).toContain(`kept         ${dayName('attempts', daysAgo(41))}`);
+
+    expect({ names: await partitionNames(), deliveries: await db('deliveries').count({ n: '*' }), attempts: await db('attempts').count({ n: '*' }) }).toEqual(before);
+    expect(await countWhereIn(db, 'events', 'id', [expired.eventId])).toBe(1);
+  });
+
+  it('removes what expired, whole partitions where a whole day did, and nothing unfinished or inside its window', async () => {
+    const report = await runRetention();
+    expect(report.removed).toMatchObject({ events: 1, receipts: 1, event_keys: 1, deliveries: 4, attempts: 4 });
+
+    // The expired day: every row and its partitions gone.
+    const names = await partitionNames();
+    for (const table of ['events', 'receipts', 'attempts']) expect(names).not.toContain(dayName(table, daysAgo(40)));
+    expect(await countWhereIn(db, 'events', 'id', [expired.eventId])).toBe(0);
+    expect(await countWhereIn(db, 'deliveries', 'id', expired.deliveryIds)).toBe(0);
+    expect(await countWhereIn(db, 'event_keys', 'event_id', [expired.eventId])).toBe(0);
+
+    // The day held back by a pending delivery: its succeeded delivery went (with its attempt), the
+    // pending one, its attempt, the event, its receipt and its key all stayed.
+    expect(names).toContain(dayName('attempts', daysAgo(41)));
+    expect(names).toContain(dayName('events', daysAgo(41)));
+    expect(await db('deliveries').whereIn('id', held.deliveryIds).pluck('status')).toEqual(['pending']);
+    expect(await countWhereIn(db, 'attempts', 'delivery_id', held.deliveryIds)).toBe(1);
+    expect(await countWhereIn(db, 'receipts', 'event_id', [held.eventId])).toBe(1);
+    expect(await countWhereIn(db, 'event_keys', 'event_id', [held.eventId])).toBe(1);
+
+    // Dead letters are kept DEAD_LETTER_RETENTION_DAYS from their death: 40 days stays, 50 goes.
+    expect(await db('deliveries').whereIn('id', dead.deliveryIds).pluck('id')).toEqual([dead.deliveryIds[0]]);
+    expect(await countWhereIn(db, 'events', 'id', [dead.eventId, recent.eventId])).toBe(2);
+
+    const text = (await renderMetrics()).body;
+    expect(metricValue(text, 'webhook_retention_removed_total', { table: 'events' })).toBeGreaterThanOrEqual(1);
+    expect(metricValue(text, 'webhook_retention_removed_total', { table: 'deliveries' })).toBeGreaterThanOrEqual(4);
+  });
+
+  it('the API keeps working across the dropped partition; an expired event answers 404 expired', async () => {
+    expectError(await tenant.call('GET', `/v1/events/${expired.eventId}`), 404, 'expired');
+    expect((await tenant.call('GET', `/v1/events/${held.eventId}`)).status).toBe(200);
+    expectError(await tenant.call('GET', '/v1/events/evt_01h0000000000000000000nope'), 404, 'not_found');
+    const listed = await tenant.call('GET', '/v1/events?limit=100');
+    expect(listed.status).toBe(200);
+    const ids = (listed.body.data as Array<{ id: string }>).map((e) => e.id);
+    expect(ids).toEqual(expect.arrayContaining([held.eventId, dead.eventId, recent.eventId]));
+    expect(ids).not.toContain(expired.eventId);
+    expect((await tenant.call('GET', `/v1/deliveries?limit=100`)).status).toBe(200);
+  });
+
+  it('a key stays unique across partitions while its event is kept; after retention a repeat is a new event', async () => {
+    const send = (id: string) => {
+      const body = JSON.stringify({ type: 'order.created', data: { id } });
+      return t.call('POST', `/inbound/${source.id}`, { rawBody: body, headers: standard.headers(source.secret, id, body) });
+    };
+    // The 41-day-old event's key, today (another partition): the same logical event.
+    const repeat = await send('msg_held');
+    expect(repeat.status).toBe(200);
+    expect(repeat.body).toMatchObject({ status: 'duplicate', eventId: held.eventId });
+    // The removed event's key: nothing remembers it, so it is accepted as a new event.
+    const again = await send('msg_expired');
+    expect(again.body.status).toBe('accepted');
+    expect(again.body.eventId).not.toBe(expired.eventId);
+  });
+
+  it('keeps partitions ahead of need', async () => {
+    const names = await partitionNames();
+    for (const days of [0, 1, 7]) expect(names).toContain(dayName('events', daysAgo(-days)));
+  });
+});
+
+describe('retention limits', () => {
+  it('refuses a maximum event age that would outlive RETENTION_DAYS, in configuration and on an endpoint', async () => {
+    expect(() => loadConfig({ ...t.env, RETENTION_DAYS: '1', MAX_EVENT_AGE_SECONDS: '86401' })).toThrow(
+      /MAX_EVENT_AGE_SECONDS: must not exceed RETENTION_DAYS \(1 days = 86400 seconds\)/,
+    );
+    const res = await tenant.call('POST', '/v1/endpoints', { body: { url: 'http://127.0.0.1:9/c', retryPolicy: { maxEventAgeSeconds: 30 * 86_400 + 1 } } });
+    expectError(res, 400, 'validation_failed');
+    expect(res.body.error.message).toContain('RETENTION_DAYS');
+    const patched = await tenant.call('PATCH', `/v1/endpoints/${epA}`, { body: { retryPolicy: { maxEventAgeSeconds: 40 * 86_400 } } });
+    expectError(patched, 400, 'validation_failed');
+  });
+
+  it('a dead letter can be replayed within DEAD_LETTER_RETENTION_DAYS of its death, not after', async () => {
+    const old = await insertOldEvent(db, {
+      tenantId: tenant.id, sourceId: source.id, at: daysAgo(50), dedupeKey: 'msg_replay',
+      deliveries: [{ endpointId: epA, status: 'dead', updatedAt: daysAgo(46) }, { endpointId: epB, status: 'dead', updatedAt: daysAgo(10) }],
+    });
+    const replay = (id: string) => tenant.call('POST', `/v1/deliveries/${id}/replay`, { body: { reason: 'retention test' } });
+    expectError(await replay(old.deliveryIds[0]!), 409, 'expired');
+    const preview = await tenant.call('POST', '/v1/replays', { body: { filter: { endpointId: epA }, reason: 'preview', dryRun: true } });
+    expect(preview.body.sample.map((d: { id: string }) => d.id)).not.toContain(old.deliveryIds[0]);
+    expect((await replay(old.deliveryIds[1]!)).status).toBe(202);
+    expect(await db('deliveries').where({ id: old.deliveryIds[0] }).first('status')).toEqual({ status: 'dead' });
+  });
+});
