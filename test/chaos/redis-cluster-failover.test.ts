@@ -122,6 +122,8 @@ describe('Redis Cluster: a master is killed mid-run', () => {
       metricsText: [await metricsOf(t.url), ...(await Promise.all(workerUrls.map(metricsOf)))],
     });
     expect(stats.succeeded).toBe(total);
+    // Why attempts were repeated (a redelivery is an attempt that failed after reaching the receiver).
+    const failed = await t.platform.db('attempts').whereNot({ outcome: 'success' }).select('error_class').count<{ error_class: string | null; n: string }[]>('* as n').groupBy('error_class');
     measured('redis-cluster-failover', {
       deliveries: total,
       jobsBeforeKill,
@@ -130,6 +132,7 @@ describe('Redis Cluster: a master is killed mid-run', () => {
       failoverMs,
       msFromKillToAllSettled: settledMs,
       redeliveries: stats.redeliveries,
+      failedAttempts: failed.map((r) => `${r.error_class ?? 'http'}:${r.n}`).join(',') || 'none',
     });
   });
 });
