@@ -28,6 +28,8 @@ import { runIsolation } from './scenarios/isolation.js';
 import { runLatency } from './scenarios/latency.js';
 import { runLive } from './scenarios/live.js';
 import { runScale } from './scenarios/scale.js';
+import { runRetention } from './scenarios/retention.js';
+import { runStorage } from './scenarios/storage.js';
 
 const started = Date.now();
 const log = (message: string) => process.stdout.write(`[bench ${((Date.now() - started) / 1000).toFixed(0).padStart(4)}s] ${message}\n`);
@@ -152,6 +154,16 @@ async function main(): Promise<number> {
         results.fairness = { ratio: r.ratio };
         details.fairness = r.details;
       },
+      storage: async () => {
+        const r = await runStorage(ctx);
+        results.storage = { bytesPerEvent: r.bytesPerEvent };
+        details.storage = r.details;
+      },
+      retention: async () => {
+        const r = await runRetention(ctx);
+        results.retention = { dropMsPerMillion: r.dropMsPerMillion, deleteMsPerMillion: r.deleteMsPerMillion };
+        details.retention = r.details;
+      },
     };
     for (const name of cfg.only) {
       const t0 = Date.now();
@@ -188,6 +200,8 @@ async function main(): Promise<number> {
         scale: results.scale,
         flaky: results.flaky,
         fairness: results.fairness,
+        storage: results.storage,
+        retention: results.retention,
         machine: results.machine,
       }
     : results;

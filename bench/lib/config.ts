@@ -27,7 +27,7 @@ function platformEnv(raw: string): Record<string, string> {
   return env;
 }
 
-export const scenarioNames = ['intake', 'dispatch', 'isolation', 'latency', 'duplicateStorm', 'live', 'scale', 'flaky', 'fairness'] as const;
+export const scenarioNames = ['intake', 'dispatch', 'isolation', 'latency', 'duplicateStorm', 'live', 'scale', 'flaky', 'fairness', 'storage', 'retention'] as const;
 export type ScenarioName = (typeof scenarioNames)[number];
 
 function selectedScenarios(): ScenarioName[] {
@@ -128,6 +128,14 @@ export const benchConfig = {
     windowSeconds: int('BENCH_FLAKY_WINDOW_SECONDS', 60),
     /** Unfinished deliveries are counted when the stream stops and again this much later. */
     settleSeconds: int('BENCH_FLAKY_SETTLE_SECONDS', 30),
+  },
+  storage: {
+    events: int('BENCH_STORAGE_EVENTS', 20_000),
+    payloadBytes: int('BENCH_STORAGE_PAYLOAD_BYTES', 400),
+  },
+  retention: {
+    /** Attempt rows removed each way (one partition dropped, the same number DELETEd); reported per million. */
+    rows: int('BENCH_RETENTION_ROWS', 1_000_000),
   },
   fairness: {
     /** Tenant B's steady rate, alone and during tenant A's burst. */

@@ -39,12 +39,13 @@ export async function dropDatabase(url: string): Promise<void> {
 }
 
 /**
- * Empties every table (except knex's migration bookkeeping) so each scenario starts from nothing:
- * no leftover pending work from an earlier scenario can be dispatched during a measurement.
+ * Empties every table (except knex's migration bookkeeping and the partition plan, which is schema)
+ * so each scenario starts from nothing: no leftover pending work from an earlier scenario can be
+ * dispatched during a measurement.
  */
 export async function truncateAll(db: Knex): Promise<void> {
   const { rows } = await db.raw<{ rows: Array<{ tablename: string }> }>(
-    "SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename NOT LIKE 'knex\\_%'",
+    "SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename NOT LIKE 'knex\\_%' AND tablename <> 'partition_plan'",
   );
   if (rows.length === 0) return;
   await db.raw(`TRUNCATE ${rows.map((r) => `"${r.tablename}"`).join(', ')} CASCADE`);
@@ -142,7 +143,7 @@ export async function insertEndpoints(db: Knex, tenantId: string, label: string,
 
 /** Deletes every event, delivery, attempt and receipt, keeping tenants, sources and endpoints. */
 export async function clearWork(db: Knex): Promise<void> {
-  await db.raw('TRUNCATE attempts, deliveries, receipts, messages, events CASCADE');
+  await db.raw('TRUNCATE attempts, deliveries, receipts, messages, events, event_keys CASCADE');
 }
 
 export async function countRows(db: Knex, sql: string, bindings: readonly Knex.Value[] = []): Promise<number> {

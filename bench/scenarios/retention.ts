@@ -1,0 +1,79 @@
+import { resetState, type BenchContext } from '../lib/context.js';
+import { insertEndpoints, insertTenant } from '../lib/database.js';
+import { typeIdFloor } from '../../src/domain/retention.js';
+import { detachAndDrop, ensurePartitions, listPartitions } from '../../src/store/retention-store.js';
+import { round } from '../lib/stats.js';
+
+export interface RetentionResult {
+  dropMsPerMillion: number;
+  deleteMsPerMillion: number;
+  details: Record<string, unknown>;
+}
+
+const dayMs = 86_400_000;
+const deliveriesPerDay = 1_000;
+const chunk = 100_000;
+
+/**
+ * Removing attempt rows: the same number of rows (BENCH_RETENTION_ROWS) in two back-dated days of
+ * attempts, one removed the way retention does it (DETACH CONCURRENTLY + DROP of its partition), the
+ * other by DELETE of exactly those rows, the way it would be without partitions; each reported per
+ * million rows. The DELETE leaves dead rows that VACUUM must still visit: its time is in the details.
+ */
+export async function runRetention(ctx: BenchContext): Promise<RetentionResult> {
+  const { rows } = ctx.config.retention;
+  await resetState(ctx);
+  const { db } = ctx;
+  const tenantId = await insertTenant(db, 'retention');
+  const [endpointId] = await insertEndpoints(db, tenantId, 'ret', 1, 1);
+  const days = [0, 1].map((i) => new Date(Math.floor(Date.now() / dayMs) * dayMs - (60 - i) * dayMs));
+  await ensurePartitions(db, days[0]!, new Date(days[1]!.getTime() + dayMs));
+  const perDelivery = Math.ceil(rows / deliveriesPerDay);
+  for (const day of days) {
+    // One event per delivery (deliveries are unique per event and endpoint), ids 1 ms apart in the day.
+    await db.raw(
+      `INSERT INTO events (id, tenant_id, origin, type, body, created_at)
+       SELECT typeid_floor('evt', :day::timestamptz + make_interval(secs => n / 1000.0)), :tenant, 'api', 'bench.retention', '{}', :day
+         FROM generate_series(1, :count) n`,
+      { day, tenant: tenantId, count: deliveriesPerDay },
+    );
+    await db.raw(
+      `INSERT INTO deliveries (id, tenant_id, event_id, endpoint_id, status, deadline_at, created_at, updated_at, succeeded_at)
+       SELECT typeid_floor('dlv', at), :tenant, typeid_floor('evt', at), :endpoint, 'succeeded', :day, :day, :day, :day
+         FROM generate_series(1, :count) n, LATERAL (SELECT :day::timestamptz + make_interval(secs => n / 1000.0) AS at) t`,
+      { day, tenant: tenantId, endpoint: endpointId!, count: deliveriesPerDay },
+    );
+    ctx.log(`retention: ${rows.toLocaleString('en-US')} attempt rows dated ${day.toISOString().slice(0, 10)}`);
+    // In chunks: each statement stays well inside the bench connection's query timeout.
+    for (let from = 0; from < rows; from += chunk) {
+      await db.raw(
+        `INSERT INTO attempts (id, delivery_id, tenant_id, attempt_number, trigger, started_at, duration_ms, status_code, outcome)
+         SELECT 'att_' || n, typeid_floor('dlv', :day::timestamptz + make_interval(secs => (1 + n / :per) / 1000.0)), :tenant,
+                1 + n % :per, 'retry', :day, 12, 503, 'retry'
+           FROM generate_series(:from::int, :to::int) n`,
+        { day, tenant: tenantId, per: perDelivery, from, to: Math.min(rows, from + chunk) - 1 },
+      );
+    }
+  }
+  await db.raw('ANALYZE attempts');
+  const partitions = (await listPartitions(db)).filter((p) => p.parent === 'attempts');
+  const [deleted, dropped] = days.map((d) => partitions.find((p) => p.lower === typeIdFloor('dlv', d))!);
+  if (!deleted || !dropped) throw new Error('retention: the back-dated attempts partitions are missing');
+
+  const t0 = performance.now();
+  const del = await db.raw<{ rowCount: number }>('DELETE FROM attempts WHERE delivery_id >= ? AND delivery_id < ?', [deleted.lower, deleted.upper]);
+  const deleteMs = performance.now() - t0;
+  const t1 = performance.now();
+  await db.raw(`VACUUM ${db.client.wrapIdentifier(deleted.name)}`);
+  const vacuumMs = performance.now() - t1;
+  const t2 = performance.now();
+  await detachAndDrop(db, dropped);
+  const dropMs = performance.now() - t2;
+  if (del.rowCount !== rows) throw new Error(`retention: DELETE removed ${del.rowCount} rows, expected ${rows}`);
+  const perMillion = (ms: number) => round((ms * 1_000_000) / rows, 1);
+  return {
+    dropMsPerMillion: perMillion(dropMs),
+    deleteMsPerMillion: perMillion(deleteMs),
+    details: { rows, dropMs: round(dropMs, 1), deleteMs: round(deleteMs, 1), vacuumAfterDeleteMs: round(vacuumMs, 1) },
+  };
+}

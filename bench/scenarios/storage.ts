@@ -1,0 +1,77 @@
+import { randomUUID } from 'node:crypto';
+import { createTenant } from '../lib/api.js';
+import { resetState, startMeasured, waitUntil, type BenchContext } from '../lib/context.js';
+import { countRows } from '../lib/database.js';
+import { sendList } from '../lib/load.js';
+import { payloadData, type PreparedRequest } from '../lib/payload.js';
+import { round } from '../lib/stats.js';
+
+export interface StorageResult {
+  bytesPerEvent: number;
+  details: Record<string, unknown>;
+}
+
+/** Total size (heap, TOAST, every index) of each table, partitions counted under their parent. */
+async function relationSizes(ctx: BenchContext): Promise<Map<string, number>> {
+  const { rows } = await ctx.db.raw<{ rows: Array<{ name: string; bytes: string }> }>(`
+    SELECT coalesce(parent.relname, c.relname) AS name, sum(pg_total_relation_size(c.oid))::bigint AS bytes
+      FROM pg_class c
+      JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'public'
+      LEFT JOIN pg_inherits i ON i.inhrelid = c.oid
+      LEFT JOIN pg_class parent ON parent.oid = i.inhparent
+     WHERE c.relkind = 'r'
+     GROUP BY 1`);
+  return new Map(rows.map((r) => [r.name, Number(r.bytes)]));
+}
+
+/**
+ * Storage per event: the growth of every table's total size (heap, TOAST, indexes) over N events
+ * published through the API to 2 endpoints with a ~400-byte payload, each delivered on the first
+ * try, divided by N. Measured once the last delivery is recorded, without VACUUM: what a live
+ * database carries, dead row versions included, until autovacuum makes their space reusable.
+ */
+export async function runStorage(ctx: BenchContext): Promise<StorageResult> {
+  const { storage: cfg } = ctx.config;
+  await resetState(ctx);
+  const platform = await startMeasured(ctx, 'all', 'storage');
+  try {
+    const tenant = await createTenant(platform, ctx.settings.adminToken, {
+      name: 'storage',
+      endpointUrls: [ctx.receiver.okUrl(0, 'storage/a'), ctx.receiver.okUrl(1, 'storage/b')],
+    });
+    const request = (n: number): PreparedRequest => ({
+      path: '/v1/events',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${tenant.apiKey}` },
+      body: JSON.stringify({ type: 'order.created', data: { ...payloadData(n, cfg.payloadBytes), ref: randomUUID() } }),
+    });
+    const before = await relationSizes(ctx);
+    ctx.log(`storage: ${cfg.events} events to 2 endpoints`);
+    const requests = Array.from({ length: cfg.events }, (_, n) => request(n));
+    const sent = await sendList(platform.url, requests, 20);
+    if (sent.statusCodes['202'] !== cfg.events) throw new Error(`storage: publishing answered ${JSON.stringify(sent.statusCodes)}, expected ${cfg.events} × 202`);
+    const expected = cfg.events * 2;
+    await waitUntil(
+      async () => (await countRows(ctx.db, "SELECT count(*) AS n FROM deliveries WHERE status = 'succeeded'")) >= expected,
+      `${expected} succeeded deliveries`,
+      120_000,
+      250,
+    );
+    const firstTry = await countRows(ctx.db, 'SELECT count(*) AS n FROM attempts');
+    if (firstTry !== expected) throw new Error(`storage: expected every delivery to succeed on its first try, found ${firstTry} attempts for ${expected} deliveries`);
+    const after = await relationSizes(ctx);
+    const growth: Record<string, number> = {};
+    let total = 0;
+    for (const [name, bytes] of after) {
+      const grew = bytes - (before.get(name) ?? 0);
+      if (grew === 0) continue;
+      growth[name] = round(grew / cfg.events, 1);
+      total += grew;
+    }
+    return {
+      bytesPerEvent: round(total / cfg.events, 0),
+      details: { events: cfg.events, endpoints: 2, payloadBytes: cfg.payloadBytes, bytesPerEventByTable: growth },
+    };
+  } finally {
+    await platform.stop();
+  }
+}
