@@ -37,7 +37,7 @@ async function tables(db: Knex): Promise<string[]> {
   return rows.map((r) => r.table_name);
 }
 
-/** Columns, constraints and indexes of the public schema: a cheap stand-in for pg_dump when run often. */
+/** Columns, constraints, indexes, functions and storage options of the public schema: a cheap stand-in for pg_dump when run often. */
 async function schemaFingerprint(db: Knex): Promise<string[]> {
   const { rows } = await db.raw<{ rows: Array<{ item: string }> }>(`
     SELECT 'column ' || table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable || ' ' || coalesce(column_default, '') AS item
@@ -50,6 +50,9 @@ async function schemaFingerprint(db: Knex): Promise<string[]> {
     UNION ALL
     SELECT 'function ' || p.oid::regprocedure::text || ' ' || md5(p.prosrc)
       FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace
+    UNION ALL
+    SELECT 'options ' || c.relname || ' ' || array_to_string(c.reloptions, ',')
+      FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace AND c.reloptions IS NOT NULL
     ORDER BY 1`);
   return rows.map((r) => r.item);
 }
