@@ -97,7 +97,6 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
     const connection = connectRedis(config, 'worker');
     connection.on('error', (err) => logger.debug({ err }, 'redis queue connection error'));
     dispatcher = new Dispatcher({ config, lifecycle, box, logger, connection, queuePrefix: prefix, lookup: opts.lookup });
-    dispatcher.start();
     if (role === 'worker') {
       // API processes announce new work here; polling covers any announcement that is lost. A
       // cluster client subscribes on one node and moves to another when that node goes away.
@@ -122,7 +121,6 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       lookup: opts.lookup,
     });
     reconciler = new Reconciler({ db, box, intake, client: reconcileClient, logger, intervalSeconds: config.reconcileIntervalSeconds });
-    reconciler.start();
   }
 
   // Slow or stalled clients cannot hold a connection forever (slow-loris): the headers must arrive
@@ -160,10 +158,14 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       await db.destroy();
     })());
   if (listenFailure !== undefined) {
-    // Everything started so far is let go of, so the process can exit with the one line below.
+    // Everything built so far is let go of, so the process can exit with the one line below.
     await stop();
     throw cannotListen(listenFailure, config.port);
   }
+  // Background work starts once the port is ours: a process that cannot serve has nothing running
+  // to stop (and nothing to log) on its way out.
+  dispatcher?.start();
+  reconciler?.start();
   const port = (server.address() as AddressInfo).port;
   logger.info({ role, port }, 'listening');
   return { url: `http://127.0.0.1:${port}`, port, db, redis, lifecycle, dispatcher, reconciler, retention, stop };
