@@ -5,6 +5,7 @@
  * Prints a table and writes bench/results/latest.json (the published numbers) and
  * latest-details.json (everything behind them). Sizes are set by BENCH_* variables (bench/lib/config.ts).
  */
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -73,6 +74,9 @@ async function main(): Promise<number> {
   await ensureServices(cfg.databaseUrl, cfg.redisUrl);
   log(`fresh database ${new URL(cfg.databaseUrl).pathname.slice(1)}, Redis prefix ${cfg.queuePrefix}`);
   await freshDatabase(cfg.databaseUrl);
+  // The platform runs as production runs it: compiled JavaScript (dist/), node alone in front.
+  log('npm run build');
+  execFileSync('npm', ['run', '--silent', 'build'], { cwd: repoRoot, stdio: 'inherit' });
   const db = createDb({ url: cfg.databaseUrl, poolMax: 4, timeoutMs: 30_000 });
   const redis = new Redis(cfg.redisUrl, { maxRetriesPerRequest: 3 });
   const platformDbUrl = new URL(cfg.databaseUrl);
@@ -116,7 +120,7 @@ async function main(): Promise<number> {
       dispatch: async () => {
         const r = await runDispatch(ctx);
         results.dispatch = { rps: r.rps, floorRps: r.floorRps, ratio: r.ratio };
-        results.memory = { rssMb: r.rssMb, backlog: r.backlog };
+        results.memory = { rssMb: r.rssMb, idleRssMb: r.idleRssMb, backlog: r.backlog };
         details.dispatch = r.details;
       },
       isolation: async () => {
@@ -126,7 +130,7 @@ async function main(): Promise<number> {
       },
       latency: async () => {
         const r = await runLatency(ctx);
-        results.latency = { p99Ms: r.p99Ms };
+        results.latency = { p50Ms: r.p50Ms, p99Ms: r.p99Ms };
         details.latency = r.details;
       },
       duplicateStorm: async () => {

@@ -33,10 +33,16 @@ export interface SpawnOptions {
   /** Extra node flags, e.g. --cpu-prof. */
   nodeArgs?: string[];
   ipc?: boolean;
+  /** `compiled`: `script` is JavaScript (dist/), run by node alone; default: TypeScript through tsx. */
+  runtime?: Runtime;
 }
 
+/** How platform code runs: compiled by `npm run build` (production) or from source through tsx. */
+export type Runtime = 'compiled' | 'tsx';
+
 export function spawnTs(name: string, script: string, args: string[], opts: SpawnOptions = {}): Child {
-  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), '--import', 'tsx', script, ...args], {
+  const loader = opts.runtime === 'compiled' ? [] : ['--import', 'tsx'];
+  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), ...loader, script, ...args], {
     cwd: repoRoot,
     env: { ...process.env, ...opts.env },
     stdio: opts.ipc ? ['ignore', 'pipe', 'pipe', 'ipc'] : ['ignore', 'pipe', 'pipe'],
@@ -137,15 +143,17 @@ export interface PlatformProcess extends Child {
 }
 
 /**
- * One platform process exactly as `npm run start:<role>` runs it (src/main.ts), apart from the
- * bench's own database, Redis prefix and port. `profileName` runs it under --cpu-prof; the profile
- * is written when the process exits after SIGTERM.
+ * One platform process exactly as production runs it (`node dist/main.js <role>`, built by the
+ * orchestrator at the start of the run), apart from the bench's own database, Redis prefix and port;
+ * `runtime: 'tsx'` runs src/main.ts as `npm run start:<role>` does instead. `profileName` runs it
+ * under --cpu-prof; the profile is written when the process exits after SIGTERM.
  */
 export async function startPlatform(
   settings: PlatformSettings,
   role: Role,
-  opts: { env?: Record<string, string>; profileName?: string } = {},
+  opts: { env?: Record<string, string>; profileName?: string; runtime?: Runtime } = {},
 ): Promise<PlatformProcess> {
+  const runtime = opts.runtime ?? 'compiled';
   const port = await freePort();
   const nodeArgs: string[] = [];
   if (opts.profileName) {
@@ -155,8 +163,9 @@ export async function startPlatform(
     mkdirSync(dir, { recursive: true });
     nodeArgs.push('--cpu-prof', `--cpu-prof-dir=${dir}`);
   }
-  const child = spawnTs(`platform ${role}`, 'src/main.ts', [role], {
+  const child = spawnTs(`platform ${role}`, runtime === 'compiled' ? 'dist/main.js' : 'src/main.ts', [role], {
     nodeArgs,
+    runtime,
     env: {
       NODE_ENV: 'production',
       PORT: String(port),

@@ -1,6 +1,6 @@
 import os from 'node:os';
 import { createTenant } from '../lib/api.js';
-import { runToEnd, type PlatformProcess } from '../lib/children.js';
+import { runToEnd, startPlatform, type PlatformProcess, type Runtime } from '../lib/children.js';
 import { resetState, startMeasured, waitUntil, withSetupApi, type BenchContext } from '../lib/context.js';
 import { countRows, insertBacklog } from '../lib/database.js';
 import { outboundBody } from '../../src/store/intake-store.js';
@@ -18,6 +18,7 @@ export interface DispatchResult {
   ratio: number;
   /** Peak RSS (VmHWM) of the worker process that held the backlog, in MiB. */
   rssMb: number;
+  idleRssMb: number;
   backlog: number;
   details: Record<string, unknown>;
 }
@@ -96,6 +97,7 @@ export async function runDispatch(ctx: BenchContext): Promise<DispatchResult> {
   const seconds = (drained.endedAt - drained.firstAt) / 1000;
   const rps = drained.delivered / seconds;
 
+  const idle = await idleRss(ctx);
   const cycle = await cycleBreakdown(ctx, cfg.endpointConcurrency);
   const floor = await runDispatchFloor(ctx);
   return {
@@ -103,6 +105,7 @@ export async function runDispatch(ctx: BenchContext): Promise<DispatchResult> {
     floorRps: round(floor.rps),
     ratio: round(rps / floor.rps, 3),
     rssMb: round(mb(Math.max(...peaks))),
+    idleRssMb: idle.compiled.worker,
     backlog,
     details: {
       workers: cfg.workers,
@@ -124,6 +127,7 @@ export async function runDispatch(ctx: BenchContext): Promise<DispatchResult> {
       cycleMs: cycle,
       peakRssMbPerWorker: peaks.map((p) => round(mb(p))),
       rssMbAtStartPerWorker: startedRssMb,
+      idleRssMb: idle,
       sampledPeakRssMb: round(mb(sampledPeak)),
       floor,
       ...(pgActivity && { pgActivity }),
@@ -244,4 +248,26 @@ async function runDispatchFloor(ctx: BenchContext) {
     concurrency: cfg.endpoints * cfg.endpointConcurrency,
     cpuMsPerRequest: { client: round(result.cpuMsPerRequest, 3), receiver: round((receiverCpu * 1000) / (result.ok * (1 + args.warmupSeconds / args.seconds)), 3) },
   };
+}
+
+/**
+ * Idle RSS of a started api and worker with nothing to do, compiled (as production runs them) and
+ * through tsx (as `npm start` does): tsx's loader and the TypeScript it compiles on the fly stay in
+ * memory. Read after the process has settled for a few seconds.
+ */
+async function idleRss(ctx: BenchContext): Promise<Record<Runtime, Record<'api' | 'worker', number>>> {
+  const result = {} as Record<Runtime, Record<'api' | 'worker', number>>;
+  for (const runtime of ['compiled', 'tsx'] as const) {
+    result[runtime] = { api: 0, worker: 0 };
+    for (const role of ['api', 'worker'] as const) {
+      const proc = await startPlatform(ctx.settings, role, { env: ctx.config.platformEnv, runtime });
+      try {
+        await sleep(5_000);
+        result[runtime][role] = round(mb(rssBytes(proc.pid)));
+      } finally {
+        await proc.stop();
+      }
+    }
+  }
+  return result;
 }

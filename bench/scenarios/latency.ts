@@ -7,6 +7,7 @@ import type { Arrival } from '../lib/receiver.js';
 import { percentile, round } from '../lib/stats.js';
 
 export interface LatencyResult {
+  p50Ms: number;
   p99Ms: number;
   details: Record<string, unknown>;
 }
@@ -183,5 +184,5 @@ export async function runLatency(ctx: BenchContext): Promise<LatencyResult> {
   const r = await latencyRun(ctx, { label: 'latency', ...cfg, fanOut: 'every' });
   if (r.sent.failed > 0) throw new Error(`latency: ${r.sent.failed} of ${r.sent.sent} publishes failed: ${JSON.stringify(r.sent.statusCodes)}`);
   const summary = streamSummary(r);
-  return { p99Ms: summary.p99Ms, details: { rate: cfg.rate, endpoints: cfg.endpoints, ...summary } };
+  return { p50Ms: summary.p50Ms, p99Ms: summary.p99Ms, details: { rate: cfg.rate, endpoints: cfg.endpoints, ...summary } };
 }
