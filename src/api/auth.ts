@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import type { Request, Response } from 'express';
 import { constantTimeEqual } from '../domain/signing.js';
 import { unauthorized } from '../domain/errors.js';
-import { findApiKey, hashApiKey } from '../store/tenants-store.js';
+import { API_KEY_PREFIX, findApiKey, hashApiKey } from '../store/api-keys-store.js';
 import { TenantScope } from '../store/tenant-scope.js';
 import type { Middleware } from './route.js';
 
@@ -11,9 +11,6 @@ function bearer(req: Request): string | undefined {
   const match = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
   return match?.[1];
 }
-
-/** Tenant API keys are `sk_` + random bytes; the prefix is what tells them apart from the admin token. */
-const API_KEY_PREFIX = 'sk_';
 
 export function adminAuth(adminToken: string): Middleware {
   return (req, _res, next) => {
@@ -41,11 +38,14 @@ function cachedKeys(db: Knex): (token: string) => Promise<ApiKey | undefined> {
     const hash = hashApiKey(token);
     const hit = cache.get(hash);
     if (hit && hit.until > Date.now()) return hit.key;
+    // Trusted for a second from before the look-up, not after it: the answer reflects the database
+    // as of some instant after `asked`, so a key revoked before then is never served past asked + 1 s.
+    const asked = Date.now();
     const key = await findApiKey(db, hash);
     cache.delete(hash);
     if (key) {
       if (cache.size >= keyCacheMax) cache.delete(cache.keys().next().value!);
-      cache.set(hash, { key, until: Date.now() + keyCacheMs });
+      cache.set(hash, { key, until: asked + keyCacheMs });
     }
     return key;
   };
