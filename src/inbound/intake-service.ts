@@ -5,9 +5,10 @@ import type { SecretBox } from '../domain/secret-box.js';
 import { isStorageUnavailable } from '../infra/db.js';
 import type { FanOutResult } from '../store/fan-out.js';
 import { IntakeWriter, type IntakeRecord } from '../store/intake-store.js';
-import { findSourceForIntake, type SourceRow } from '../store/sources-store.js';
+import { findSourceForIntake, verificationSecrets, type SourceRow } from '../store/sources-store.js';
 import type { InboundRequest, ParsedEvent, SourceType } from './adapter.js';
 import { getAdapter } from './adapters/index.js';
+import { verifyWithAny } from './verify-any.js';
 
 export interface IntakeDeps {
   db: Knex;
@@ -20,6 +21,8 @@ export interface IntakeDeps {
 interface CachedSource {
   row: SourceRow;
   secret: string;
+  /** A replaced secret, accepted until its own expiry even while this entry is still cached. */
+  previous?: { secret: string; expiresAt: number };
   expiresAt: number;
 }
 
@@ -62,9 +65,9 @@ export class IntakeService {
   }
 
   async receive(sourceId: string, request: InboundRequest): Promise<IntakeRecord> {
-    const { row, secret } = await this.loadSource(sourceId);
+    const { row, secret, previous } = await this.loadSource(sourceId);
     const adapter = getAdapter(row.type);
-    const verified = adapter.verify(request, secret);
+    const verified = verifyWithAny(adapter, request, previous && previous.expiresAt > Date.now() ? [secret, previous.secret] : [secret]);
     if (!verified.ok) throw new IntakeError(401, verified.reason, verified.message, 'rejected_signature');
     const bodyDigest = adapter.repeatDigest?.(request) ?? digestHex(request.rawBody);
     const source = { id: row.id, tenantId: row.tenant_id };
@@ -84,13 +87,22 @@ export class IntakeService {
     return record;
   }
 
+  /**
+   * Drops what this process cached about a source after the tenant changed or deleted it, so this
+   * process applies the change at once; other processes follow when their entry expires.
+   */
+  forgetSource(sourceId: string): void {
+    this.sources.delete(sourceId);
+  }
+
   private async loadSource(sourceId: string): Promise<CachedSource> {
     const cached = this.sources.get(sourceId);
     if (cached && cached.expiresAt > Date.now()) return cached;
     if (!/^src_[0-9a-z]{26}$/.test(sourceId)) throw notFound('source');
     const row = await this.guard(() => findSourceForIntake(this.deps.db, sourceId));
     if (!row) throw notFound('source');
-    const entry = { row, secret: this.deps.box.open(row.secret_enc, row.id), expiresAt: Date.now() + sourceCacheMs };
+    const { current, previous } = verificationSecrets(row, this.deps.box);
+    const entry = { row, secret: current, ...(previous && { previous }), expiresAt: Date.now() + sourceCacheMs };
     this.sources.set(sourceId, entry);
     return entry;
   }

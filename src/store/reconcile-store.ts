@@ -20,6 +20,7 @@ export async function claimReconcileBatch(db: Knex, limit: number, intervalSecon
        SELECT m.tenant_id, m.source_id, m.message_id
          FROM messages m JOIN sources s ON s.id = m.source_id
         WHERE s.type = 'momo-communication' AND s.reconcile_base_url IS NOT NULL
+          AND s.deleted_at IS NULL -- a deleted source is not asked about any more
           -- Only resources with a status to ask about: an order or group id of the same source
           -- (status NULL) has no /messages/<id> at the provider and would be polled forever.
           AND m.status IS NOT NULL AND NOT m.status_final
