@@ -1,3 +1,5 @@
+import type { RawJson } from '../domain/raw-json.js';
+
 /**
  * The contract every provider adapter implements. Adding a provider means adding one file under
  * adapters/ and listing it in adapters/index.ts; the intake service never names a provider.
@@ -34,8 +36,8 @@ export interface ParsedEvent {
   status?: MessageStatus;
   /** Provider's own ordering hint when it has one (sequence/version); used for per-message ordering. */
   sequence?: number;
-  /** The provider's business payload; forwarded as `data`. */
-  data: unknown;
+  /** The provider's business payload as it wrote it, forwarded as `data` without being re-serialised. */
+  data: RawJson;
 }
 
 export type ParseResult = { ok: true; event: ParsedEvent } | { ok: false; code: 'malformed_json' | 'missing_field' | 'invalid_field'; message: string };

@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import { newId } from '../domain/ids.js';
+import { stringifyJson } from '../domain/raw-json.js';
 import { Batcher } from '../infra/batcher.js';
 import { mayBeOneRowsFault } from '../infra/db.js';
 import { run, statement } from '../infra/sql.js';
@@ -30,9 +31,13 @@ export interface IntakeRecord {
 
 const none: FanOutResult = { pending: 0, deadDisabled: 0 };
 
-/** The exact bytes every endpoint receives for this event, on every attempt. */
+/**
+ * The exact bytes every endpoint receives for this event, on every attempt. A payload received from
+ * outside comes as RawJson and is written as its own text, never re-serialised; any other `data`
+ * is a value the platform made, written by JSON.stringify.
+ */
 export function outboundBody(id: string, type: string, at: Date, messageId: string | undefined, data: unknown): string {
-  return JSON.stringify({ id, type, timestamp: at.toISOString(), messageId: messageId ?? null, data });
+  return stringifyJson({ id, type, timestamp: at.toISOString(), messageId: messageId ?? null, data })!;
 }
 
 /**

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { InboundRequest } from '../../src/inbound/adapter.js';
 import { adapters, getAdapter, isSourceType, sourceTypes } from '../../src/inbound/adapters/index.js';
 import { fallbackDedupeKey } from '../../src/domain/dedupe.js';
+import { RawJson } from '../../src/domain/raw-json.js';
 import { decodeWebhookSecret, hmacSha256Hex, signStandardWebhook } from '../../src/domain/signing.js';
 
 const NOW = new Date('2026-11-29T10:00:00.500Z');
@@ -104,7 +105,7 @@ describe('momo-communication parse', () => {
       dedupeKey: 'message:m1:delivered',
       messageId: 'm1',
       status: { value: 'delivered', rank: 3, final: true },
-      data: message,
+      data: RawJson.of(message),
     });
   });
 
@@ -126,7 +127,7 @@ describe('momo-communication parse', () => {
     ['ids containing the separator', { event: 'order.updated', order_id: 'o:1', status: 'a' }, 'order:o%3A1:a', 'o:1'],
   ])('keys %s by resource and transition', (_name, body, dedupeKey, messageId) => {
     const event = parsed(communication.parse(signedCommunication(body)));
-    expect(event).toMatchObject({ type: body.event, dedupeKey, messageId, data: body });
+    expect(event).toMatchObject({ type: body.event, dedupeKey, messageId, data: RawJson.of(body) });
     expect(event.status).toBeUndefined();
   });
 
@@ -222,7 +223,7 @@ describe('momo-automation parse', () => {
       type: 'order.created',
       dedupeKey: 'sub_1:3f1c2a9e-0b7d-4a58-9d1e-2c4b6f8a0e11',
       messageId: 'ord_42',
-      data: { total: 1250, currency: 'EUR' },
+      data: RawJson.of({ total: 1250, currency: 'EUR' }),
     });
   });
 
@@ -256,7 +257,7 @@ describe('momo-automation parse', () => {
   });
 
   it('accepts null data as present', () => {
-    expect(parsed(automation.parse(signedAutomation({ ...body, data: null }))).data).toBeNull();
+    expect(parsed(automation.parse(signedAutomation({ ...body, data: null }))).data).toEqual(new RawJson('null'));
   });
 
   it.each([
@@ -320,12 +321,26 @@ describe('standard-webhooks verify', () => {
   });
 });
 
+describe('payload as written', () => {
+  // What JSON.parse + JSON.stringify would alter: digits, -0, exponents, trailing zeros, escapes, key order, spaces.
+  const payload = '{ "id" : 12345678901234567890, "z": -0.0, "e": 1e400, "p": 1.10, "s": "\\u00e9\\/", "k": {"2":1,"1":2} }';
+
+  it.each([
+    ['momo-automation (its data member)', () => automation.parse(signedAutomation(`{"id":"e1","event":"order.created","subscription":{"id":"s"},"data":${payload}}`)), payload],
+    ['standard-webhooks (its data member)', () => standard.parse(signedStandard(`{"type":"t","data":\n${payload}\n}`)), payload],
+    ['standard-webhooks without data (the whole body)', () => standard.parse(signedStandard(`\n{"type":"t","x":${payload}} `)), `{"type":"t","x":${payload}}`],
+    ['momo-communication (the whole body)', () => communication.parse(signedCommunication(` {"event":"order.created","order_id":"o1","x":${payload}}\n`)), `{"event":"order.created","order_id":"o1","x":${payload}}`],
+  ])('%s is forwarded as the exact text received', (_name, parse, expected) => {
+    expect(parsed(parse()).data).toEqual(new RawJson(expected));
+  });
+});
+
 describe('standard-webhooks parse', () => {
   it.each([
-    ['data and messageId', { type: 'invoice.paid', messageId: 'in_1', data: { amount: 5 } }, { messageId: 'in_1', data: { amount: 5 } }],
-    ['message_id', { type: 'invoice.paid', message_id: 'in_2', data: 1 }, { messageId: 'in_2', data: 1 }],
-    ['no data (the whole body is data)', { type: 'ping' }, { messageId: undefined, data: { type: 'ping' } }],
-    ['a numeric messageId (ignored)', { type: 'ping', messageId: 5, data: {} }, { messageId: undefined, data: {} }],
+    ['data and messageId', { type: 'invoice.paid', messageId: 'in_1', data: { amount: 5 } }, { messageId: 'in_1', data: RawJson.of({ amount: 5 }) }],
+    ['message_id', { type: 'invoice.paid', message_id: 'in_2', data: 1 }, { messageId: 'in_2', data: new RawJson('1') }],
+    ['no data (the whole body is data)', { type: 'ping' }, { messageId: undefined, data: RawJson.of({ type: 'ping' }) }],
+    ['a numeric messageId (ignored)', { type: 'ping', messageId: 5, data: {} }, { messageId: undefined, data: new RawJson('{}') }],
   ])('parses a body with %s', (_name, body, expected) => {
     const event = parsed(standard.parse(signedStandard(body, NOW_S, 'msg_77')));
     expect(event).toEqual({ type: body.type, dedupeKey: 'msg_77', ...expected });

@@ -8,6 +8,7 @@ import {
   keyOf,
   parseFailure,
   parseJsonObject,
+  rawMember,
   rejected,
   requireObject,
   requireString,
@@ -81,12 +82,14 @@ function findSequence(body: JsonObject, subject: JsonObject | undefined): number
 }
 
 function parseEvent(request: InboundRequest): ParsedEvent {
-  const body = parseJsonObject(request.rawBody);
+  const json = parseJsonObject(request.rawBody);
+  const body = json.value;
   const id = requireString(body, 'id');
   const type = requireString(body, 'event');
   const subscriptionId = requireString(requireObject(body, 'subscription'), 'id', 'subscription.id');
   // `data` may be any JSON value, null included, but it must be there: it is what gets forwarded.
-  if (!Object.hasOwn(body, 'data')) parseFailure('missing_field', 'data is required');
+  const data = rawMember(json, 'data');
+  if (data === undefined) parseFailure('missing_field', 'data is required');
   const subject = isObject(body.subject) ? body.subject : undefined;
   // Subjects without a string id (or no subject at all) simply correlate to no message.
   const subjectId = subject === undefined ? undefined : correlationId(subject, 'id', 'subject.id');
@@ -96,7 +99,7 @@ function parseEvent(request: InboundRequest): ParsedEvent {
     dedupeKey: keyOf(subscriptionId, id),
     ...(subjectId !== undefined && { messageId: subjectId }),
     ...(sequence !== undefined && { sequence }),
-    data: body.data,
+    data,
   };
 }
 

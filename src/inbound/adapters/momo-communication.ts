@@ -7,6 +7,7 @@ import {
   optionalString,
   parseFailure,
   parseJsonObject,
+  rawDocument,
   rejected,
   requireString,
   safeParse,
@@ -58,11 +59,14 @@ function findResource(body: JsonObject, event: string): { kind: string; id: stri
 }
 
 function parseEvent(request: InboundRequest): ParsedEvent {
-  const body = parseJsonObject(request.rawBody);
+  const json = parseJsonObject(request.rawBody);
+  const body = json.value;
   const type = requireString(body, 'event');
   const resource = findResource(body, type);
+  // The body is flat: all of it is the business payload.
+  const data = rawDocument(json);
   if (resource === undefined) {
-    return { type, dedupeKey: fallbackDedupeKey(body, VOLATILE_FIELDS), data: body };
+    return { type, dedupeKey: fallbackDedupeKey(body, VOLATILE_FIELDS), data };
   }
 
   const statusValue = optionalString(body, 'status');
@@ -81,7 +85,7 @@ function parseEvent(request: InboundRequest): ParsedEvent {
     dedupeKey: keyOf(resource.kind, resource.id, transition),
     messageId: resource.id,
     ...(status !== undefined && { status }),
-    data: body,
+    data,
   };
 }
 

@@ -1,3 +1,5 @@
+import { documentSpan, memberSpan } from '../../domain/json-span.js';
+import { RawJson } from '../../domain/raw-json.js';
 import type { InboundRequest, ParsedEvent, ParseResult, VerifyResult } from '../adapter.js';
 
 /**
@@ -63,7 +65,8 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /**
  * Provider payloads are shallow. A body nested deeper than this still parses (JSON.parse does not
- * recurse) but JSON.stringify does, so storing it would overflow the stack: a 500 for bad input.
+ * recurse), but whatever walks it recursively (the fallback dedupe key) would overflow the stack:
+ * a 500 for bad input.
  */
 export const MAX_JSON_DEPTH = 256;
 
@@ -79,17 +82,40 @@ function nestedDeeperThan(value: unknown, limit: number): boolean {
   return false;
 }
 
+/**
+ * A verified body both ways: `value` to read the fields the platform needs (ids, types, statuses),
+ * `text` to take the forwarded payload from, as the provider wrote it.
+ */
+export interface JsonBody {
+  text: string;
+  value: JsonObject;
+}
+
 /** The body as a JSON object. Invalid UTF-8 is malformed too: replacing bytes would alter what is forwarded. */
-export function parseJsonObject(rawBody: Buffer): JsonObject {
+export function parseJsonObject(rawBody: Buffer): JsonBody {
+  let text: string;
   let value: unknown;
   try {
-    value = JSON.parse(utf8.decode(rawBody));
+    text = utf8.decode(rawBody);
+    value = JSON.parse(text);
   } catch {
     throw new ParseFailure('malformed_json', 'body is not valid UTF-8 JSON');
   }
   if (!isObject(value)) throw new ParseFailure('invalid_field', 'body must be a JSON object');
   if (nestedDeeperThan(value, MAX_JSON_DEPTH)) throw new ParseFailure('invalid_field', `body is nested deeper than ${MAX_JSON_DEPTH} levels`);
-  return value;
+  return { text, value };
+}
+
+/** A top-level member exactly as written (digits, escapes, key order, spaces), or undefined when absent. */
+export function rawMember(body: JsonBody, field: string): RawJson | undefined {
+  const span = memberSpan(body.text, field);
+  return span && new RawJson(body.text.slice(span.start, span.end));
+}
+
+/** The whole body exactly as written, less the whitespace around it. */
+export function rawDocument(body: JsonBody): RawJson {
+  const span = documentSpan(body.text);
+  return new RawJson(body.text.slice(span.start, span.end));
 }
 
 /** A required non-empty string; absent or null is missing, anything else of the wrong shape invalid. */

@@ -8,6 +8,8 @@ import {
   MAX_FIELD_LENGTH,
   parseFailure,
   parseJsonObject,
+  rawDocument,
+  rawMember,
   rejected,
   requireString,
   safeParse,
@@ -39,14 +41,16 @@ function parseEvent(request: InboundRequest): ParsedEvent {
   const webhookId = header(request, 'webhook-id');
   if (webhookId === undefined) parseFailure('missing_field', 'webhook-id header is required');
   if (webhookId.length > MAX_FIELD_LENGTH) parseFailure('invalid_field', `webhook-id is longer than ${MAX_FIELD_LENGTH} characters`);
-  const body = parseJsonObject(request.rawBody);
+  const json = parseJsonObject(request.rawBody);
+  const body = json.value;
   const type = requireString(body, 'type');
   const messageId = correlationId(body, 'messageId') ?? correlationId(body, 'message_id');
   return {
     type,
     dedupeKey: webhookId,
     ...(messageId !== undefined && { messageId }),
-    data: Object.hasOwn(body, 'data') ? body.data : body,
+    // A sender that does not wrap its payload in `data` has the whole body forwarded.
+    data: rawMember(json, 'data') ?? rawDocument(json),
   };
 }
 
