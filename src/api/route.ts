@@ -2,6 +2,7 @@ import { Router, type Request, type Response } from 'express';
 import type { OpenAPIRegistry, ResponseConfig, RouteConfig } from '@asteasolutions/zod-to-openapi';
 import { z, type ZodType } from 'zod';
 import { ValidationError, type Problem } from '../domain/errors.js';
+import { stringifyJson } from '../domain/raw-json.js';
 import type { TenantScope } from '../store/tenant-scope.js';
 import { errorSchema } from './schemas.js';
 
@@ -116,6 +117,15 @@ function headersOf(req: Request, schema: ZodType): Record<string, string | undef
 }
 
 /**
+ * res.json, except that RawJson values are written as their own text: an event's payload is shown
+ * as it was received and stored, not as JSON.parse and JSON.stringify would rewrite it.
+ */
+function sendJson(res: Response, status: number, body: unknown): void {
+  if (!res.get('content-type')) res.type('application/json');
+  res.status(status).send(stringifyJson(body));
+}
+
+/**
  * Every route is declared through here, so the schema that validates a request is the schema that
  * documents it: /openapi.json cannot drift from what the server accepts.
  */
@@ -162,7 +172,7 @@ export class ApiRoutes {
       if (res.headersSent) return; // the handler streamed its own answer (e.g. /metrics)
       for (const [name, value] of Object.entries(reply.headers ?? {})) res.setHeader(name, value);
       if (reply.body === undefined) res.status(reply.status).end();
-      else res.status(reply.status).json(reply.body);
+      else sendJson(res, reply.status, reply.body);
     });
   }
 

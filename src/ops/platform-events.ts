@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { RawJson } from '../domain/raw-json.js';
 import { publishEvent } from '../store/events-store.js';
 import type { FanOutResult } from '../store/fan-out.js';
 import { TenantScope } from '../store/tenant-scope.js';
@@ -29,7 +30,7 @@ const nothing: FanOutResult = { pending: 0, deadDisabled: 0 };
 async function emit(db: Knex, tenantId: string, type: string, key: string, data: unknown, defaultMaxAgeSeconds: number): Promise<FanOutResult> {
   if (!(await hasSubscriber(db, tenantId, type))) return nothing;
   const scope = new TenantScope(db, tenantId, system);
-  const result = await publishEvent(scope, { type, data, idempotencyKey: key, origin: 'platform' }, defaultMaxAgeSeconds);
+  const result = await publishEvent(scope, { type, data: RawJson.of(data), idempotencyKey: key, origin: 'platform' }, defaultMaxAgeSeconds);
   return result.fanOut;
 }
 

@@ -4,6 +4,7 @@ import { canonicalJson } from '../domain/dedupe.js';
 import { conflict } from '../domain/errors.js';
 import { eventTypePrefix } from '../domain/event-types.js';
 import { newId } from '../domain/ids.js';
+import { RawJson } from '../domain/raw-json.js';
 import { run, statement } from '../infra/sql.js';
 import { withDeliveryIds, type FanOutResult } from './fan-out.js';
 import { outboundBody } from './intake-store.js';
@@ -46,14 +47,16 @@ export function rowToEvent(row: EventRow, opts: { payload?: boolean } = {}) {
     status: row.status,
     stale: row.stale,
     createdAt: row.created_at.toISOString(),
-    ...(opts.payload ? { payload: JSON.parse(row.body) as unknown } : {}),
+    // The stored envelope as sent, so the API shows the payload's digits and escapes as received.
+    ...(opts.payload ? { payload: new RawJson(row.body) } : {}),
   };
 }
 
 export interface PublishInput {
   type: string;
   messageId?: string;
-  data: unknown;
+  /** Forwarded as written: the request's own text for a tenant's event, RawJson.of for the platform's. */
+  data: RawJson;
   idempotencyKey?: string;
   /** Operational events the platform publishes about itself. */
   origin?: 'api' | 'platform';
@@ -69,7 +72,7 @@ export async function publishEvent(
   defaultMaxAgeSeconds: number,
 ): Promise<{ event: EventRow; duplicate: boolean; fanOut: FanOutResult }> {
   const requestHash = createHash('sha256')
-    .update(canonicalJson({ type: input.type, messageId: input.messageId ?? null, data: input.data }))
+    .update(canonicalJson({ type: input.type, messageId: input.messageId ?? null, data: input.data.parse() }))
     .digest('hex');
   const idempotencyKey = input.idempotencyKey ?? null;
   const id = newId('event');

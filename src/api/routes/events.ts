@@ -6,6 +6,7 @@ import { eventColumns, publishEvent, rowToEvent, whereEventType, type EventRow }
 import { paginate } from '../../store/pagination.js';
 import { watermark } from '../../store/retention-store.js';
 import type { ApiContext } from '../context.js';
+import { rawJsonMember } from '../json-body.js';
 import type { ApiRoutes } from '../route.js';
 import { eventSchema, idParams, listEventsQuery, page, publishedSchema, publishEventBody, publishEventHeaders } from '../schemas.js';
 
@@ -39,9 +40,11 @@ export function eventRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       ],
       errors: [409],
     },
-    async ({ headers, body, scope }) => {
+    async ({ req, headers, body, scope }) => {
       const key = headers['Idempotency-Key'];
-      const result = await publishEvent(scope, { type: body.type, messageId: body.messageId, data: body.data, idempotencyKey: key }, ctx.config.retry.maxEventAgeSeconds);
+      // `data` is validated as parsed but forwarded as the client wrote it.
+      const data = rawJsonMember(req, 'data');
+      const result = await publishEvent(scope, { type: body.type, messageId: body.messageId, data, idempotencyKey: key }, ctx.config.retry.maxEventAgeSeconds);
       ctx.lifecycle.fannedOut(result.fanOut);
       return { status: result.duplicate ? 200 : 202, body: { ...rowToEvent(result.event), duplicate: result.duplicate } };
     },
