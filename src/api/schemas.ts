@@ -91,6 +91,24 @@ export const patchEndpointBody = createEndpointBody
   .partial()
   .extend({ status: z.enum(['active', 'disabled']).optional() })
   .refine((body) => Object.keys(body).length > 0, 'at least one field is required');
+export const circuitSchema = z
+  .object({
+    state: z.enum(['closed', 'open', 'half_open']).describe('half_open: the cooldown has passed, one probe at a time until one succeeds'),
+    openUntil: z.string().nullable().describe('Only while open: when the next probe may go'),
+    consecutiveFailures: z.number(),
+  })
+  .meta({ id: 'Circuit' });
+export const effectiveRetryPolicySchema = z
+  .object({
+    maxAttempts: z.number(),
+    baseDelayMs: z.number(),
+    maxDelayMs: z.number(),
+    maxEventAgeSeconds: z.number(),
+    retryAfterMaxSeconds: z.number(),
+    attemptTimeoutMs: z.number(),
+  })
+  .describe("The values in force: the endpoint's retryPolicy over the platform's defaults")
+  .meta({ id: 'EffectiveRetryPolicy' });
 export const endpointSchema = z
   .object({
     id: z.string(),
@@ -105,10 +123,44 @@ export const endpointSchema = z
     ordering: z.enum(['none', 'per-message']),
     createdAt: z.string(),
     updatedAt: z.string(),
+    circuit: circuitSchema,
+    effectiveRetryPolicy: effectiveRetryPolicySchema,
     secret: z.string().optional().describe('Only on creation'),
   })
   .meta({ id: 'Endpoint' });
-export const secretSchema = z.object({ secret: z.string() }).meta({ id: 'EndpointSecret' });
+export const secretSchema = z
+  .object({
+    secret: z.string(),
+    previousSecretExpiresAt: z.string().describe('Until then the previous secret keeps signing beside the new one (both in webhook-signature)'),
+  })
+  .meta({ id: 'EndpointSecret' });
+export const testEndpointBody = z.strictObject({
+  type: z
+    .string()
+    .min(1)
+    .max(200)
+    .regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, dot, dash and underscore only')
+    .optional()
+    .describe('platform.test unless given'),
+  data: z.unknown().optional().describe('The event data; {} unless given'),
+});
+export const testSentSchema = z.object({ eventId: z.string(), deliveryId: z.string() }).meta({ id: 'EndpointTestSent' });
+export const endpointStatsQuery = z.strictObject({
+  since: isoDate.optional().describe('Start of the window (inclusive); 24 h before until by default'),
+  until: isoDate.optional().describe('End of the window (exclusive); now by default. At most 31 days after since'),
+});
+export const endpointStatsSchema = z
+  .object({
+    since: z.string(),
+    until: z.string(),
+    attempts: z.number(),
+    succeeded: z.number(),
+    failed: z.number(),
+    byStatusClass: z.object({ '2xx': z.number(), '3xx': z.number(), '4xx': z.number(), '5xx': z.number(), network: z.number() }),
+    latencyMs: z.object({ p50: z.number().nullable(), p95: z.number().nullable(), p99: z.number().nullable() }),
+    series: z.array(z.object({ start: z.string(), attempts: z.number(), failed: z.number() })).describe('One entry per hour of the window, oldest first'),
+  })
+  .meta({ id: 'EndpointStats' });
 
 // --- events ------------------------------------------------------------------------------------
 export const publishEventBody = z.strictObject({
@@ -198,6 +250,11 @@ export const deliverySchema = deliverySummarySchema
     createdAt: z.string(),
     updatedAt: z.string(),
     succeededAt: z.string().nullable(),
+    waitingFor: z
+      .enum(['circuit', 'retry_delay', 'scheduled'])
+      .nullable()
+      .optional()
+      .describe("Why a pending delivery is not being sent: its endpoint's circuit is open, a retry's delay, or a later start (a paced replay); null when nothing holds it"),
     attempts: z.array(attemptSchema).optional(),
   })
   .meta({ id: 'Delivery' });

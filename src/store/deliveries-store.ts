@@ -15,6 +15,8 @@ export interface DeliveryRow {
   created_at: Date;
   updated_at: Date;
   event_type?: string;
+  /** Only from listDeliveriesQuery (see there). */
+  waiting_for?: 'circuit' | 'retry_delay' | 'scheduled' | null;
 }
 
 export interface AttemptRow {
@@ -61,6 +63,7 @@ export function rowToDelivery(r: DeliveryRow, attempts?: AttemptRow[]) {
     createdAt: r.created_at.toISOString(),
     updatedAt: r.updated_at.toISOString(),
     succeededAt: iso(r.succeeded_at),
+    ...(r.waiting_for !== undefined ? { waitingFor: r.waiting_for } : {}),
     ...(attempts ? { attempts: attempts.map(rowToAttempt) } : {}),
   };
 }
@@ -104,8 +107,22 @@ export function filteredDeliveries(scope: TenantScope, f: DeliveryFilter) {
   return q;
 }
 
+/**
+ * Why a pending delivery is not being sent, judged by the database clock: its endpoint's circuit is
+ * open and the delivery is due before it closes (`circuit`, see src/domain/circuit.ts); a retry's
+ * delay has not passed (`retry_delay`); it starts later, as a paced replay does (`scheduled`); else
+ * null, also when nothing but a free slot is missing. Rate limits and per-message ordering holds
+ * are not reported: they are judged by admission, not stored.
+ */
+const waitingFor = `CASE WHEN deliveries.status <> 'pending' THEN NULL
+       WHEN wait_ep.circuit_open_until > now() AND deliveries.next_attempt_at <= wait_ep.circuit_open_until THEN 'circuit'
+       WHEN deliveries.next_attempt_at > now() THEN CASE WHEN deliveries.next_trigger = 'retry' THEN 'retry_delay' ELSE 'scheduled' END
+  END AS waiting_for`;
+
 export function listDeliveriesQuery(scope: TenantScope, f: DeliveryFilter) {
-  return filteredDeliveries(scope, f).select([...deliveryColumns, 'events.type as event_type']);
+  return filteredDeliveries(scope, f)
+    .leftJoin('endpoints as wait_ep', 'wait_ep.id', 'deliveries.endpoint_id')
+    .select([...deliveryColumns, 'events.type as event_type', scope.db.raw(waitingFor)]);
 }
 
 export async function attemptsFor(scope: TenantScope, deliveryIds: string[]): Promise<Map<string, AttemptRow[]>> {

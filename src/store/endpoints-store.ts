@@ -19,6 +19,8 @@ export interface EndpointRow {
   secret_enc: string;
   previous_secret_enc: string | null;
   previous_secret_expires_at: Date | null;
+  consecutive_failures: number;
+  circuit_open_until: Date | null;
   created_at: Date;
   updated_at: Date;
   deleted_at: Date | null;
@@ -139,20 +141,22 @@ export async function deleteEndpoint(scope: TenantScope, id: string): Promise<{ 
   });
 }
 
-export async function rotateEndpointSecret(scope: TenantScope, box: SecretBox, id: string, newSecret: string): Promise<boolean> {
+/** Answers until when the previous secret keeps signing, or undefined when there is no such endpoint. */
+export async function rotateEndpointSecret(scope: TenantScope, box: SecretBox, id: string, newSecret: string): Promise<Date | undefined> {
   return scope.transaction(async (s, trx) => {
     const current: EndpointRow | undefined = await live(s).where('endpoints.id', id).forUpdate().first();
-    if (!current) return false;
+    if (!current) return undefined;
+    const previousSecretExpiresAt = new Date(Date.now() + secretOverlapMs);
     await trx('endpoints')
       .where({ id })
       .update({
         secret_enc: box.seal(newSecret, id),
         previous_secret_enc: current.secret_enc,
-        previous_secret_expires_at: new Date(Date.now() + secretOverlapMs),
+        previous_secret_expires_at: previousSecretExpiresAt,
         updated_at: trx.fn.now(),
       });
     await recordAudit(trx, { tenantId: s.tenantId, actor: s.actor, action: 'endpoint.secret_rotated', targetType: 'endpoint', targetId: id });
-    return true;
+    return previousSecretExpiresAt;
   });
 }
 

@@ -173,7 +173,7 @@ describe('endpoints API', () => {
     const { body: ep } = await create({ url: target });
     const rotated = await tenant.call('POST', `/v1/endpoints/${ep.id}/secret/rotate`);
     expect(rotated.status).toBe(200);
-    expect(rotated.body).toEqual({ secret: expect.stringMatching(/^whsec_/) });
+    expect(rotated.body).toEqual({ secret: expect.stringMatching(/^whsec_/), previousSecretExpiresAt: expect.any(String) });
     expect(rotated.body.secret).not.toBe(ep.secret);
     expect(Buffer.from(rotated.body.secret.slice(6), 'base64').length).toBeGreaterThanOrEqual(24);
 
@@ -189,6 +189,8 @@ describe('endpoints API', () => {
     expect(box.open(row.previous_secret_enc, ep.id)).toBe(ep.secret);
     expect(row.previous_secret_expires_at.getTime() - Date.now()).toBeGreaterThan(23.9 * 3600_000);
     expect(row.previous_secret_expires_at.getTime() - Date.now()).toBeLessThanOrEqual(24 * 3600_000);
+    // The answer says exactly until when the previous secret keeps signing.
+    expect(rotated.body.previousSecretExpiresAt).toBe(row.previous_secret_expires_at.toISOString());
 
     // A second rotation retires the first secret completely.
     const again = await tenant.call('POST', `/v1/endpoints/${ep.id}/secret/rotate`);

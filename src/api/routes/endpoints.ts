@@ -1,6 +1,8 @@
 import { z } from 'zod';
+import { circuitView } from '../../domain/circuit.js';
 import { notFound, ValidationError } from '../../domain/errors.js';
 import { maxAgeProblem } from '../../domain/retention.js';
+import { resolvePolicy } from '../../domain/retry-policy.js';
 import { generateWebhookSecret } from '../../domain/signing.js';
 import { checkTargetUrl } from '../../dispatch/address-guard.js';
 import {
@@ -13,10 +15,28 @@ import {
   updateEndpoint,
   type EndpointRow,
 } from '../../store/endpoints-store.js';
+import { endpointStats } from '../../store/endpoint-stats-store.js';
+import { sendTestEvent } from '../../store/endpoint-test-store.js';
 import { paginate } from '../../store/pagination.js';
 import type { ApiContext } from '../context.js';
 import type { ApiRoutes } from '../route.js';
-import { createEndpointBody, endpointSchema, idParams, page, pageQuery, patchEndpointBody, secretSchema } from '../schemas.js';
+import {
+  createEndpointBody,
+  endpointSchema,
+  endpointStatsQuery,
+  endpointStatsSchema,
+  idParams,
+  page,
+  pageQuery,
+  patchEndpointBody,
+  secretSchema,
+  testEndpointBody,
+  testSentSchema,
+} from '../schemas.js';
+
+const hourMs = 3_600_000;
+/** The longest window GET /v1/endpoints/:id/stats answers for: a month of hourly points. */
+export const maxStatsWindowDays = 31;
 
 export function endpointRoutes(routes: ApiRoutes, ctx: ApiContext): void {
   const validUrl = (url: string) => {
@@ -29,6 +49,16 @@ export function endpointRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     const problem = policy?.maxEventAgeSeconds === undefined ? undefined : maxAgeProblem(policy.maxEventAgeSeconds, ctx.config.retention);
     if (problem) throw new ValidationError([{ path: 'retryPolicy.maxEventAgeSeconds', message: problem }]);
   };
+  const effectiveRetryPolicy = (row: EndpointRow) => ({
+    ...resolvePolicy(ctx.config.retry, row.retry_policy),
+    attemptTimeoutMs: ctx.config.attemptTimeoutMs,
+  });
+  // What dispatch obeys now, beside what the tenant configured: the circuit and the merged policy.
+  const present = (row: EndpointRow, now = new Date()) => ({
+    ...rowToEndpoint(row),
+    circuit: circuitView({ consecutiveFailures: row.consecutive_failures, openUntil: row.circuit_open_until }, ctx.config.circuitFailureThreshold, now),
+    effectiveRetryPolicy: effectiveRetryPolicy(row),
+  });
   const tag = 'endpoints';
 
   routes.add(
@@ -46,7 +76,7 @@ export function endpointRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       withinRetention(body.retryPolicy);
       const secret = generateWebhookSecret();
       const row = await insertEndpoint(scope, ctx.box, { ...body, url: validUrl(body.url) }, secret, ctx.config.endpointMaxConcurrency);
-      return { status: 201, body: { ...rowToEndpoint(row), secret } };
+      return { status: 201, body: { ...present(row), secret } };
     },
   );
   routes.add(
@@ -62,7 +92,7 @@ export function endpointRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     },
     async ({ query, scope }) => ({
       status: 200,
-      body: await paginate(listEndpointsQuery(scope), 'endpoints.id', query, (r: EndpointRow) => rowToEndpoint(r)),
+      body: await paginate(listEndpointsQuery(scope), 'endpoints.id', query, (r: EndpointRow) => present(r)),
     }),
   );
   routes.add(
@@ -80,7 +110,7 @@ export function endpointRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     async ({ params, scope }) => {
       const row = await getEndpoint(scope, params.id);
       if (!row) throw notFound('endpoint');
-      return { status: 200, body: rowToEndpoint(row) };
+      return { status: 200, body: present(row) };
     },
   );
   routes.add(
@@ -100,7 +130,7 @@ export function endpointRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       withinRetention(body.retryPolicy ?? undefined);
       const row = await updateEndpoint(scope, params.id, { ...body, url: body.url === undefined ? undefined : validUrl(body.url) });
       if (!row) throw notFound('endpoint');
-      return { status: 200, body: rowToEndpoint(row) };
+      return { status: 200, body: present(row) };
     },
   );
   routes.add(
@@ -131,13 +161,63 @@ export function endpointRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       tag,
       auth: 'tenant',
       params: idParams,
-      success: { status: 200, description: 'The new secret', schema: secretSchema },
+      success: { status: 200, description: 'The new secret, and until when the previous one keeps signing', schema: secretSchema },
       errors: [404],
     },
     async ({ params, scope }) => {
       const secret = generateWebhookSecret();
-      if (!(await rotateEndpointSecret(scope, ctx.box, params.id, secret))) throw notFound('endpoint');
-      return { status: 200, body: { secret } };
+      const previousSecretExpiresAt = await rotateEndpointSecret(scope, ctx.box, params.id, secret);
+      if (!previousSecretExpiresAt) throw notFound('endpoint');
+      return { status: 200, body: { secret, previousSecretExpiresAt: previousSecretExpiresAt.toISOString() } };
+    },
+  );
+  routes.add(
+    {
+      method: 'post',
+      path: '/v1/endpoints/:id/test',
+      operationId: 'sendTestEvent',
+      summary: 'Send a test event (platform.test unless another type is given) to this endpoint only, signed and retried like any other',
+      tag,
+      auth: 'tenant',
+      params: idParams,
+      body: testEndpointBody,
+      success: { status: 202, description: 'Accepted: the event and its one delivery, to follow with GET /v1/deliveries/{id}', schema: testSentSchema },
+      errors: [404, 409],
+    },
+    async ({ params, body, scope }) => {
+      const sent = await sendTestEvent(scope, params.id, { type: body.type ?? 'platform.test', data: body.data ?? {} }, ctx.config.retry.maxEventAgeSeconds);
+      if (!sent) throw notFound('endpoint');
+      ctx.lifecycle.fannedOut({ pending: 1, deadDisabled: 0 });
+      return { status: 202, body: sent };
+    },
+  );
+  routes.add(
+    {
+      method: 'get',
+      path: '/v1/endpoints/:id/stats',
+      operationId: 'getEndpointStats',
+      summary: "Attempts, outcomes, latency percentiles and an hourly series of the endpoint's attempts in a window (the last 24 h by default)",
+      tag,
+      auth: 'tenant',
+      params: idParams,
+      query: endpointStatsQuery,
+      success: { status: 200, description: 'The statistics', schema: endpointStatsSchema },
+      errors: [404],
+    },
+    async ({ params, query, scope }) => {
+      const until = query.until ?? new Date();
+      const since = query.since ?? new Date(until.getTime() - 24 * hourMs);
+      const problems = [];
+      if (since >= until) problems.push({ path: 'since', message: 'must be before until' });
+      else if (until.getTime() - since.getTime() > maxStatsWindowDays * 24 * hourMs) {
+        problems.push({ path: 'since', message: `the window may span at most ${maxStatsWindowDays} days` });
+      }
+      if (problems.length > 0) throw new ValidationError(problems);
+      const row = await getEndpoint(scope, params.id);
+      if (!row) throw notFound('endpoint');
+      // Deliveries made up to the longest maximum event age before the window may be attempted in it.
+      const lookbackSeconds = Math.max(ctx.config.retry.maxEventAgeSeconds, effectiveRetryPolicy(row).maxEventAgeSeconds);
+      return { status: 200, body: await endpointStats(scope, row.id, { since, until, lookbackSeconds }) };
     },
   );
 }

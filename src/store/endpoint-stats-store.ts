@@ -1,0 +1,103 @@
+import { typeIdFloor } from '../domain/retention.js';
+import type { TenantScope } from './tenant-scope.js';
+
+export interface StatsWindow {
+  since: Date;
+  until: Date;
+  /**
+   * How long before `since` a delivery may have been made (or replayed) and still be attempted in
+   * the window: the longest maximum event age in force for the endpoint.
+   */
+  lookbackSeconds: number;
+}
+
+export interface EndpointStats {
+  since: string;
+  until: string;
+  attempts: number;
+  succeeded: number;
+  failed: number;
+  byStatusClass: { '2xx': number; '3xx': number; '4xx': number; '5xx': number; network: number };
+  latencyMs: { p50: number | null; p95: number | null; p99: number | null };
+  series: { start: string; attempts: number; failed: number }[];
+}
+
+const hourMs = 3_600_000;
+
+/**
+ * Attempts of one endpoint's deliveries that started in [since, until).
+ *
+ * Attempts are partitioned by delivery id and carry no endpoint, so the deliveries come first, from
+ * deliveries_endpoint (endpoint_id, id): a delivery id says when it was made, and a delivery is
+ * attempted only until its deadline (made + maximum event age), so only ids made from
+ * `since - lookback` up to `until` can have attempts in the window; those made earlier and replayed
+ * since come from deliveries_replayed (migration 20261201000020). Each delivery's attempts are then
+ * read by their primary key (delivery_id, id), in the partitions of that id range only.
+ */
+export async function endpointStats(scope: TenantScope, endpointId: string, w: StatsWindow): Promise<EndpointStats> {
+  const from = new Date(w.since.getTime() - w.lookbackSeconds * 1000);
+  const bounds = {
+    tenantId: scope.tenantId,
+    endpointId,
+    lo: typeIdFloor('dlv', from),
+    // A delivery made in the same millisecond as `until` sorts above the floor; one ms more covers it.
+    hi: typeIdFloor('dlv', new Date(w.until.getTime() + 1)),
+    replayedFrom: from,
+    since: w.since,
+    until: w.until,
+  };
+  const base = `
+    WITH d AS (
+        SELECT id FROM deliveries
+         WHERE endpoint_id = :endpointId AND tenant_id = :tenantId AND id >= :lo AND id < :hi
+      UNION
+        SELECT id FROM deliveries
+         WHERE endpoint_id = :endpointId AND tenant_id = :tenantId AND replayed_at >= :replayedFrom AND id < :lo
+    ), a AS MATERIALIZED (
+      SELECT a.started_at, a.duration_ms, a.status_code, a.outcome
+        FROM d JOIN attempts a ON a.delivery_id = d.id
+       WHERE a.tenant_id = :tenantId AND a.started_at >= :since AND a.started_at < :until
+    )`;
+  const db = scope.db;
+  const totals = (
+    await db.raw(
+      `${base}
+       SELECT count(*)::int AS attempts,
+              count(*) FILTER (WHERE outcome = 'success')::int AS succeeded,
+              count(*) FILTER (WHERE status_code BETWEEN 200 AND 299)::int AS c2,
+              count(*) FILTER (WHERE status_code BETWEEN 300 AND 399)::int AS c3,
+              count(*) FILTER (WHERE status_code BETWEEN 400 AND 499)::int AS c4,
+              count(*) FILTER (WHERE status_code >= 500)::int AS c5,
+              count(*) FILTER (WHERE status_code IS NULL)::int AS network,
+              percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms) AS p50,
+              percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) AS p95,
+              percentile_cont(0.99) WITHIN GROUP (ORDER BY duration_ms) AS p99,
+              coalesce((SELECT json_agg(h ORDER BY h.hour) FROM (
+                SELECT date_trunc('hour', started_at, 'UTC') AS hour, count(*)::int AS attempts,
+                       count(*) FILTER (WHERE outcome <> 'success')::int AS failed
+                  FROM a GROUP BY 1) h), '[]') AS series
+         FROM a`,
+      bounds,
+    )
+  ).rows[0] as Record<string, unknown>;
+  const n = (v: unknown) => Number(v);
+  const ms = (v: unknown) => (v === null || v === undefined ? null : Math.round(Number(v) * 10) / 10);
+  const byHour = new Map<number, { attempts: number; failed: number }>();
+  for (const h of totals.series as { hour: string; attempts: number; failed: number }[]) {
+    byHour.set(new Date(h.hour).getTime(), { attempts: h.attempts, failed: h.failed });
+  }
+  const series: EndpointStats['series'] = [];
+  for (let t = Math.floor(w.since.getTime() / hourMs) * hourMs; t < w.until.getTime(); t += hourMs) {
+    series.push({ start: new Date(t).toISOString(), ...(byHour.get(t) ?? { attempts: 0, failed: 0 }) });
+  }
+  return {
+    since: w.since.toISOString(),
+    until: w.until.toISOString(),
+    attempts: n(totals.attempts),
+    succeeded: n(totals.succeeded),
+    failed: n(totals.attempts) - n(totals.succeeded),
+    byStatusClass: { '2xx': n(totals.c2), '3xx': n(totals.c3), '4xx': n(totals.c4), '5xx': n(totals.c5), network: n(totals.network) },
+    latencyMs: { p50: ms(totals.p50), p95: ms(totals.p95), p99: ms(totals.p99) },
+    series,
+  };
+}

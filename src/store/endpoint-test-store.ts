@@ -1,0 +1,53 @@
+import { conflict } from '../domain/errors.js';
+import { newId } from '../domain/ids.js';
+import { outboundBody } from './intake-store.js';
+import type { TenantScope } from './tenant-scope.js';
+
+export interface TestSend {
+  type: string;
+  data: unknown;
+}
+
+/**
+ * A test event for one endpoint: a real event and a single delivery to that endpoint, written in one
+ * transaction through `fan_out_insert` (migration 20261129000011), the function every other event's
+ * deliveries come from, with this endpoint as its only target. From there the delivery is like any
+ * other: admitted, signed and retried by the dispatcher, listed under the endpoint's deliveries.
+ * Answers undefined when the endpoint does not exist (or is another tenant's).
+ */
+export async function sendTestEvent(
+  scope: TenantScope,
+  endpointId: string,
+  input: TestSend,
+  defaultMaxAgeSeconds: number,
+): Promise<{ eventId: string; deliveryId: string } | undefined> {
+  return scope.transaction(async (s, trx) => {
+    // FOR SHARE: a concurrent delete or disable waits for this delivery to exist, then sees it.
+    const ep = await s
+      .from('endpoints')
+      .whereNull('endpoints.deleted_at')
+      .where('endpoints.id', endpointId)
+      .forShare()
+      .first('id', 'status', 'retry_policy');
+    if (!ep) return undefined;
+    if (ep.status !== 'active') throw conflict('endpoint_disabled', 'the endpoint is disabled; enable it (PATCH status: active) before sending a test event');
+    const eventId = newId('event');
+    const deliveryId = newId('delivery');
+    const now = new Date();
+    await trx('events').insert({
+      id: eventId,
+      tenant_id: s.tenantId,
+      origin: 'api',
+      type: input.type,
+      body: outboundBody(eventId, input.type, now, undefined, input.data),
+      created_at: now,
+    });
+    const maxAge = (ep.retry_policy as Record<string, unknown>).maxEventAgeSeconds;
+    await trx.raw(
+      `SELECT * FROM fan_out_insert(?, ?, ?::timestamptz, NULL, NULL, ?::int,
+                                    ARRAY[ROW(?, true, false, ?::int)::fan_out_target], ARRAY[?]::text[])`,
+      [eventId, s.tenantId, now, defaultMaxAgeSeconds, endpointId, typeof maxAge === 'number' ? maxAge : null, deliveryId],
+    );
+    return { eventId, deliveryId };
+  });
+}
