@@ -8,6 +8,7 @@ import { jsonBody } from './json-body.js';
 import { tenantRateLimit } from './rate-limit.js';
 import { ApiRoutes } from './route.js';
 import { adminRoutes } from './routes/admin.js';
+import { apiKeyRoutes } from './routes/api-keys.js';
 import { deliveryRoutes } from './routes/deliveries.js';
 import { endpointRoutes } from './routes/endpoints.js';
 import { eventRoutes } from './routes/events.js';
@@ -35,6 +36,7 @@ export function createApp(ctx: ApiContext, opts: { opsOnly?: boolean } = {}): Ex
   });
   if (!opts.opsOnly) {
     adminRoutes(routes, ctx);
+    apiKeyRoutes(routes, ctx);
     sourceRoutes(routes, ctx);
     endpointRoutes(routes, ctx);
     eventRoutes(routes, ctx);

@@ -32,6 +32,23 @@ export const page = <T extends z.ZodType>(item: T) => z.object({ data: z.array(i
 // --- admin -------------------------------------------------------------------------------------
 export const createTenantBody = z.strictObject({ name: z.string().trim().min(1).max(200) });
 export const tenantCreated = z.object({ id: z.string(), name: z.string(), apiKey: z.string() }).meta({ id: 'TenantCreated' });
+export const tenantSchema = z.object({ id: z.string(), name: z.string(), createdAt: z.string() }).meta({ id: 'Tenant' });
+
+// --- API keys ----------------------------------------------------------------------------------
+export const createApiKeyBody = z.strictObject({ name: z.string().trim().min(1).max(200) });
+export const apiKeyCreated = z
+  .object({ id: z.string(), name: z.string(), key: z.string().describe('Shown only in this answer; only its hash is stored'), createdAt: z.string() })
+  .meta({ id: 'ApiKeyCreated' });
+export const apiKeySchema = z
+  .object({
+    id: z.string(),
+    name: z.string(),
+    prefix: z.string().nullable().describe('The first characters of the key (sk_ and 8 more); null for keys issued before prefixes were kept'),
+    createdAt: z.string(),
+    lastUsedAt: z.string().nullable().describe('To the minute: updated at most once a minute'),
+  })
+  .meta({ id: 'ApiKey' });
+export const tenantDetailSchema = tenantSchema.extend({ apiKeys: z.array(apiKeySchema).describe('The live keys, newest first') }).meta({ id: 'TenantDetail' });
 
 // --- sources -----------------------------------------------------------------------------------
 export const sourceTypeSchema = z.enum(sourceTypes as [SourceType, ...SourceType[]]);
@@ -55,9 +72,19 @@ export const sourceSchema = z
     ingestUrl: z.string(),
     reconcile: z.object({ baseUrl: z.string(), afterSeconds: z.number() }).nullable(),
     createdAt: z.string(),
+    updatedAt: z.string(),
+    previousSecretExpiresAt: z.string().nullable().describe('After a new secret: until then the previous secret also verifies callbacks'),
     secret: z.string().optional().describe('Only on creation, and only when the platform generated it'),
   })
   .meta({ id: 'Source' });
+// Only what is sent changes; `reconcile: null` stops reconciliation. An empty change is refused.
+export const patchSourceBody = z
+  .strictObject({
+    name: createSourceBody.shape.name.optional(),
+    secret: createSourceBody.shape.secret.describe('The new secret; the previous one keeps verifying for 24 h'),
+    reconcile: createSourceBody.shape.reconcile.unwrap().nullable().optional(),
+  })
+  .refine((body) => Object.keys(body).length > 0, 'at least one field is required');
 
 // --- endpoints ---------------------------------------------------------------------------------
 const eventTypeFilter = z.string().max(200).regex(eventTypeFilterPattern, 'must be an event type, optionally ending in .*');
