@@ -40,6 +40,8 @@ describe('sources API', () => {
         ingestUrl: `${publicBaseUrl}/inbound/${res.body.id}`,
         reconcile: null,
         createdAt: expect.any(String),
+        updatedAt: expect.any(String),
+        previousSecretExpiresAt: null,
         secret: expect.stringMatching(format),
       });
       // The secret that was shown is the one that verifies callbacks.

@@ -3,13 +3,19 @@ import { notFound, ValidationError } from '../../domain/errors.js';
 import { checkTargetUrl } from '../../dispatch/address-guard.js';
 import { getAdapter } from '../../inbound/adapters/index.js';
 import { paginate } from '../../store/pagination.js';
-import { insertSource, rowToSource, type SourceRow } from '../../store/sources-store.js';
+import { deleteSource, insertSource, liveSources, rowToSource, updateSource, type SourceRow } from '../../store/sources-store.js';
 import type { ApiContext } from '../context.js';
 import type { ApiRoutes } from '../route.js';
-import { createSourceBody, idParams, page, pageQuery, sourceSchema } from '../schemas.js';
+import { createSourceBody, idParams, page, pageQuery, patchSourceBody, sourceSchema } from '../schemas.js';
 
 export function sourceRoutes(routes: ApiRoutes, ctx: ApiContext): void {
   const base = ctx.config.publicBaseUrl;
+  // Reconciliation polls baseUrl with the tenant's provider API key: it is a tenant-chosen
+  // target like an endpoint URL, so the same SSRF rules apply before it is stored.
+  const checkReconcileTarget = (baseUrl: string) => {
+    const check = checkTargetUrl(baseUrl, { allowPrivate: ctx.config.allowPrivateTargets });
+    if (!check.ok) throw new ValidationError([{ path: 'reconcile.baseUrl', message: check.message }], check.code);
+  };
   routes.add(
     {
       method: 'post',
@@ -22,12 +28,7 @@ export function sourceRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       success: { status: 201, description: 'Created', schema: sourceSchema },
     },
     async ({ body, scope }) => {
-      // Reconciliation polls baseUrl with the tenant's provider API key: it is a tenant-chosen
-      // target like an endpoint URL, so the same SSRF rules apply before it is stored.
-      if (body.reconcile) {
-        const check = checkTargetUrl(body.reconcile.baseUrl, { allowPrivate: ctx.config.allowPrivateTargets });
-        if (!check.ok) throw new ValidationError([{ path: 'reconcile.baseUrl', message: check.message }], check.code);
-      }
+      if (body.reconcile) checkReconcileTarget(body.reconcile.baseUrl);
       const generated = body.secret === undefined;
       const secret = body.secret ?? getAdapter(body.type).generateSecret();
       const row = await insertSource(scope, ctx.box, { type: body.type, name: body.name, secret, reconcile: body.reconcile });
@@ -47,7 +48,7 @@ export function sourceRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     },
     async ({ query, scope }) => ({
       status: 200,
-      body: await paginate(scope.from('sources').select('sources.*'), 'sources.id', query, (r: SourceRow) => rowToSource(r, base)),
+      body: await paginate(liveSources(scope).select('sources.*'), 'sources.id', query, (r: SourceRow) => rowToSource(r, base)),
     }),
   );
   routes.add(
@@ -63,9 +64,48 @@ export function sourceRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       errors: [404],
     },
     async ({ params, scope }) => {
-      const row: SourceRow | undefined = await scope.from('sources').where('sources.id', params.id).first();
+      const row: SourceRow | undefined = await liveSources(scope).where('sources.id', params.id).first();
       if (!row) throw notFound('source');
       return { status: 200, body: rowToSource(row, base) };
+    },
+  );
+  routes.add(
+    {
+      method: 'patch',
+      path: '/v1/sources/:id',
+      operationId: 'updateSource',
+      summary: 'Rename a source, change its reconciliation, or give it a new secret (the previous one keeps verifying for 24 h)',
+      tag: 'sources',
+      auth: 'tenant',
+      params: idParams,
+      body: patchSourceBody,
+      success: { status: 200, description: 'The source as changed; previousSecretExpiresAt says until when the old secret verifies', schema: sourceSchema },
+      errors: [404],
+    },
+    async ({ params, body, scope }) => {
+      if (body.reconcile) checkReconcileTarget(body.reconcile.baseUrl);
+      const row = await updateSource(scope, ctx.box, params.id, body);
+      if (!row) throw notFound('source');
+      ctx.intake.forgetSource(row.id);
+      return { status: 200, body: rowToSource(row, base) };
+    },
+  );
+  routes.add(
+    {
+      method: 'delete',
+      path: '/v1/sources/:id',
+      operationId: 'deleteSource',
+      summary: 'Delete a source: its inbound URL answers 404 from then on; its events and receipts stay queryable',
+      tag: 'sources',
+      auth: 'tenant',
+      params: idParams,
+      success: { status: 204, description: 'Deleted' },
+      errors: [404],
+    },
+    async ({ params, scope }) => {
+      if (!(await deleteSource(scope, params.id))) throw notFound('source');
+      ctx.intake.forgetSource(params.id);
+      return { status: 204 };
     },
   );
 }
