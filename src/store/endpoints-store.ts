@@ -95,6 +95,9 @@ export async function insertEndpoint(
   });
 }
 
+/** An endpoint column's value for the audit log: dates as ISO text. (URLs never carry credentials: they are refused.) */
+const auditValue = (value: unknown): unknown => (value instanceof Date ? value.toISOString() : value);
+
 export async function updateEndpoint(scope: TenantScope, id: string, input: EndpointInput): Promise<EndpointRow | undefined> {
   return scope.transaction(async (s, trx) => {
     const current: EndpointRow | undefined = await live(s).where('endpoints.id', id).forUpdate().first();
@@ -118,13 +121,17 @@ export async function updateEndpoint(scope: TenantScope, id: string, input: Endp
     }
     const [row] = await trx('endpoints').where({ id }).update(changes).returning('*');
     const { updated_at: _, ...changed } = changes;
+    // Read from the rows, not the request, so values are as stored (retry_policy as an object, not its JSON text).
+    const valuesIn = (source: Record<string, unknown>) => Object.fromEntries(Object.keys(changed).map((column) => [column, auditValue(source[column])]));
+    const before = valuesIn(current as unknown as Record<string, unknown>);
+    const after = valuesIn(row as Record<string, unknown>);
     await recordAudit(trx, {
       tenantId: s.tenantId,
       actor: s.actor,
       action: statusChanged ? `endpoint.${input.status === 'active' ? 'enabled' : 'disabled'}` : 'endpoint.updated',
       targetType: 'endpoint',
       targetId: id,
-      details: { changed: Object.keys(changed) },
+      details: { changed: Object.keys(changed), before, after },
     });
     return row as EndpointRow;
   });

@@ -103,7 +103,16 @@ describe('audit log', () => {
     expect(one('tenant.created', a.id)).toMatchObject({ actor: { type: 'admin', id: null }, target: { type: 'tenant', id: a.id }, details: { name: 'audited', apiKeyId: keyA } });
     const byKey = { type: 'api_key', id: keyA };
     expect(one('endpoint.created', ids.endpoint)).toMatchObject({ actor: byKey, target: { type: 'endpoint' }, details: { url: `${r.url}/a` } });
-    expect(one('endpoint.updated', ids.endpoint)).toMatchObject({ actor: byKey, details: { changed: expect.arrayContaining(['description', 'max_concurrency']) } });
+    const updated = one('endpoint.updated', ids.endpoint)!;
+    expect(updated).toMatchObject({
+      actor: byKey,
+      details: {
+        changed: expect.arrayContaining(['description', 'max_concurrency']),
+        before: { description: null, max_concurrency: expect.any(Number) },
+        after: { description: 'orders', max_concurrency: 3 },
+      },
+    });
+    expect((updated.details.before as Record<string, unknown>).max_concurrency).not.toBe(3);
     expect(one('endpoint.secret_rotated', ids.endpoint)).toMatchObject({ actor: byKey, target: { type: 'endpoint', id: ids.endpoint } });
     expect(one('endpoint.disabled', ids.endpoint)).toMatchObject({ actor: byKey });
     expect(one('endpoint.enabled', ids.endpoint)).toMatchObject({ actor: byKey });
@@ -155,5 +164,76 @@ describe('audit log', () => {
     expect((await b.call('GET', `/v1/audit-log?targetId=${a.id}`)).body.data).toEqual([]);
     // A's entries are A's own; B's creation never shows up there.
     expect((await entries()).some((e) => e.target.id === b.id)).toBe(false);
+  });
+});
+
+/** Sources and API keys are audited too, with values before and after, but never a secret or a key. */
+describe('audit log: sources, API keys and what is never recorded', () => {
+  let t: TestPlatform;
+  let a: TestTenant;
+
+  beforeAll(async () => {
+    t = await startTestPlatform({ role: 'api' });
+    a = await t.createTenant('audited sources');
+  });
+  afterAll(async () => {
+    await t.stop();
+  });
+
+  const entries = async (query = ''): Promise<Entry[]> => (await listAll<Entry>(a, `/v1/audit-log${query}`, 500)).items;
+
+  it('records source creation, changes (before and after) and deletion, and API key creation and revocation', async () => {
+    const keyA = await apiKeyId(t, a.id);
+    const byKey = { type: 'api_key', id: keyA };
+    const secrets = ['whsec_' + Buffer.from('first secret of the source!!').toString('base64'), 'whsec_' + Buffer.from('second secret of the source!').toString('base64')];
+    const providerKeys = ['provider-api-key-one-0123456789', 'provider-api-key-two-0123456789'];
+
+    const created = await a.call('POST', '/v1/sources', {
+      body: { type: 'momo-communication', name: 'sms', secret: secrets[0], reconcile: { baseUrl: 'https://api.momo.example.com', apiKey: providerKeys[0] } },
+    });
+    expect(created.status, created.text).toBe(201);
+    const source = created.body.id as string;
+    const patched = await a.call('PATCH', `/v1/sources/${source}`, {
+      body: { name: 'sms v2', secret: secrets[1], reconcile: { baseUrl: 'https://api2.momo.example.com', apiKey: providerKeys[1], afterSeconds: 60 } },
+    });
+    expect(patched.status, patched.text).toBe(200);
+    expect((await a.call('DELETE', `/v1/sources/${source}`)).status).toBe(204);
+
+    const key = await a.call('POST', '/v1/api-keys', { body: { name: 'deploy bot' } });
+    expect(key.status).toBe(201);
+    expect((await a.call('DELETE', `/v1/api-keys/${key.body.id}`)).status).toBe(204);
+    const adminKey = await t.call('POST', `/admin/tenants/${a.id}/api-keys`, { token: t.config.adminToken, body: { name: 'issued by admin' } });
+    expect(adminKey.status).toBe(201);
+
+    const endpoint = await a.call('POST', '/v1/endpoints', { body: { url: 'https://hooks.example.com/in' } });
+    expect((await a.call('PATCH', `/v1/endpoints/${endpoint.body.id}`, { body: { url: 'https://hooks.example.com/v2' } })).status).toBe(200);
+
+    const all = await entries();
+    const one = (action: string, targetId: string) => all.find((e) => e.action === action && e.target.id === targetId);
+    expect(one('source.created', source)).toMatchObject({
+      actor: byKey,
+      target: { type: 'source', id: source },
+      details: { type: 'momo-communication', name: 'sms', reconcile: { baseUrl: 'https://api.momo.example.com', afterSeconds: 300 } },
+    });
+    expect(one('source.updated', source)).toMatchObject({
+      actor: byKey,
+      details: {
+        changed: ['name', 'secret', 'reconcile'],
+        before: { name: 'sms', reconcile: { baseUrl: 'https://api.momo.example.com', afterSeconds: 300 } },
+        after: { name: 'sms v2', reconcile: { baseUrl: 'https://api2.momo.example.com', afterSeconds: 60 } },
+        previousSecretExpiresAt: patched.body.previousSecretExpiresAt,
+      },
+    });
+    expect(one('source.deleted', source)).toMatchObject({ actor: byKey, target: { type: 'source', id: source } });
+    expect(one('api_key.created', key.body.id)).toMatchObject({ actor: byKey, target: { type: 'api_key' }, details: { name: 'deploy bot', prefix: key.body.key.slice(0, 11) } });
+    expect(one('api_key.revoked', key.body.id)).toMatchObject({ actor: byKey, details: { name: 'deploy bot' } });
+    expect(one('api_key.created', adminKey.body.id)).toMatchObject({ actor: { type: 'admin', id: null }, details: { name: 'issued by admin' } });
+    expect(one('endpoint.updated', endpoint.body.id)).toMatchObject({
+      details: { changed: ['url'], before: { url: 'https://hooks.example.com/in' }, after: { url: 'https://hooks.example.com/v2' } },
+    });
+
+    // Neither a source secret, a provider API key nor an API key appears anywhere in the log.
+    const text = JSON.stringify(all);
+    for (const hidden of [...secrets, ...providerKeys, key.body.key, adminKey.body.key, endpoint.body.secret]) expect(text).not.toContain(hidden);
   });
 });
