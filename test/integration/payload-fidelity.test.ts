@@ -145,6 +145,13 @@ describe('POST /v1/events', () => {
     expect(res.status, res.text).toBe(400);
     expect(res.body.error.code).toBe('malformed_json');
   });
+
+  it('refuses a body in another Unicode encoding: only UTF-8 text can be forwarded as written', async () => {
+    const body = Buffer.from('{"type":"fidelity.checked","data":{"n":1.10}}', 'utf16le');
+    const res = await tenant.call('POST', '/v1/events', { rawBody: body, headers: { 'content-type': 'application/json; charset=utf-16le' } });
+    expect(res.status, res.text).toBe(415);
+    expect(res.body.error.code).toBe('unsupported_charset');
+  });
 });
 
 describe('after acceptance', () => {
