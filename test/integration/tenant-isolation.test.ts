@@ -4,6 +4,7 @@ import type { ApiResponse } from '../helpers/http.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { standard } from '../helpers/providers.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
+import { apiKeyId } from '../helpers/replay.js';
 
 /**
  * Tenant B holds valid credentials and A's ids, and tries every tenant route with them. The list of
@@ -13,6 +14,7 @@ import { startReceiver, type Receiver } from '../helpers/receiver.js';
 
 interface Fixture {
   tenant: TestTenant;
+  apiKey: string;
   source: string;
   sourceSecret: string;
   endpoint: string;
@@ -43,6 +45,9 @@ const unknownId = 'x_01h455vb4pex5vsknk084sn02q';
 
 const idCases: Record<string, IdCase> = {
   'get /v1/sources/{id}': { id: (a) => a.source },
+  'patch /v1/sources/{id}': { id: (a) => a.source, ownerPath: (a) => `/v1/sources/${a.source}`, body: { name: 'stolen' } },
+  'delete /v1/sources/{id}': { id: (a) => a.source, ownerPath: (a) => `/v1/sources/${a.source}` },
+  'delete /v1/api-keys/{id}': { id: (a) => a.apiKey, ownerPath: () => '/v1/api-keys' },
   'get /v1/endpoints/{id}': { id: (a) => a.endpoint },
   'patch /v1/endpoints/{id}': { id: (a) => a.endpoint, body: { url: 'http://127.0.0.1:9/stolen', status: 'disabled', eventTypes: ['nothing'] } },
   'delete /v1/endpoints/{id}': { id: (a) => a.endpoint },
@@ -56,6 +61,7 @@ const idCases: Record<string, IdCase> = {
 
 const listCases: Record<string, ListCase> = {
   'get /v1/sources': { ownIds: (f) => [f.source], foreignFilters: () => [] },
+  'get /v1/api-keys': { ownIds: (f) => [f.apiKey], foreignFilters: () => [] },
   'get /v1/endpoints': { ownIds: (f) => [f.endpoint], foreignFilters: () => [] },
   'get /v1/events': {
     ownIds: (f) => [f.event, f.callbackEvent],
@@ -72,7 +78,7 @@ const listCases: Record<string, ListCase> = {
 };
 
 /** Creation routes take no id; each has its own test below (what they must not do is touch or reveal the other tenant's rows). */
-const createRoutes = ['post /v1/sources', 'post /v1/endpoints', 'post /v1/events', 'post /v1/replays'];
+const createRoutes = ['post /v1/sources', 'post /v1/endpoints', 'post /v1/events', 'post /v1/replays', 'post /v1/api-keys'];
 
 describe('tenant isolation', () => {
   let t: TestPlatform;
@@ -98,6 +104,7 @@ describe('tenant isolation', () => {
     expect(replay.status).toBe(202);
     return {
       tenant,
+      apiKey: await apiKeyId(t, tenant.id),
       source: source.body.id,
       sourceSecret: source.body.secret,
       endpoint: endpoint.body.id,
@@ -225,6 +232,15 @@ describe('tenant isolation', () => {
     expect(aEndpoints).not.toContain(ep.body.id);
     expect((await a.tenant.call('GET', `/v1/sources/${src.body.id}`)).status).toBe(404);
     expect((await a.tenant.call('GET', `/v1/endpoints/${ep.body.id}`)).status).toBe(404);
+  });
+
+  it('post /v1/api-keys: a new key belongs to the caller alone and sees only its rows', async () => {
+    const created = await b.tenant.call('POST', '/v1/api-keys', { body: { name: 'b-2' } });
+    expect(created.status).toBe(201);
+    expect(JSON.stringify((await a.tenant.call('GET', '/v1/api-keys?limit=500')).body)).not.toContain(created.body.id);
+    const asB = (path: string) => t.call('GET', path, { token: created.body.key });
+    expect((await asB(`/v1/sources/${b.source}`)).status).toBe(200);
+    expect((await asB(`/v1/sources/${a.source}`)).status).toBe(404);
   });
 
   it("post /v1/replays: the other tenant's endpoint as a filter matches nothing and replays nothing", async () => {
