@@ -1,11 +1,13 @@
 import { conflict } from '../domain/errors.js';
 import { newId } from '../domain/ids.js';
+import type { RawJson } from '../domain/raw-json.js';
 import { outboundBody } from './intake-store.js';
 import type { TenantScope } from './tenant-scope.js';
 
 export interface TestSend {
   type: string;
-  data: unknown;
+  /** The payload as the tenant wrote it. */
+  data: RawJson;
 }
 
 /**

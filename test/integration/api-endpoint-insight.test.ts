@@ -187,6 +187,16 @@ describe('POST /v1/endpoints/:id/test', () => {
     const got = await eventually(async () => a.requests.find((r) => r.headers['webhook-id'] === res.body.eventId), 'the typed test event');
     expect(JSON.parse(got.body)).toMatchObject({ type: 'invoice.paid', data: { amount: 5 } });
 
+    // Its data is forwarded as written: digits past double precision, exponents, key order.
+    const data = '{"big":12345678901234567890,"price":1.10,"far":1e400,"2":1,"1":2}';
+    const exact = await tenant.call('POST', `/v1/endpoints/${ep.id}/test`, {
+      rawBody: `{"type":"invoice.paid","data":${data}}`,
+      headers: { 'content-type': 'application/json' },
+    });
+    expect(exact.status, exact.text).toBe(202);
+    const gotExact = await eventually(async () => a.requests.find((r) => r.headers['webhook-id'] === exact.body.eventId), 'the exact test event');
+    expect(gotExact.body).toContain(`"data":${data}}`);
+
     expectError(await tenant.call('POST', '/v1/endpoints/ep_00000000000000000000000000/test', { body: {} }), 404, 'not_found');
     expectError(await tenant.call('POST', `/v1/endpoints/${ep.id}/test`, { body: { type: 'bad type!' } }), 400, 'validation_failed');
     expectError(await tenant.call('POST', `/v1/endpoints/${ep.id}/test`, { body: { colour: 1 } }), 400, 'validation_failed');

@@ -17,6 +17,8 @@ import {
 } from '../../store/endpoints-store.js';
 import { endpointStats } from '../../store/endpoint-stats-store.js';
 import { sendTestEvent } from '../../store/endpoint-test-store.js';
+import { RawJson } from '../../domain/raw-json.js';
+import { rawJsonMember } from '../json-body.js';
 import { paginate } from '../../store/pagination.js';
 import type { ApiContext } from '../context.js';
 import type { ApiRoutes } from '../route.js';
@@ -184,8 +186,10 @@ export function endpointRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       success: { status: 202, description: 'Accepted: the event and its one delivery, to follow with GET /v1/deliveries/{id}', schema: testSentSchema },
       errors: [404, 409],
     },
-    async ({ params, body, scope }) => {
-      const sent = await sendTestEvent(scope, params.id, { type: body.type ?? 'platform.test', data: body.data ?? {} }, ctx.config.retry.maxEventAgeSeconds);
+    async ({ req, params, body, scope }) => {
+      // The test payload is forwarded as written, like any event's (see src/domain/raw-json.ts).
+      const data = body.data === undefined ? RawJson.of({}) : rawJsonMember(req, 'data');
+      const sent = await sendTestEvent(scope, params.id, { type: body.type ?? 'platform.test', data }, ctx.config.retry.maxEventAgeSeconds);
       if (!sent) throw notFound('endpoint');
       ctx.lifecycle.fannedOut({ pending: 1, deadDisabled: 0 });
       return { status: 202, body: sent };
