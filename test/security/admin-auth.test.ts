@@ -5,6 +5,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 
+/** A would-be creation body for routes that take one; GET and DELETE carry none. */
+const bodyFor = (method: string, name: string) => (method === 'GET' || method === 'DELETE' ? {} : { body: { name } });
+
 describe('admin API authentication', () => {
   let t: TestPlatform;
   let tenant: TestTenant;
@@ -39,7 +42,7 @@ describe('admin API authentication', () => {
     expect((await tenant.call('GET', '/v1/endpoints')).status).toBe(200);
     const before = await tenantCount();
     for (const [method, path] of adminRoutes) {
-      const res = await tenant.call(method, path, { body: { name: 'made-by-a-tenant' } });
+      const res = await tenant.call(method, path, bodyFor(method, 'made-by-a-tenant'));
       expect({ method, path, status: [401, 403].includes(res.status) }).toEqual({ method, path, status: true });
       expect(res.body.error.code).toMatch(/^(unauthorized|forbidden)$/);
       expect(res.text).not.toContain(t.config.adminToken);
@@ -67,11 +70,11 @@ describe('admin API authentication', () => {
     ];
     for (const [method, path] of adminRoutes) {
       for (const headers of attempts) {
-        const res = await t.call(method, path, { headers, body: { name: 'forged' } });
+        const res = await t.call(method, path, { headers, ...bodyFor(method, 'forged') });
         expect({ headers, status: res.status }).toEqual({ headers, status: 401 });
       }
       // The token in the query string is not a credential either.
-      const query = await t.call(method, `${path}?token=${encodeURIComponent(admin)}&access_token=${encodeURIComponent(admin)}`, { body: { name: 'forged' } });
+      const query = await t.call(method, `${path}?token=${encodeURIComponent(admin)}&access_token=${encodeURIComponent(admin)}`, bodyFor(method, 'forged'));
       expect(query.status).toBe(401);
     }
     expect(await tenantCount()).toBe(before);
