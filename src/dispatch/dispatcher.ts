@@ -229,7 +229,8 @@ export class Dispatcher {
    */
   async stop(): Promise<void> {
     this.stopping = true;
-    this.pump.stop();
+    // A round already running finishes first: what it claims becomes slots, awaited below.
+    await this.pump.stop();
     clearInterval(this.sweepTimer);
     clearTimeout(this.recountTimer);
     clearInterval(this.workersTimer);

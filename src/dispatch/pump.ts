@@ -56,6 +56,8 @@ const minRoundGapMs = 3;
  */
 export class Pump {
   private running = false;
+  /** The round in progress, so that stop() can wait for it. */
+  private round: Promise<void> = Promise.resolve();
   private again = false;
   private timer: NodeJS.Timeout | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
@@ -73,12 +75,17 @@ export class Pump {
     this.wake();
   }
 
-  stop(): void {
+  /**
+   * Starts no more rounds and resolves once the round in progress (if any) has ended: the work it
+   * claimed has then been started or handed over, and the process's pool may close.
+   */
+  stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.timer);
     clearTimeout(this.retryTimer);
     clearTimeout(this.freedTimer);
     clearTimeout(this.gapTimer);
+    return this.round;
   }
 
   /** A slot ended: a round soon, together with the other slots that end meanwhile. */
@@ -106,7 +113,7 @@ export class Pump {
       return;
     }
     this.running = true;
-    void this.loop().finally(() => {
+    this.round = this.loop().finally(() => {
       this.running = false;
       this.lastRoundEndedAt = performance.now();
     });
