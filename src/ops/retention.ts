@@ -21,6 +21,7 @@ import {
   deliveriesAllRemovable,
   deliveriesReferenceEvents,
   detachAndDrop,
+  dropDetachedLeftovers,
   ensurePartitions,
   listPartitions,
   partitionRows,
@@ -120,6 +121,7 @@ export class Retention {
     const cut = cutoffs(policy, now);
     const removed = Object.fromEntries(RETAINED_TABLES.map((t) => [t, 0])) as Record<RetainedTable, number>;
     const report: RetentionReport = { dryRun, removed, partitions: [], held: [], partitionsCreated: dryRun ? 0 : await this.ensureAhead() };
+    if (!dryRun) report.partitions.push(...(await dropDetachedLeftovers(db)));
     const partitions = await listPartitions(db);
     const of = (parent: string) => partitions.filter((p): p is PartitionBounds & { upper: string } => p.parent === parent && p.upper !== null);
     const count = (r: RemovedDeliveries) => {

@@ -52,6 +52,21 @@ export async function detachAndDrop(db: Knex, p: PartitionBounds): Promise<void>
   await db.raw(`DROP TABLE ${child}`);
 }
 
+/**
+ * Drops partitions a run detached but did not get to drop (the process died between the two): no
+ * longer attached to their table, they would otherwise stay on disk for ever. Answers their names.
+ */
+export async function dropDetachedLeftovers(db: Knex): Promise<string[]> {
+  const { rows } = await db.raw<{ rows: Array<{ name: string }> }>(
+    `SELECT c.relname AS name FROM pg_class c
+      WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'
+        AND c.relname ~ ('^(' || (SELECT string_agg(table_name, '|') FROM partition_plan) || ')_p[0-9]{6,8}$')
+        AND NOT EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = c.oid)`,
+  );
+  for (const { name } of rows) await db.raw(`DROP TABLE ${db.client.wrapIdentifier(name)}`);
+  return rows.map((r) => r.name);
+}
+
 /** A finished delivery whose window has passed: the only kind retention removes. */
 const removable = `((d.status = 'succeeded' AND d.updated_at < :succeeded) OR (d.status = 'dead' AND d.updated_at < :dead))`;
 

@@ -11,6 +11,7 @@ import { renderMetrics } from '../../src/metrics/registry.js';
 import type { RetentionReport } from '../../src/ops/retention.js';
 import { expectError } from '../helpers/api.js';
 import { countWhereIn, daysAgo, insertOldEvent, type OldEvent } from '../helpers/backdate.js';
+import { ensurePartitions } from '../../src/store/retention-store.js';
 import { metricValue } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { standard } from '../helpers/providers.js';
@@ -132,6 +133,17 @@ describe('retention', () => {
     const again = await send('msg_expired');
     expect(again.body.status).toBe('accepted');
     expect(again.body.eventId).not.toBe(expired.eventId);
+  });
+
+  it('drops a partition that a run detached but did not get to drop', async () => {
+    const at = daysAgo(90);
+    await ensurePartitions(db, at, new Date(at.getTime() + 1));
+    const name = dayName('attempts', at);
+    await db.raw(`ALTER TABLE attempts DETACH PARTITION ${name}`); // as a process dying between the two steps leaves it
+    expect((await db.raw('SELECT to_regclass(?) AS t', [name])).rows[0].t).not.toBeNull();
+    const report = await runRetention();
+    expect(report.partitions).toContain(name);
+    expect((await db.raw('SELECT to_regclass(?) AS t', [name])).rows[0].t).toBeNull();
   });
 
   it('keeps partitions ahead of need', async () => {
