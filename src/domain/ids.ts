@@ -12,6 +12,7 @@ export const idPrefixes = {
   attempt: 'att',
   audit: 'aud',
   replay: 'rpl',
+  portalSession: 'ps',
 } as const;
 
 export type IdKind = keyof typeof idPrefixes;
