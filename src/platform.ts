@@ -33,6 +33,8 @@ export interface PlatformOptions {
   /** Redis key prefix (default: config.queuePrefix): lets parallel test files share one Redis without sharing queues. */
   queuePrefix?: string;
   lookup?: LookupFn;
+  /** Where the built portal is served from (default: portal/dist at the repository root). */
+  portalAssetsDir?: string;
 }
 
 export interface Platform {
@@ -107,7 +109,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
     }
   }
   const intake = new IntakeService({ db, box, defaultMaxAgeSeconds: maxAge, fannedOut: (r) => lifecycle.fannedOut(r) });
-  const app = createApp({ config, db, redis, box, intake, logger, lifecycle }, { opsOnly: role === 'worker' });
+  const app = createApp({ config, db, redis, box, intake, logger, lifecycle }, { opsOnly: role === 'worker', portalAssetsDir: opts.portalAssetsDir });
   let reconciler: Reconciler | undefined;
   let reconcileClient: DeliveryClient | undefined;
   if (role !== 'api') {

@@ -14,13 +14,15 @@ import { endpointRoutes } from './routes/endpoints.js';
 import { eventRoutes } from './routes/events.js';
 import { inboundMetrics, inboundRawBody, inboundRoutes } from './routes/inbound.js';
 import { opsRoutes } from './routes/ops.js';
+import { portalSessionRoutes } from './routes/portal-sessions.js';
+import { portalAssets } from './portal-assets.js';
 import { replayRoutes } from './routes/replays.js';
 import { sourceRoutes } from './routes/sources.js';
 
 /** Request bodies of the management API (tenant and admin routes); provider callbacks use MAX_BODY_BYTES. */
 export const API_BODY_LIMIT_BYTES = 1024 * 1024;
 
-export function createApp(ctx: ApiContext, opts: { opsOnly?: boolean } = {}): Express {
+export function createApp(ctx: ApiContext, opts: { opsOnly?: boolean; portalAssetsDir?: string } = {}): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', false);
@@ -30,6 +32,7 @@ export function createApp(ctx: ApiContext, opts: { opsOnly?: boolean } = {}): Ex
   const registry = new OpenAPIRegistry();
   const routes = new ApiRoutes(registry, {
     none: [],
+    link: [json],
     admin: [adminAuth(ctx.config.adminToken), json],
     tenant: [tenantAuth(ctx.db, ctx.config.adminToken), tenantRateLimit(ctx.redis, ctx.config.tenantRateLimitPerSecond, ctx.config.queuePrefix), json],
     signature: [inboundMetrics(ctx.intake), inboundRawBody(ctx.config.maxBodyBytes)],
@@ -43,10 +46,12 @@ export function createApp(ctx: ApiContext, opts: { opsOnly?: boolean } = {}): Ex
     deliveryRoutes(routes);
     inboundRoutes(routes, ctx);
     replayRoutes(routes, ctx);
+    portalSessionRoutes(routes, ctx);
   }
   opsRoutes(routes, ctx, registry);
 
   app.use(routes.router);
+  if (!opts.opsOnly) app.use(portalAssets(ctx.config.portal, opts.portalAssetsDir));
   app.use((req, _res, next) => next(notFound(`route ${req.method} ${req.path}`)));
   app.use(errorHandler(ctx.logger));
   return app;

@@ -3,6 +3,7 @@ import type { Request, Response } from 'express';
 import { constantTimeEqual } from '../domain/signing.js';
 import { unauthorized } from '../domain/errors.js';
 import { API_KEY_PREFIX, findApiKey, hashApiKey } from '../store/api-keys-store.js';
+import { PORTAL_SESSION_PREFIX, resolvePortalSession } from '../store/portal-sessions-store.js';
 import { TenantScope } from '../store/tenant-scope.js';
 import type { Middleware } from './route.js';
 
@@ -18,6 +19,7 @@ export function adminAuth(adminToken: string): Middleware {
     if (token && constantTimeEqual(token, adminToken)) return next();
     // Saying which credential was expected costs nothing: whether a string is shaped like an API key is public.
     if (token?.startsWith(API_KEY_PREFIX)) return next(unauthorized('this route needs the admin token (ADMIN_TOKEN), not a tenant API key'));
+    if (token?.startsWith(PORTAL_SESSION_PREFIX)) return next(unauthorized('a portal session cannot reach admin routes'));
     next(unauthorized('admin token required: Authorization: Bearer <ADMIN_TOKEN>'));
   };
 }
@@ -59,6 +61,7 @@ export function tenantAuth(db: Knex, adminToken: string): Middleware {
   const lookUp = cachedKeys(db);
   return (req: Request, res: Response, next) => {
     const token = bearer(req);
+    if (token?.startsWith(PORTAL_SESSION_PREFIX)) return portalSession(db, token, res, next);
     if (!token || !token.startsWith(API_KEY_PREFIX)) {
       const adminTokenSent = token !== undefined && constantTimeEqual(token, adminToken);
       return next(
@@ -78,4 +81,20 @@ export function tenantAuth(db: Knex, adminToken: string): Middleware {
       (err: unknown) => next(err),
     );
   };
+}
+
+/**
+ * A portal session token: looked up on every request (no cache), so a revoked or expired session
+ * answers 401 on its very next request. The scope carries the session's restriction; route.ts
+ * refuses the routes a session may not call and every write of a read-only session.
+ */
+function portalSession(db: Knex, token: string, res: Response, next: (err?: unknown) => void): void {
+  resolvePortalSession(db, token).then(
+    (found) => {
+      if (found instanceof Error) return next(found);
+      res.locals.scope = new TenantScope(db, found.tenantId, { type: 'portal_session', id: found.restriction.sessionId }, found.restriction);
+      next();
+    },
+    (err: unknown) => next(err),
+  );
 }

@@ -1,12 +1,13 @@
 import { Router, type Request, type Response } from 'express';
 import type { OpenAPIRegistry, ResponseConfig, RouteConfig } from '@asteasolutions/zod-to-openapi';
 import { z, type ZodType } from 'zod';
-import { ValidationError, type Problem } from '../domain/errors.js';
+import { forbidden, ValidationError, type Problem } from '../domain/errors.js';
 import { stringifyJson } from '../domain/raw-json.js';
 import type { TenantScope } from '../store/tenant-scope.js';
 import { errorSchema } from './schemas.js';
 
-export type AuthKind = 'admin' | 'tenant' | 'signature' | 'none';
+/** `link`: no credential header; the body carries a portal link token (POST /v1/portal-sessions/exchange). */
+export type AuthKind = 'admin' | 'tenant' | 'signature' | 'link' | 'none';
 
 export interface Reply {
   status: number;
@@ -40,6 +41,26 @@ export interface RouteSpec<B extends ZodType, Q extends ZodType, P extends ZodTy
   errors?: number[];
   /** The inbound route documents its body as opaque bytes: the signature covers them exactly. */
   rawBody?: boolean;
+  /**
+   * Whether a portal session may call this tenant route. Absent: refused (403), so a new route is
+   * closed to sessions until someone decides otherwise. `scoped`: the route reads and writes only
+   * through TenantScope.from, which narrows every query to the session's endpoints and event
+   * types. `tenant-wide`: allowed only to a session with no endpoint or event-type restriction
+   * (e.g. creating an endpoint). Either way a write needs the `manage` capability.
+   */
+  portal?: PortalAccess;
+}
+
+export type PortalAccess = 'scoped' | 'tenant-wide';
+
+/** Refuses what a portal session may not do on this route; nothing for an API key. */
+function portalRefusal(spec: { method: string; portal?: PortalAccess }, scope: TenantScope | undefined): Error | undefined {
+  const session = scope?.session;
+  if (!session) return undefined;
+  if (!spec.portal) return forbidden('a portal link cannot use this part of the API; use an API key');
+  if (spec.portal === 'tenant-wide' && scope.narrowed) return forbidden('this portal link is limited to some endpoints or event types, so it cannot do this');
+  if (spec.method !== 'get' && !session.manage) return forbidden('this portal link is read-only: it can look, not change anything');
+  return undefined;
 }
 
 export interface RouteContext<B, Q, P, H> {
@@ -71,11 +92,13 @@ const retryAfter = { 'Retry-After': { description: 'Seconds to wait before retry
 function statusesOf(spec: RouteSpec<ZodType, ZodType, ZodType, ZodType>): number[] {
   switch (spec.auth) {
     case 'tenant':
-      return [400, 401, 413, 415, 429, 503];
+      return [400, 401, 403, 413, 415, 429, 503];
     case 'admin':
       return [400, 401, 413, 415, 503];
     case 'signature':
       return spec.params ? [400] : [];
+    case 'link':
+      return [400, 401, 413, 415, 503];
     case 'none':
       return [400]; // an unknown query parameter
   }
@@ -151,6 +174,8 @@ export class ApiRoutes {
     const query: ZodType | undefined = spec.query ?? (spec.auth === 'signature' ? undefined : noQuery);
     this.document(spec, query);
     this.router[spec.method](spec.path, ...this.auth[spec.auth], async (req: Request, res: Response) => {
+      const refused = portalRefusal(spec, res.locals.scope as TenantScope | undefined);
+      if (refused) throw refused;
       // Every part is checked before anything is refused, so one answer lists every problem.
       const parts = {
         params: spec.params ? problemsIn(spec.params, req.params, 'params') : { data: req.params, problems: [] },
@@ -194,6 +219,7 @@ export class ApiRoutes {
     }
     const hasQuery = query !== undefined && Object.keys((query as unknown as { shape?: object }).shape ?? {}).length > 0;
     this.registry.registerPath({
+      ...(spec.auth === 'tenant' ? { 'x-portal-session': spec.portal ?? 'refused' } : {}),
       method: spec.method,
       path: spec.path.replace(/:([A-Za-z]+)/g, '{$1}'),
       operationId: spec.operationId,

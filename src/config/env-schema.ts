@@ -90,6 +90,17 @@ export const envSchema = z.object({
   // Delivery queues, each in its own hash slot. Unset: 1 on a single Redis, 16 on a cluster (see
   // loadConfig). Every worker process of one deployment must use the same number.
   QUEUE_SHARDS: int(1, maxQueueShards).optional(),
+  // Who may frame /portal/ (CSP frame-ancestors): space-separated origins such as https://app.example.com.
+  PORTAL_FRAME_ANCESTORS: z
+    .string()
+    .trim()
+    .refine(
+      (v) => v === "'none'" || v === "'self'" || v.split(/\s+/).every((o) => /^(https?:\/\/[A-Za-z0-9*.-]+(:\d{1,5})?|'self')$/.test(o)),
+      "must be 'none', or space-separated origins like https://app.example.com",
+    )
+    .default("'none'"),
+  PORTAL_BRAND_NAME: z.string().trim().min(1).max(100).default('Webhooks'),
+  PORTAL_ACCENT_COLOR: z.string().regex(/^#[0-9A-Fa-f]{6}$/, 'must be a #rrggbb hex colour').default('#2563eb'),
 });
 
 export type EnvInput = z.input<typeof envSchema>;

@@ -43,6 +43,8 @@ export interface Config {
   queuePrefix: string;
   /** Number of delivery queues, each in its own hash slot (see src/dispatch/queue.ts). */
   queueShards: number;
+  /** The portal page: who may frame it, and the name and colour it shows. */
+  portal: { frameAncestors: string; brandName: string; accentColor: string };
 }
 
 /**
@@ -120,5 +122,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     tenantRateLimitPerSecond: e.TENANT_RATE_LIMIT_PER_SECOND,
     queuePrefix: e.QUEUE_PREFIX,
     queueShards,
+    portal: { frameAncestors: e.PORTAL_FRAME_ANCESTORS, brandName: e.PORTAL_BRAND_NAME, accentColor: e.PORTAL_ACCENT_COLOR.toLowerCase() },
   };
 }

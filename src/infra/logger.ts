@@ -9,6 +9,10 @@ const redact = [
   '*.secret',
   '*.apiKey',
   '*.password',
+  // Portal link and session tokens (POST /v1/portal-sessions/exchange and its answer).
+  '*.token',
+  '*.sessionToken',
+  '*.linkToken',
 ];
 
 export function createLogger(level: string, destination?: NodeJS.WritableStream): Logger {

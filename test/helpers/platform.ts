@@ -57,6 +57,8 @@ export interface TestPlatformOptions {
   logs?: NodeJS.WritableStream;
   /** DNS for outbound deliveries (e.g. names that fail, hang or resolve to loopback); IP literals skip it. */
   lookup?: LookupFn;
+  /** Where the platform serves the portal from (default: portal/dist). */
+  portalAssetsDir?: string;
 }
 
 export async function startTestPlatform(opts: TestPlatformOptions = {}): Promise<TestPlatform> {
@@ -66,7 +68,7 @@ export async function startTestPlatform(opts: TestPlatformOptions = {}): Promise
   const queuePrefix = opts.queuePrefix ?? `t${randomBytes(4).toString('hex')}`;
   // Captured logs default to info; an explicit LOG_LEVEL (e.g. trace, to capture everything) wins.
   const logger = createLogger(opts.logs ? (opts.env?.LOG_LEVEL ?? 'info') : config.logLevel, opts.logs);
-  const platform = await startPlatform({ role: opts.role ?? 'all', config, logger, queuePrefix, lookup: opts.lookup });
+  const platform = await startPlatform({ role: opts.role ?? 'all', config, logger, queuePrefix, lookup: opts.lookup, portalAssetsDir: opts.portalAssetsDir });
   const call = <T = any>(method: string, path: string, o?: RequestOptions) => request<T>(platform.url, method, path, o);
   return {
     platform,

@@ -23,6 +23,7 @@ interface Fixture {
   delivery: string;
   messageId: string;
   replay: string;
+  portalSession: string;
   idempotencyKey: string;
   eventBody: { type: string; messageId: string; data: unknown };
 }
@@ -59,6 +60,7 @@ const idCases: Record<string, IdCase> = {
   'post /v1/deliveries/{id}/replay': { id: (a) => a.delivery, ownerPath: (a) => `/v1/deliveries/${a.delivery}`, body: { reason: 'not yours' } },
   'get /v1/messages/{messageId}': { id: (a) => a.messageId },
   'get /v1/replays/{id}': { id: (a) => a.replay },
+  'delete /v1/portal-sessions/{id}': { id: (a) => a.portalSession, ownerPath: () => '/v1/portal-sessions' },
 };
 
 const listCases: Record<string, ListCase> = {
@@ -77,10 +79,11 @@ const listCases: Record<string, ListCase> = {
     ownIds: (f) => [f.endpoint, f.replay],
     foreignFilters: (a) => [`targetId=${a.endpoint}`, `targetId=${a.replay}`, `targetId=${a.tenant.id}`],
   },
+  'get /v1/portal-sessions': { ownIds: (f) => [f.portalSession], foreignFilters: () => [] },
 };
 
 /** Creation routes take no id; each has its own test below (what they must not do is touch or reveal the other tenant's rows). */
-const createRoutes = ['post /v1/sources', 'post /v1/endpoints', 'post /v1/events', 'post /v1/replays', 'post /v1/api-keys'];
+const createRoutes = ['post /v1/sources', 'post /v1/endpoints', 'post /v1/events', 'post /v1/replays', 'post /v1/api-keys', 'post /v1/portal-sessions'];
 
 describe('tenant isolation', () => {
   let t: TestPlatform;
@@ -104,6 +107,8 @@ describe('tenant isolation', () => {
     // A real replay that matches nothing, so it has an id but sends nothing.
     const replay = await tenant.call('POST', '/v1/replays', { body: { filter: { eventType: 'matches.nothing' }, reason: 'fixture' } });
     expect(replay.status).toBe(202);
+    const portal = await tenant.call('POST', '/v1/portal-sessions', { body: { endpointIds: [endpoint.body.id] } });
+    expect(portal.status).toBe(201);
     return {
       tenant,
       apiKey: await apiKeyId(t, tenant.id),
@@ -115,6 +120,7 @@ describe('tenant isolation', () => {
       delivery,
       messageId,
       replay: replay.body.id,
+      portalSession: portal.body.id,
       idempotencyKey,
       eventBody,
     };
@@ -243,6 +249,14 @@ describe('tenant isolation', () => {
     const asB = (path: string) => t.call('GET', path, { token: created.body.key });
     expect((await asB(`/v1/sources/${b.source}`)).status).toBe(200);
     expect((await asB(`/v1/sources/${a.source}`)).status).toBe(404);
+  });
+
+  it("post /v1/portal-sessions: the other tenant's endpoint cannot be put in a link's scope", async () => {
+    const res = await b.tenant.call('POST', '/v1/portal-sessions', { body: { endpointIds: [a.endpoint] } });
+    expect(res.status).toBe(400);
+    expect(res.body.error.details).toEqual([{ path: 'endpointIds.0', message: expect.any(String) }]);
+    expect(res.text).not.toContain(a.tenant.id);
+    expect((await a.tenant.call('POST', '/v1/portal-sessions', { body: { endpointIds: [a.endpoint] } })).status).toBe(201);
   });
 
   it("post /v1/replays: the other tenant's endpoint as a filter matches nothing and replays nothing", async () => {

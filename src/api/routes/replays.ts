@@ -18,6 +18,7 @@ export function replayRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       summary: 'Replay a dead or succeeded delivery with the same webhook-id and body; audited',
       tag: 'replays',
       auth: 'tenant',
+      portal: 'scoped',
       params: idParams,
       body: replayBody,
       success: { status: 202, description: 'Queued for delivery', schema: replayAccepted },
