@@ -132,13 +132,15 @@ export async function up(knex: Knex): Promise<void> {
     ALTER INDEX receipts_pkey RENAME TO receipts_unpartitioned_pkey;
     ALTER INDEX attempts_pkey RENAME TO attempts_unpartitioned_pkey;
     ALTER INDEX audit_log_pkey RENAME TO audit_log_unpartitioned_pkey;
+    -- The partitioned tables below name their constraints as the plain ones did (a name PostgreSQL
+    -- chose itself would get a suffix while the plain tables still exist).
     DROP INDEX events_tenant_created, events_tenant_type, events_tenant_message, receipts_event,
                receipts_source_digest, attempts_delivery, audit_log_tenant;
 
     CREATE TABLE events (
       id text COLLATE "C" NOT NULL,
-      tenant_id text NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
-      source_id text REFERENCES sources(id) ON DELETE CASCADE,
+      tenant_id text NOT NULL CONSTRAINT events_tenant_id_fkey REFERENCES tenants(id) ON DELETE CASCADE,
+      source_id text CONSTRAINT events_source_id_fkey REFERENCES sources(id) ON DELETE CASCADE,
       origin text NOT NULL CONSTRAINT events_origin_check CHECK (origin IN ('api', 'callback', 'reconcile', 'platform')),
       type text NOT NULL,
       message_id text,
@@ -161,11 +163,11 @@ export async function up(knex: Knex): Promise<void> {
 
     CREATE TABLE receipts (
       id text NOT NULL,
-      tenant_id text NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
-      source_id text NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
-      event_id text COLLATE "C" NOT NULL REFERENCES events(id) ON DELETE CASCADE,
-      outcome text NOT NULL CHECK (outcome IN ('accepted', 'duplicate', 'stale')),
-      origin text NOT NULL CHECK (origin IN ('callback', 'reconcile')),
+      tenant_id text NOT NULL CONSTRAINT receipts_tenant_id_fkey REFERENCES tenants(id) ON DELETE CASCADE,
+      source_id text NOT NULL CONSTRAINT receipts_source_id_fkey REFERENCES sources(id) ON DELETE CASCADE,
+      event_id text COLLATE "C" NOT NULL CONSTRAINT receipts_event_id_fkey REFERENCES events(id) ON DELETE CASCADE,
+      outcome text NOT NULL CONSTRAINT receipts_outcome_check CHECK (outcome IN ('accepted', 'duplicate', 'stale')),
+      origin text NOT NULL CONSTRAINT receipts_origin_check CHECK (origin IN ('callback', 'reconcile')),
       body_digest text NOT NULL,
       received_at timestamptz NOT NULL DEFAULT now(),
       PRIMARY KEY (event_id, id)
@@ -175,14 +177,14 @@ export async function up(knex: Knex): Promise<void> {
 
     CREATE TABLE attempts (
       id text NOT NULL,
-      delivery_id text COLLATE "C" NOT NULL REFERENCES deliveries(id) ON DELETE CASCADE,
+      delivery_id text COLLATE "C" NOT NULL CONSTRAINT attempts_delivery_id_fkey REFERENCES deliveries(id) ON DELETE CASCADE,
       tenant_id text NOT NULL,
       attempt_number integer NOT NULL,
-      trigger text NOT NULL CHECK (trigger IN ('initial', 'retry', 'replay')),
+      trigger text NOT NULL CONSTRAINT attempts_trigger_check CHECK (trigger IN ('initial', 'retry', 'replay')),
       started_at timestamptz NOT NULL,
       duration_ms integer NOT NULL,
       status_code integer,
-      outcome text NOT NULL CHECK (outcome IN ('success', 'retry', 'terminal')),
+      outcome text NOT NULL CONSTRAINT attempts_outcome_check CHECK (outcome IN ('success', 'retry', 'terminal')),
       error_class text,
       error_message text,
       response_excerpt text,
@@ -192,8 +194,8 @@ export async function up(knex: Knex): Promise<void> {
 
     CREATE TABLE audit_log (
       id text COLLATE "C" NOT NULL,
-      tenant_id text REFERENCES tenants(id) ON DELETE CASCADE,
-      actor_type text NOT NULL CHECK (actor_type IN ('api_key', 'admin', 'system')),
+      tenant_id text CONSTRAINT audit_log_tenant_id_fkey REFERENCES tenants(id) ON DELETE CASCADE,
+      actor_type text NOT NULL CONSTRAINT audit_log_actor_type_check CHECK (actor_type IN ('api_key', 'admin', 'system')),
       actor_id text,
       action text NOT NULL,
       target_type text NOT NULL,
