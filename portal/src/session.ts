@@ -1,14 +1,8 @@
+import createClient from 'openapi-fetch';
 import { apiBase, type ApiError } from './api/client.js';
+import type { components, paths } from './api/schema.js';
 
-export interface Session {
-  sessionToken: string;
-  expiresAt: string;
-  capabilities: string[];
-  endpointIds: string[] | null;
-  eventTypes: string[] | null;
-  tenant: { id: string; name: string };
-  brand: { name: string; accentColor: string | null };
-}
+export type Session = components['schemas']['PortalSessionExchanged'];
 
 export type ExchangeResult = { ok: true; session: Session } | { ok: false; code: string; message: string };
 
@@ -25,18 +19,13 @@ export function takeLinkToken(): string | null {
 
 /** Exchanges a link token, once, for a session. */
 export async function exchange(token: string): Promise<ExchangeResult> {
-  let res: Response;
+  const client = createClient<paths>({ baseUrl: apiBase() });
   try {
-    res = await fetch(`${apiBase()}/v1/portal-sessions/exchange`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ token }),
-    });
+    const { data, error, response } = await client.POST('/v1/portal-sessions/exchange', { body: { token } });
+    if (data) return { ok: true, session: data };
+    const e = (error as Partial<ApiError> | undefined)?.error;
+    return { ok: false, code: e?.code ?? 'unknown', message: e?.message ?? `The server answered ${response.status}.` };
   } catch {
     return { ok: false, code: 'network', message: 'The server could not be reached. Check your connection and open the link again.' };
   }
-  const body = (await res.json().catch(() => undefined)) as unknown;
-  if (res.ok) return { ok: true, session: body as Session };
-  const error = (body as Partial<ApiError> | undefined)?.error;
-  return { ok: false, code: error?.code ?? 'unknown', message: error?.message ?? `The server answered ${res.status}.` };
 }
