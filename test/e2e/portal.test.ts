@@ -27,21 +27,24 @@ let browser: Browser;
 let page: Page;
 const problems: string[] = [];
 
-async function linkUrl(): Promise<string> {
+async function createLink(): Promise<{ id: string; url: string }> {
   const res = await tenant.call('POST', '/v1/portal-sessions', { body: { capabilities: ['read', 'manage'] } });
   expect(res.status, res.text).toBe(201);
   const hash = new URL(res.body.url as string).hash;
   expect(hash).toMatch(/^#token=/);
-  return `${platform.url}/portal/${hash}`;
+  return { id: res.body.id as string, url: `${platform.url}/portal/${hash}` };
 }
 
-async function openPage(): Promise<Page> {
+const linkUrl = async () => (await createLink()).url;
+
+/** A page whose script errors, CSP violations and unexpected error answers are collected in `problems`. */
+async function openPage(opts: { sessionEnds?: boolean } = {}): Promise<Page> {
   const p = await browser.newPage({ viewport: { width: 1024, height: 800 } });
   p.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
   // Answers the page expects (401 for a used link) are logged as failed loads; those are not problems.
   p.on('console', (m) => m.type() === 'error' && !m.text().startsWith('Failed to load resource') && problems.push(`console: ${m.text()}`));
   p.on('response', (r) => {
-    const expected = r.status() === 401 && r.url().endsWith('/v1/portal-sessions/exchange');
+    const expected = r.status() === 401 && (opts.sessionEnds || r.url().endsWith('/v1/portal-sessions/exchange'));
     if (r.status() >= 400 && !expected) problems.push(`${r.status()} ${r.request().method()} ${r.url()}`);
   });
   return p;
@@ -132,7 +135,7 @@ describe('tenant portal', () => {
   });
 
   it('lists deliveries filtered by endpoint and status, by keyboard', async () => {
-    await page.getByRole('link', { name: 'Deliveries', exact: true }).first().click();
+    await page.getByRole('navigation').getByRole('link', { name: 'Deliveries' }).click();
     await page.getByRole('heading', { level: 1, name: 'Deliveries' }).waitFor();
     const rows = page.locator('tbody tr');
     await expect.poll(() => rows.count()).toBe(2);
@@ -155,13 +158,13 @@ describe('tenant portal', () => {
   it('fits a 360 px screen and a dark colour scheme', async () => {
     await page.setViewportSize({ width: 360, height: 740 });
     await page.emulateMedia({ colorScheme: 'dark' });
-    await page.getByRole('link', { name: 'Endpoints' }).first().click();
+    await page.getByRole('navigation').getByRole('link', { name: 'Endpoints' }).click();
     await page.getByRole('heading', { level: 1, name: 'Endpoints' }).waitFor();
     expect(await page.evaluate('document.documentElement.scrollWidth')).toBeLessThanOrEqual(360);
     await expectAccessible(page, 'endpoints-360-dark');
   });
 
-  it('says plainly when a link was already used', async () => {
+  it('says plainly when a link was used already, is not valid or is missing', async () => {
     const url = await linkUrl();
     const first = await openPage();
     await first.goto(url);
@@ -172,6 +175,26 @@ describe('tenant portal', () => {
     await again.getByRole('heading', { level: 1, name: 'This link has already been used' }).waitFor();
     await expectAccessible(again, 'link-used');
     await again.close();
+
+    const forged = await openPage();
+    await forged.goto(`${platform.url}/portal/#token=not-a-link`);
+    await forged.getByRole('heading', { level: 1, name: 'This link is not valid' }).waitFor();
+    await forged.goto('about:blank');
+    await forged.goto(`${platform.url}/portal/`);
+    await forged.getByRole('heading', { level: 1, name: 'No portal link' }).waitFor();
+    await forged.close();
+  });
+
+  it('ends the page when its session is revoked', async () => {
+    const link = await createLink();
+    const p = await openPage({ sessionEnds: true });
+    await p.goto(link.url);
+    await p.getByRole('heading', { level: 1, name: 'Endpoints' }).waitFor();
+    expect((await tenant.call('DELETE', `/v1/portal-sessions/${link.id}`)).status).toBe(204);
+    await p.getByRole('navigation').getByRole('link', { name: 'Deliveries' }).click();
+    await p.getByRole('heading', { level: 1, name: 'This session was ended' }).waitFor();
+    await expectAccessible(p, 'session-revoked');
+    await p.close();
   });
 
   it('ran without script errors or CSP violations', () => {

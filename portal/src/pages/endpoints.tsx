@@ -110,7 +110,7 @@ function EndpointCard({ client, endpoint, canManage }: { client: Client; endpoin
             Send test event
           </button>
         )}
-        <a href={href({ page: 'deliveries', endpointId: endpoint.id, status: '' })}>Deliveries</a>
+        <a href={href({ page: 'deliveries', endpointId: endpoint.id, status: '' })}>Its deliveries</a>
       </div>
       <div role="status" aria-live="polite" class="test-status">
         {test?.sending && <p>Sending a test event…</p>}
