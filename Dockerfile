@@ -11,6 +11,9 @@ COPY tsconfig.json tsconfig.build.json tsconfig.migrations.json ./
 COPY src ./src
 COPY migrations ./migrations
 RUN npm run build
+# The tenant portal: static files, typed against this server's OpenAPI document.
+COPY portal ./portal
+RUN npm run build:portal
 
 FROM node:20-bookworm-slim
 
@@ -23,6 +26,7 @@ RUN npm ci --omit=dev && npm cache clean --force
 
 # The compiled code stays owned by root: the app runs as `node` and must not be able to rewrite it.
 COPY --from=build /app/dist ./dist
+COPY --from=build /app/portal/dist ./portal/dist
 
 # `node` (uid and gid 1000 in the official image), given by number so that Kubernetes can check
 # runAsNonRoot without a runAsUser (deploy/kubernetes sets runAsUser: 1000 as well).
