@@ -5,18 +5,9 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ensureLocalSecrets } from '../../src/config/dotenv.js';
 import { ConfigError, loadConfig } from '../../src/config/index.js';
+import { configError, requiredEnv } from '../helpers/config.js';
 
-const required = { ADMIN_TOKEN: 'a-admin-token-of-at-least-24-chars', SECRETS_KEY: randomBytes(32).toString('base64') };
-
-function configError(env: Record<string, string>): string {
-  try {
-    loadConfig({ ...required, ...env });
-  } catch (err) {
-    expect(err).toBeInstanceOf(ConfigError);
-    return (err as Error).message;
-  }
-  throw new Error(`loadConfig accepted ${JSON.stringify(env)}`);
-}
+const required = requiredEnv;
 
 describe('loadConfig', () => {
   it("uses the contract's defaults when nothing is set", () => {

@@ -1,22 +1,12 @@
-import { randomBytes } from 'node:crypto';
 import { typeid } from 'typeid-js';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../src/config/index.js';
+import { loadConfig } from '../../src/config/index.js';
+import { configError, requiredEnv } from '../helpers/config.js';
 import { shardConcurrency } from '../../src/dispatch/dispatcher.js';
 import { hashTagSlot, shardOf, shardPrefixes } from '../../src/dispatch/queue.js';
 import { clusterOptions } from '../../src/infra/redis.js';
 
-const required = { ADMIN_TOKEN: 'a-admin-token-of-at-least-24-chars', SECRETS_KEY: randomBytes(32).toString('base64') };
-
-function configError(env: Record<string, string>): string {
-  try {
-    loadConfig({ ...required, ...env });
-  } catch (err) {
-    expect(err).toBeInstanceOf(ConfigError);
-    return (err as Error).message;
-  }
-  throw new Error(`loadConfig accepted ${JSON.stringify(env)}`);
-}
+const required = requiredEnv;
 
 describe('REDIS_CLUSTER_NODES and QUEUE_SHARDS', () => {
   it('a single Redis has one shard and no cluster unless told otherwise; a cluster has 16 shards by default', () => {
