@@ -2,7 +2,8 @@ import type { Knex } from 'knex';
 import type { Request, Response } from 'express';
 import { constantTimeEqual } from '../domain/signing.js';
 import { unauthorized } from '../domain/errors.js';
-import { API_KEY_PREFIX, findApiKey, hashApiKey } from '../store/api-keys-store.js';
+import { hashSecretToken } from '../domain/secret-token.js';
+import { API_KEY_PREFIX, findApiKey } from '../store/api-keys-store.js';
 import { PORTAL_SESSION_PREFIX, resolvePortalSession } from '../store/portal-sessions-store.js';
 import { TenantScope } from '../store/tenant-scope.js';
 import type { Middleware } from './route.js';
@@ -37,7 +38,7 @@ const keyCacheMax = 10_000;
 function cachedKeys(db: Knex): (token: string) => Promise<ApiKey | undefined> {
   const cache = new Map<string, { key: ApiKey; until: number }>();
   return async (token) => {
-    const hash = hashApiKey(token);
+    const hash = hashSecretToken(token);
     const hit = cache.get(hash);
     if (hit && hit.until > Date.now()) return hit.key;
     // Trusted for a second from before the look-up, not after it: the answer reflects the database

@@ -1,6 +1,6 @@
-import { createHash, randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
 import { newId } from '../domain/ids.js';
+import { hashSecretToken, newSecretToken } from '../domain/secret-token.js';
 import { recordAudit } from './audit-store.js';
 import { paginate, type Page } from './pagination.js';
 import type { Actor } from './tenant-scope.js';
@@ -13,9 +13,6 @@ export const API_KEY_PREFIX = 'sk_';
  * little to matter (8 base64url characters are 48 of the key's 256 random bits).
  */
 const VISIBLE_CHARS = 8;
-
-/** Only a SHA-256 of each key is stored: keys are 32 random bytes, so a fast hash is enough. */
-export const hashApiKey = (key: string) => createHash('sha256').update(key).digest('hex');
 
 export interface ApiKeyRow {
   id: string;
@@ -39,9 +36,9 @@ export interface IssuedApiKey {
 /** Inserts a new key without auditing it: the caller records what the key was created for. */
 export async function insertApiKey(db: Knex | Knex.Transaction, tenantId: string, name: string): Promise<IssuedApiKey & { prefix: string }> {
   const id = newId('apiKey');
-  const key = `${API_KEY_PREFIX}${randomBytes(32).toString('base64url')}`;
+  const key = newSecretToken(API_KEY_PREFIX);
   const prefix = key.slice(0, API_KEY_PREFIX.length + VISIBLE_CHARS);
-  const [row] = (await db('api_keys').insert({ id, tenant_id: tenantId, name, prefix, key_hash: hashApiKey(key) }).returning('created_at')) as Array<{ created_at: Date }>;
+  const [row] = (await db('api_keys').insert({ id, tenant_id: tenantId, name, prefix, key_hash: hashSecretToken(key) }).returning('created_at')) as Array<{ created_at: Date }>;
   return { id, name, key, prefix, createdAt: row!.created_at.toISOString() };
 }
 
@@ -100,7 +97,7 @@ export async function revokeApiKey(db: Knex, tenantId: string, id: string, actor
 const LAST_USED_RESOLUTION_SECONDS = 60;
 
 /**
- * The live key with this hash (see hashApiKey), in one round trip that also stamps last_used_at when
+ * The live key with this hash (see hashSecretToken), in one round trip that also stamps last_used_at when
  * it is more than a minute old. Authentication caches keys for a second, so this runs at most once a
  * second per key and process, and writes at most once a minute per key whatever the traffic.
  */

@@ -1,7 +1,7 @@
-import { createHash, randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
 import { AppError, ValidationError } from '../domain/errors.js';
 import { newId } from '../domain/ids.js';
+import { hashSecretToken, newSecretToken } from '../domain/secret-token.js';
 import { recordAudit } from './audit-store.js';
 import { paginate, type Page } from './pagination.js';
 import type { Actor, SessionRestriction } from './tenant-scope.js';
@@ -9,9 +9,6 @@ import type { Actor, SessionRestriction } from './tenant-scope.js';
 /** The single-use link secret (in the URL fragment) and the session token it is exchanged for. */
 export const PORTAL_LINK_PREFIX = 'psl_';
 export const PORTAL_SESSION_PREFIX = 'pst_';
-
-/** Both tokens are 32 random bytes, so a fast hash is enough, as for API keys. */
-export const hashPortalToken = (token: string) => createHash('sha256').update(token).digest('hex');
 
 export type PortalCapability = 'read' | 'manage';
 
@@ -64,12 +61,12 @@ export async function createPortalSession(
       if (problems.length > 0) throw new ValidationError(problems);
     }
     const id = newId('portalSession');
-    const linkToken = `${PORTAL_LINK_PREFIX}${randomBytes(32).toString('base64url')}`;
+    const linkToken = newSecretToken(PORTAL_LINK_PREFIX);
     const [row] = (await trx('portal_sessions')
       .insert({
         id,
         tenant_id: tenantId,
-        link_hash: hashPortalToken(linkToken),
+        link_hash: hashSecretToken(linkToken),
         capabilities: input.capabilities,
         endpoint_ids: input.endpointIds ?? null,
         event_types: input.eventTypes ?? null,
@@ -125,14 +122,14 @@ function refusal(row: PortalSessionRow, what: 'link' | 'session'): AppError | un
 export async function exchangePortalLink(db: Knex, linkToken: string) {
   return db.transaction(async (trx) => {
     const row: PortalSessionRow | undefined = linkToken.startsWith(PORTAL_LINK_PREFIX)
-      ? await trx('portal_sessions').where({ link_hash: hashPortalToken(linkToken) }).forUpdate().first()
+      ? await trx('portal_sessions').where({ link_hash: hashSecretToken(linkToken) }).forUpdate().first()
       : undefined;
     if (!row) throw linkError('unauthorized', 'This portal link is not valid. Check that you copied the whole link, or ask for a new one.');
     const refused = refusal(row, 'link');
     if (refused) throw refused;
     if (row.exchanged_at) throw linkError('link_used', 'This portal link has already been used. Each link opens the portal once; ask for a new link.');
-    const sessionToken = `${PORTAL_SESSION_PREFIX}${randomBytes(32).toString('base64url')}`;
-    await trx('portal_sessions').where({ id: row.id }).update({ session_hash: hashPortalToken(sessionToken), exchanged_at: trx.fn.now() });
+    const sessionToken = newSecretToken(PORTAL_SESSION_PREFIX);
+    await trx('portal_sessions').where({ id: row.id }).update({ session_hash: hashSecretToken(sessionToken), exchanged_at: trx.fn.now() });
     const tenant: { id: string; name: string } = await trx('tenants').where({ id: row.tenant_id }).first('id', 'name');
     return { sessionToken, row, tenant };
   });
@@ -143,7 +140,7 @@ export async function exchangePortalLink(db: Knex, linkToken: string) {
  * when it no longer works. Looked up on every request: a revocation takes effect on the next one.
  */
 export async function resolvePortalSession(db: Knex, sessionToken: string): Promise<{ tenantId: string; restriction: SessionRestriction } | AppError> {
-  const row: PortalSessionRow | undefined = await db('portal_sessions').where({ session_hash: hashPortalToken(sessionToken) }).first();
+  const row: PortalSessionRow | undefined = await db('portal_sessions').where({ session_hash: hashSecretToken(sessionToken) }).first();
   if (!row) return linkError('unauthorized', 'This portal session is not valid. Open the portal again from a new link.');
   const refused = refusal(row, 'session');
   if (refused) return refused;

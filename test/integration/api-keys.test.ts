@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashApiKey } from '../../src/store/api-keys-store.js';
+import { hashSecretToken } from '../../src/domain/secret-token.js';
 import { expectError, listAll } from '../helpers/api.js';
 import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 
@@ -25,7 +25,7 @@ describe('tenant API keys', () => {
     const { key, id } = res.body;
 
     const row = await t.platform.db('api_keys').where({ id }).first();
-    expect(row.key_hash).toBe(hashApiKey(key));
+    expect(row.key_hash).toBe(hashSecretToken(key));
     expect(JSON.stringify(row)).not.toContain(key.slice(3));
     expect(row.prefix).toBe(key.slice(0, 11));
 
