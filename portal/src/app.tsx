@@ -1,10 +1,20 @@
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { sessionClient, type ApiError } from './api/client.js';
 import { ErrorPage } from './pages/error.js';
+import { AuditPage } from './pages/audit.js';
 import { DeliveriesPage } from './pages/deliveries.js';
 import { DeliveryPage } from './pages/delivery.js';
+import { EndpointPage } from './pages/endpoint.js';
 import { EndpointsPage } from './pages/endpoints.js';
-import { href, useRoute } from './route.js';
+import { EventPage } from './pages/event.js';
+import { EventTypesPage } from './pages/event-types.js';
+import { EventsPage } from './pages/events.js';
+import { MessagePage } from './pages/message.js';
+import { OverviewPage } from './pages/overview.js';
+import { ReplayPage } from './pages/replay.js';
+import { ReplaysPage } from './pages/replays.js';
+import type { PageProps } from './page-props.js';
+import { href, useRoute, type Page } from './route.js';
 import { exchange, takeLinkToken, type Session } from './session.js';
 
 type State = { phase: 'exchanging' } | { phase: 'failed'; code: string; message: string } | { phase: 'ready'; session: Session };
@@ -25,7 +35,7 @@ export function App() {
     void exchange(linkToken).then((result) => {
       if (!live) return;
       if (!result.ok) return setState({ phase: 'failed', code: result.code, message: result.message });
-      if (!location.hash) history.replaceState(null, '', href({ page: 'endpoints' }));
+      if (!location.hash) history.replaceState(null, '', href('overview'));
       setState({ phase: 'ready', session: result.session });
     });
     return () => {
@@ -50,21 +60,78 @@ function Portal({ session, onEnded }: { session: Session; onEnded: (e: ApiError 
     if (accent && /^#[0-9a-f]{6}$/i.test(accent)) document.documentElement.style.setProperty('--accent', accent);
   }, [brandName, session.brand.accentColor]);
 
-  const current = route.page === 'endpoints' ? 'endpoints' : 'deliveries';
+  const props: PageProps = { client, session, canManage, route };
+  const section = sectionOf[route.page];
   return (
     <>
       <header class="top">
         <span class="brand">{brandName}</span>
         <nav aria-label="Main">
-          <a href={href({ page: 'endpoints' })} aria-current={current === 'endpoints' ? 'page' : undefined}>Endpoints</a>
-          <a href={href({ page: 'deliveries', endpointId: '', status: '' })} aria-current={current === 'deliveries' ? 'page' : undefined}>Deliveries</a>
+          {sections.map(([page, label]) => (
+            <a key={page} href={href(page)} aria-current={section === page ? 'page' : undefined}>{label}</a>
+          ))}
         </nav>
       </header>
       <main>
-        {route.page === 'endpoints' && <EndpointsPage client={client} canManage={canManage} />}
-        {route.page === 'deliveries' && <DeliveriesPage client={client} endpointId={route.endpointId} status={route.status} />}
-        {route.page === 'delivery' && <DeliveryPage client={client} id={route.id} />}
+        <CurrentPage {...props} />
       </main>
     </>
   );
+}
+
+/** The navigation, in order: the list page each section opens on, and its label. */
+const sections: [Page, string][] = [
+  ['overview', 'Overview'],
+  ['endpoints', 'Endpoints'],
+  ['event-types', 'Event types'],
+  ['events', 'Events'],
+  ['deliveries', 'Deliveries'],
+  ['replays', 'Replays'],
+  ['audit', 'Audit log'],
+];
+
+/** Which navigation entry a page belongs to, so a detail page marks its list as current. */
+const sectionOf: Record<Page, Page> = {
+  overview: 'overview',
+  endpoints: 'endpoints',
+  endpoint: 'endpoints',
+  'event-types': 'event-types',
+  events: 'events',
+  event: 'events',
+  message: 'events',
+  deliveries: 'deliveries',
+  delivery: 'deliveries',
+  replays: 'replays',
+  replay: 'replays',
+  audit: 'audit',
+};
+
+function CurrentPage(props: PageProps) {
+  const { route } = props;
+  switch (route.page) {
+    case 'overview':
+      return <OverviewPage {...props} />;
+    case 'endpoints':
+      return <EndpointsPage client={props.client} canManage={props.canManage} />;
+    case 'endpoint':
+      return <EndpointPage {...props} />;
+    case 'event-types':
+      return <EventTypesPage {...props} />;
+    case 'events':
+      return <EventsPage {...props} />;
+    case 'event':
+      return <EventPage {...props} />;
+    case 'message':
+      return <MessagePage {...props} />;
+    case 'deliveries':
+      return <DeliveriesPage client={props.client} endpointId={route.query.endpointId ?? ''} status={route.query.status ?? ''} />;
+    case 'delivery':
+      return <DeliveryPage client={props.client} id={route.id} />;
+    case 'replays':
+      return <ReplaysPage {...props} />;
+    case 'replay':
+      return <ReplayPage {...props} />;
+    case 'audit':
+      return <AuditPage {...props} />;
+  }
 }

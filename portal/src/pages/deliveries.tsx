@@ -16,7 +16,7 @@ export function DeliveriesPage({ client, endpointId, status }: { client: Client;
     [client, endpointId, status],
   );
   const go = (next: { endpointId?: string; status?: string }) => {
-    location.hash = href({ page: 'deliveries', endpointId: next.endpointId ?? endpointId, status: next.status ?? status });
+    location.hash = href('deliveries', '', { endpointId: next.endpointId ?? endpointId, status: next.status ?? status });
   };
 
   return (
@@ -57,7 +57,7 @@ export function DeliveriesPage({ client, endpointId, status }: { client: Client;
             <tbody>
               {list.value.data.map((d) => (
                 <tr key={d.id}>
-                  <td><a href={href({ page: 'delivery', id: d.id })}>{d.id}</a></td>
+                  <td><a href={href('delivery', d.id)}>{d.id}</a></td>
                   <td>{d.eventType ?? '—'}</td>
                   <td>{d.status}</td>
                   <td>{d.attemptCount}</td>

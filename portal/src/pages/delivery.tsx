@@ -22,7 +22,7 @@ export function DeliveryPage({ client, id }: { client: Client; id: string }) {
 
   return (
     <>
-      <p><a href={href({ page: 'deliveries', endpointId: '', status: '' })}>← All deliveries</a></p>
+      <p><a href={href('deliveries')}>← All deliveries</a></p>
       <h1>Delivery</h1>
       {result.state === 'loading' && <p role="status">Loading…</p>}
       {result.state === 'failed' && <p role="alert">{result.message}</p>}
@@ -36,7 +36,7 @@ export function DeliveryPage({ client, id }: { client: Client; id: string }) {
             <dt>Event</dt>
             <dd>{result.value.eventType ?? '—'} <code>{result.value.eventId}</code></dd>
             <dt>Endpoint</dt>
-            <dd><a href={href({ page: 'deliveries', endpointId: result.value.endpointId, status: '' })}><code>{result.value.endpointId}</code></a></dd>
+            <dd><a href={href('deliveries', '', { endpointId: result.value.endpointId })}><code>{result.value.endpointId}</code></a></dd>
             <dt>Next attempt</dt>
             <dd>{formatTime(result.value.nextAttemptAt)}</dd>
             <dt>Waiting for</dt>

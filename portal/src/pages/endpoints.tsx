@@ -110,7 +110,7 @@ function EndpointCard({ client, endpoint, canManage }: { client: Client; endpoin
             Send test event
           </button>
         )}
-        <a href={href({ page: 'deliveries', endpointId: endpoint.id, status: '' })}>Its deliveries</a>
+        <a href={href('deliveries', '', { endpointId: endpoint.id })}>Its deliveries</a>
       </div>
       <div role="status" aria-live="polite" class="test-status">
         {test?.sending && <p>Sending a test event…</p>}
@@ -118,7 +118,7 @@ function EndpointCard({ client, endpoint, canManage }: { client: Client; endpoin
         {test?.deliveryId && (
           <p>
             Test delivery: <strong data-delivery-status>{test.delivery?.status ?? 'pending'}</strong>{' '}
-            <a href={href({ page: 'delivery', id: test.deliveryId })}>details</a>
+            <a href={href('delivery', test.deliveryId)}>details</a>
           </p>
         )}
       </div>

@@ -1,0 +1,5 @@
+import type { PageProps } from '../page-props.js';
+
+export function EndpointPage(_props: PageProps) {
+  return <h1>EndpointPage</h1>;
+}

@@ -1,0 +1,5 @@
+import type { PageProps } from '../page-props.js';
+
+export function EventPage(_props: PageProps) {
+  return <h1>EventPage</h1>;
+}

@@ -1,0 +1,5 @@
+import type { PageProps } from '../page-props.js';
+
+export function EventsPage(_props: PageProps) {
+  return <h1>EventsPage</h1>;
+}

@@ -1,0 +1,5 @@
+import type { PageProps } from '../page-props.js';
+
+export function OverviewPage(_props: PageProps) {
+  return <h1>Overview</h1>;
+}

@@ -1,0 +1,5 @@
+import type { PageProps } from '../page-props.js';
+
+export function ReplayPage(_props: PageProps) {
+  return <h1>ReplayPage</h1>;
+}
