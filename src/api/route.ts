@@ -49,17 +49,29 @@ export interface RouteSpec<B extends ZodType, Q extends ZodType, P extends ZodTy
    * (e.g. creating an endpoint). Either way a write needs the `manage` capability.
    */
   portal?: PortalAccess;
+  /**
+   * The capability a portal session needs here: `read` for a GET and `manage` for anything else
+   * unless declared. A GET that reveals a credential declares `manage`: whoever reads an endpoint's
+   * signing secret can forge its webhooks, which is more than looking.
+   */
+  portalCapability?: PortalCapability;
 }
 
 export type PortalAccess = 'scoped' | 'tenant-wide';
+export type PortalCapability = 'read' | 'manage';
+
+const portalCapabilityOf = (spec: { method: string; portalCapability?: PortalCapability }): PortalCapability =>
+  spec.portalCapability ?? (spec.method === 'get' ? 'read' : 'manage');
 
 /** Refuses what a portal session may not do on this route; nothing for an API key. */
-function portalRefusal(spec: { method: string; portal?: PortalAccess }, scope: TenantScope | undefined): Error | undefined {
+function portalRefusal(spec: { method: string; portal?: PortalAccess; portalCapability?: PortalCapability }, scope: TenantScope | undefined): Error | undefined {
   const session = scope?.session;
   if (!session) return undefined;
   if (!spec.portal) return forbidden('a portal link cannot use this part of the API; use an API key');
   if (spec.portal === 'tenant-wide' && scope.narrowed) return forbidden('this portal link is limited to some endpoints or event types, so it cannot do this');
-  if (spec.method !== 'get' && !session.manage) return forbidden('this portal link is read-only: it can look, not change anything');
+  if (portalCapabilityOf(spec) === 'manage' && !session.manage) {
+    return forbidden(spec.method === 'get' ? 'this portal link is read-only: showing this needs a link that can manage' : 'this portal link is read-only: it can look, not change anything');
+  }
   return undefined;
 }
 
@@ -220,6 +232,7 @@ export class ApiRoutes {
     const hasQuery = query !== undefined && Object.keys((query as unknown as { shape?: object }).shape ?? {}).length > 0;
     this.registry.registerPath({
       ...(spec.auth === 'tenant' ? { 'x-portal-session': spec.portal ?? 'refused' } : {}),
+      ...(spec.auth === 'tenant' && spec.portal ? { 'x-portal-capability': portalCapabilityOf(spec) } : {}),
       method: spec.method,
       path: spec.path.replace(/:([A-Za-z]+)/g, '{$1}'),
       operationId: spec.operationId,

@@ -161,6 +161,15 @@ export const secretSchema = z
     previousSecretExpiresAt: z.string().describe('Until then the previous secret keeps signing beside the new one (both in webhook-signature)'),
   })
   .meta({ id: 'EndpointSecret' });
+export const currentSecretSchema = z
+  .object({
+    secret: z.string().describe('The secret that signs every request now'),
+    previousSecretExpiresAt: z
+      .string()
+      .nullable()
+      .describe('During the overlap after a rotation: when the previous secret stops signing beside this one; null when it no longer signs'),
+  })
+  .meta({ id: 'EndpointCurrentSecret' });
 export const testEndpointBody = z.strictObject({
   type: z
     .string()
@@ -185,7 +194,18 @@ export const endpointStatsSchema = z
     failed: z.number(),
     byStatusClass: z.object({ '2xx': z.number(), '3xx': z.number(), '4xx': z.number(), '5xx': z.number(), network: z.number() }),
     latencyMs: z.object({ p50: z.number().nullable(), p95: z.number().nullable(), p99: z.number().nullable() }),
-    series: z.array(z.object({ start: z.string(), attempts: z.number(), failed: z.number() })).describe('One entry per hour of the window, oldest first'),
+    series: z
+      .array(
+        z.object({
+          start: z.string().describe('Start of the hour (UTC)'),
+          attempts: z.number(),
+          failed: z.number(),
+          latencyMs: z
+            .object({ p50: z.number().nullable(), p95: z.number().nullable() })
+            .describe("Percentiles of the hour's attempt durations; null in an hour without attempts"),
+        }),
+      )
+      .describe('One entry per hour of the window, oldest first, hours without attempts included'),
   })
   .meta({ id: 'EndpointStats' });
 

@@ -175,3 +175,23 @@ export function signingSecrets(box: SecretBox, row: Pick<EndpointRow, 'id' | 'se
   }
   return secrets;
 }
+
+/**
+ * The endpoint's current signing secret and, while a rotated-out secret still signs beside it, until
+ * when; undefined when there is no such endpoint. Audited (who and when, never the value): reading a
+ * secret is as sensitive as rotating it.
+ */
+export async function revealEndpointSecret(
+  scope: TenantScope,
+  box: SecretBox,
+  id: string,
+  now = new Date(),
+): Promise<{ secret: string; previousSecretExpiresAt: Date | null } | undefined> {
+  return scope.transaction(async (s, trx) => {
+    const row: EndpointRow | undefined = await live(s).where('endpoints.id', id).first();
+    if (!row) return undefined;
+    await recordAudit(trx, { tenantId: s.tenantId, actor: s.actor, action: 'endpoint.secret_revealed', targetType: 'endpoint', targetId: id });
+    const previousSigns = row.previous_secret_enc !== null && row.previous_secret_expires_at !== null && row.previous_secret_expires_at > now;
+    return { secret: box.open(row.secret_enc, row.id), previousSecretExpiresAt: previousSigns ? row.previous_secret_expires_at : null };
+  });
+}

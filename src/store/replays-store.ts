@@ -124,8 +124,8 @@ export async function startBulkReplay(scope: TenantScope, filter: ReplayFilter, 
  */
 export async function replayProgress(scope: TenantScope, id: string) {
   const replay: { id: string; total: number; reason: string; filter: unknown; created_at: Date } | undefined = await scope
-    .db('replays')
-    .where({ id, tenant_id: scope.tenantId })
+    .from('replays')
+    .where('replays.id', id)
     .first();
   if (!replay) return undefined;
   const rows: Array<{ status: string; count: number }> = await scope

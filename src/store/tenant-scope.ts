@@ -9,6 +9,7 @@ export type TenantTable =
   | 'deliveries'
   | 'attempts'
   | 'messages'
+  | 'replays'
   | 'audit_log';
 
 export type Actor =
@@ -107,6 +108,11 @@ export class TenantScope {
             .whereRaw('scope_me.message_id = ??', [`${name}.message_id`])
             .whereExists(eventVisible('scope_me.id')),
         );
+        return;
+      case 'replays':
+        // A replay's filter was applied within its starter's scope, which is not stored: a narrowed
+        // session cannot tell whether another's replay stayed inside its own, so it sees only its own.
+        if (this.narrowed) q.where(`${name}.actor_type`, 'portal_session').where(`${name}.actor_id`, this.session!.sessionId);
         return;
       case 'sources':
       case 'audit_log':

@@ -245,6 +245,7 @@ describe('portal sessions', () => {
       'patch /v1/endpoints/{id}',
       'delete /v1/endpoints/{id}',
       'post /v1/endpoints/{id}/secret/rotate',
+      'get /v1/endpoints/{id}/secret', // in api-portal-manage.test.ts
       'post /v1/endpoints/{id}/test',
       'get /v1/endpoints/{id}/stats',
       'get /v1/events',
@@ -253,6 +254,8 @@ describe('portal sessions', () => {
       'get /v1/deliveries/{id}',
       'post /v1/deliveries/{id}/replay',
       'get /v1/messages/{messageId}',
+      'post /v1/replays', // in api-portal-manage.test.ts
+      'get /v1/replays/{id}', // in api-portal-manage.test.ts
     ]);
     const s = await session({ capabilities: ['read', 'manage'] });
     const refused: string[] = [];

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { circuitView } from '../../domain/circuit.js';
-import { notFound, ValidationError } from '../../domain/errors.js';
+import { forbidden, notFound, ValidationError } from '../../domain/errors.js';
+import { matchesEventType } from '../../domain/event-types.js';
 import { maxAgeProblem } from '../../domain/retention.js';
 import { resolvePolicy } from '../../domain/retry-policy.js';
 import { generateWebhookSecret } from '../../domain/signing.js';
@@ -10,6 +11,7 @@ import {
   getEndpoint,
   insertEndpoint,
   listEndpointsQuery,
+  revealEndpointSecret,
   rotateEndpointSecret,
   rowToEndpoint,
   updateEndpoint,
@@ -24,6 +26,7 @@ import type { ApiContext } from '../context.js';
 import type { ApiRoutes } from '../route.js';
 import {
   createEndpointBody,
+  currentSecretSchema,
   endpointSchema,
   endpointStatsQuery,
   endpointStatsSchema,
@@ -161,6 +164,30 @@ export function endpointRoutes(routes: ApiRoutes, ctx: ApiContext): void {
   );
   routes.add(
     {
+      method: 'get',
+      path: '/v1/endpoints/:id/secret',
+      operationId: 'getEndpointSecret',
+      summary: 'Show the current signing secret (and, during a rotation, when the previous one stops signing); audited, never cached',
+      tag,
+      auth: 'tenant',
+      portal: 'scoped',
+      portalCapability: 'manage',
+      params: idParams,
+      success: { status: 200, description: 'The current secret', schema: currentSecretSchema },
+      errors: [404],
+    },
+    async ({ params, scope }) => {
+      const revealed = await revealEndpointSecret(scope, ctx.box, params.id);
+      if (!revealed) throw notFound('endpoint');
+      return {
+        status: 200,
+        headers: { 'cache-control': 'no-store' },
+        body: { secret: revealed.secret, previousSecretExpiresAt: revealed.previousSecretExpiresAt?.toISOString() ?? null },
+      };
+    },
+  );
+  routes.add(
+    {
       method: 'post',
       path: '/v1/endpoints/:id/secret/rotate',
       operationId: 'rotateEndpointSecret',
@@ -184,7 +211,7 @@ export function endpointRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       method: 'post',
       path: '/v1/endpoints/:id/test',
       operationId: 'sendTestEvent',
-      summary: 'Send a test event (platform.test unless another type is given) to this endpoint only, signed and retried like any other',
+      summary: 'Send a test event (platform.test unless another type is given) to this endpoint only, signed and retried like any other; a portal session limited to some event types must name one of them',
       tag,
       auth: 'tenant',
       portal: 'scoped',
@@ -194,9 +221,16 @@ export function endpointRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       errors: [404, 409],
     },
     async ({ req, params, body, scope }) => {
+      const type = body.type ?? 'platform.test';
+      // A session limited to some event types would not see a test of another type: refused rather
+      // than sent into a delivery it could neither follow nor replay.
+      const sessionTypes = scope.session?.eventTypes;
+      if (sessionTypes && !matchesEventType(sessionTypes, type)) {
+        throw forbidden(`this portal link covers only the event types ${sessionTypes.join(', ')}: send the test event as one of them (type)`);
+      }
       // The test payload is forwarded as written, like any event's (see src/domain/raw-json.ts).
       const data = body.data === undefined ? RawJson.of({}) : rawJsonMember(req, 'data');
-      const sent = await sendTestEvent(scope, params.id, { type: body.type ?? 'platform.test', data }, ctx.config.retry.maxEventAgeSeconds);
+      const sent = await sendTestEvent(scope, params.id, { type, data }, ctx.config.retry.maxEventAgeSeconds);
       if (!sent) throw notFound('endpoint');
       ctx.lifecycle.fannedOut({ pending: 1, deadDisabled: 0 });
       return { status: 202, body: sent };

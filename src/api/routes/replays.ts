@@ -43,6 +43,8 @@ export function replayRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       summary: 'Replay every delivery matching a filter, paced; dryRun counts and samples without sending',
       tag: 'replays',
       auth: 'tenant',
+      // The filter narrows the session's scope, never widens it: deliveries come through TenantScope.
+      portal: 'scoped',
       body: bulkReplayBody,
       success: [
         { status: 202, description: 'Started: the replay id and how many deliveries it takes', schema: bulkReplayResult },
@@ -71,9 +73,10 @@ export function replayRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       method: 'get',
       path: '/v1/replays/:id',
       operationId: 'getReplay',
-      summary: 'Progress of a bulk replay',
+      summary: 'Progress of a bulk replay; a portal session limited to some endpoints or event types sees only the replays it started',
       tag: 'replays',
       auth: 'tenant',
+      portal: 'scoped',
       params: idParams,
       success: { status: 200, description: 'Progress', schema: replayProgressSchema },
       errors: [404],
