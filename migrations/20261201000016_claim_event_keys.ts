@@ -2,13 +2,8 @@ import type { Knex } from 'knex';
 import { intakeAcceptFunction } from './20261129000011_intake_function.js';
 import { publishEventFunction } from './20261129000012_publish_function.js';
 
-/**
- * Intake and publishing claim their event's key in event_keys (migration 20261201000015) instead of
- * relying on a unique constraint on events, which a time-partitioned table can only have per
- * partition. Everything else in both functions is as before.
- */
-export async function up(knex: Knex): Promise<void> {
-  await knex.raw(`
+/** intake_accept as this migration leaves it; migration 20261201000022 restores it on the way down. */
+export const intakeAcceptClaimingKeys = `
     CREATE OR REPLACE FUNCTION intake_accept(
       p_receipt_id text, p_event_id text, p_delivery_ids text[],
       p_tenant_id text, p_source_id text, p_origin text, p_body_digest text, p_received_at timestamptz,
@@ -82,7 +77,16 @@ export async function up(knex: Knex): Promise<void> {
       VALUES (p_receipt_id, p_tenant_id, p_source_id, event_id, outcome, p_origin, p_body_digest, p_received_at);
     END
     $$;
+`;
 
+/**
+ * Intake and publishing claim their event's key in event_keys (migration 20261201000015) instead of
+ * relying on a unique constraint on events, which a time-partitioned table can only have per
+ * partition. Everything else in both functions is as before.
+ */
+export async function up(knex: Knex): Promise<void> {
+  await knex.raw(intakeAcceptClaimingKeys);
+  await knex.raw(`
     CREATE OR REPLACE FUNCTION publish_event(
       p_event_id text, p_delivery_ids text[], p_tenant_id text, p_origin text, p_type text, p_message_id text,
       p_idempotency_key text, p_request_hash text, p_body text, p_created_at timestamptz,

@@ -60,8 +60,9 @@ export class IntakeWriter {
 
   /**
    * A byte-identical repeat of a body this source already sent is answered from the digest index,
-   * without parsing or touching events: the cheap path of a provider retry storm. Its receipt is
-   * still written, as durably as any other.
+   * without parsing or touching events: the cheap path of a provider retry storm, for bodies the
+   * caller knows it took recently. Its receipt is still written, as durably as any other. Undefined
+   * when no receipt has that digest.
    */
   async recordDigestDuplicate(source: SourceRef, bodyDigest: string, origin: 'callback' | 'reconcile'): Promise<IntakeRecord | undefined> {
     const receiptId = newId('receipt');
@@ -70,12 +71,12 @@ export class IntakeWriter {
   }
 
   /**
-   * Accepting a callback is `intake_accept` (migration 20261129000011), one statement and so one
-   * transaction without BEGIN/COMMIT round trips: the event (unique on source + dedupe key), the
-   * message's forward-only status, one delivery per matching endpoint, and the receipt. Nothing is
-   * acknowledged before it commits. A duplicate dedupe key answers with the stored event and creates
-   * no work; an event older than what its message already reached is stored as stale evidence and
-   * forwarded to nobody.
+   * Accepting a callback is `intake_accept` (migrations 20261129000011, 20261201000022), one
+   * statement and so one transaction without BEGIN/COMMIT round trips: the event (unique on source +
+   * dedupe key), the message's forward-only status, one delivery per matching endpoint, and the
+   * receipt. Nothing is acknowledged before it commits. A body this source sent before byte for
+   * byte, or a duplicate dedupe key, answers with the stored event and creates no work; an event
+   * older than what its message already reached is stored as stale evidence and forwarded to nobody.
    */
   async recordCallback(input: CallbackInput): Promise<IntakeRecord> {
     const { source, event } = input;

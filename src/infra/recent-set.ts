@@ -1,0 +1,25 @@
+/**
+ * The most recently added keys, at most `capacity` of them: adding a key past that forgets the one
+ * added longest ago. A hint, never the truth: a key forgotten or never seen here only means the
+ * caller takes its general path.
+ */
+export class RecentSet {
+  private readonly keys = new Set<string>();
+
+  constructor(private readonly capacity: number) {}
+
+  has(key: string): boolean {
+    return this.keys.has(key);
+  }
+
+  add(key: string): void {
+    // Re-adding moves a key to the newest end, so a body repeated often stays known.
+    this.keys.delete(key);
+    if (this.keys.size >= this.capacity) this.keys.delete(this.keys.values().next().value!);
+    this.keys.add(key);
+  }
+
+  get size(): number {
+    return this.keys.size;
+  }
+}
