@@ -18,6 +18,7 @@ import { portalSessionRoutes } from './routes/portal-sessions.js';
 import { portalAssets } from './portal-assets.js';
 import { replayRoutes } from './routes/replays.js';
 import { sourceRoutes } from './routes/sources.js';
+import { summaryRoutes } from './routes/summaries.js';
 
 /** Request bodies of the management API (tenant and admin routes); provider callbacks use MAX_BODY_BYTES. */
 export const API_BODY_LIMIT_BYTES = 1024 * 1024;
@@ -44,6 +45,7 @@ export function createApp(ctx: ApiContext, opts: { opsOnly?: boolean; portalAsse
     endpointRoutes(routes, ctx);
     eventRoutes(routes, ctx);
     deliveryRoutes(routes);
+    summaryRoutes(routes);
     inboundRoutes(routes, ctx);
     replayRoutes(routes, ctx);
     portalSessionRoutes(routes, ctx);

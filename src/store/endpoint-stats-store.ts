@@ -19,7 +19,15 @@ export interface EndpointStats {
   failed: number;
   byStatusClass: { '2xx': number; '3xx': number; '4xx': number; '5xx': number; network: number };
   latencyMs: { p50: number | null; p95: number | null; p99: number | null };
-  series: { start: string; attempts: number; failed: number }[];
+  series: StatsBucket[];
+}
+
+/** One hour of the window: its attempts, how many failed, and their latency (null with no attempts). */
+export interface StatsBucket {
+  start: string;
+  attempts: number;
+  failed: number;
+  latencyMs: { p50: number | null; p95: number | null };
 }
 
 const hourMs = 3_600_000;
@@ -74,7 +82,9 @@ export async function endpointStats(scope: TenantScope, endpointId: string, w: S
               percentile_cont(0.99) WITHIN GROUP (ORDER BY duration_ms) AS p99,
               coalesce((SELECT json_agg(h ORDER BY h.hour) FROM (
                 SELECT date_trunc('hour', started_at, 'UTC') AS hour, count(*)::int AS attempts,
-                       count(*) FILTER (WHERE outcome <> 'success')::int AS failed
+                       count(*) FILTER (WHERE outcome <> 'success')::int AS failed,
+                       percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms) AS p50,
+                       percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) AS p95
                   FROM a GROUP BY 1) h), '[]') AS series
          FROM a`,
       bounds,
@@ -82,13 +92,14 @@ export async function endpointStats(scope: TenantScope, endpointId: string, w: S
   ).rows[0] as Record<string, unknown>;
   const n = (v: unknown) => Number(v);
   const ms = (v: unknown) => (v === null || v === undefined ? null : Math.round(Number(v) * 10) / 10);
-  const byHour = new Map<number, { attempts: number; failed: number }>();
-  for (const h of totals.series as { hour: string; attempts: number; failed: number }[]) {
-    byHour.set(new Date(h.hour).getTime(), { attempts: h.attempts, failed: h.failed });
+  const byHour = new Map<number, Omit<StatsBucket, 'start'>>();
+  for (const h of totals.series as { hour: string; attempts: number; failed: number; p50: number | null; p95: number | null }[]) {
+    byHour.set(new Date(h.hour).getTime(), { attempts: h.attempts, failed: h.failed, latencyMs: { p50: ms(h.p50), p95: ms(h.p95) } });
   }
-  const series: EndpointStats['series'] = [];
+  // Every hour of the window is present, so a chart needs no gap filling.
+  const series: StatsBucket[] = [];
   for (let t = Math.floor(w.since.getTime() / hourMs) * hourMs; t < w.until.getTime(); t += hourMs) {
-    series.push({ start: new Date(t).toISOString(), ...(byHour.get(t) ?? { attempts: 0, failed: 0 }) });
+    series.push({ start: new Date(t).toISOString(), ...(byHour.get(t) ?? { attempts: 0, failed: 0, latencyMs: { p50: null, p95: null } }) });
   }
   return {
     since: w.since.toISOString(),

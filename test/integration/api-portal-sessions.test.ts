@@ -256,6 +256,8 @@ describe('portal sessions', () => {
       'get /v1/messages/{messageId}',
       'post /v1/replays', // in api-portal-manage.test.ts
       'get /v1/replays/{id}', // in api-portal-manage.test.ts
+      'get /v1/event-types', // in api-browse.test.ts
+      'get /v1/dead-letters/summary', // in api-browse.test.ts
     ]);
     const s = await session({ capabilities: ['read', 'manage'] });
     const refused: string[] = [];
