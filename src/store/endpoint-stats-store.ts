@@ -46,22 +46,18 @@ export async function endpointStats(scope: TenantScope, endpointId: string, w: S
   const from = new Date(w.since.getTime() - w.lookbackSeconds * 1000);
   const bounds = {
     tenantId: scope.tenantId,
-    endpointId,
     lo: typeIdFloor('dlv', from),
     // A delivery made in the same millisecond as `until` sorts above the floor; one ms more covers it.
     hi: typeIdFloor('dlv', new Date(w.until.getTime() + 1)),
-    replayedFrom: from,
     since: w.since,
     until: w.until,
   };
+  // Through TenantScope, so a portal session limited to some event types counts only theirs.
+  const made = scope.from('deliveries').where('deliveries.endpoint_id', endpointId).where('deliveries.id', '>=', bounds.lo).where('deliveries.id', '<', bounds.hi);
+  const replayed = scope.from('deliveries').where('deliveries.endpoint_id', endpointId).where('deliveries.replayed_at', '>=', from).where('deliveries.id', '<', bounds.lo);
+  const deliveries = made.select('deliveries.id').union(replayed.select('deliveries.id'));
   const base = `
-    WITH d AS (
-        SELECT id FROM deliveries
-         WHERE endpoint_id = :endpointId AND tenant_id = :tenantId AND id >= :lo AND id < :hi
-      UNION
-        SELECT id FROM deliveries
-         WHERE endpoint_id = :endpointId AND tenant_id = :tenantId AND replayed_at >= :replayedFrom AND id < :lo
-    ), a AS MATERIALIZED (
+    WITH d AS (:deliveries), a AS MATERIALIZED (
       SELECT a.started_at, a.duration_ms, a.status_code, a.outcome
         FROM d JOIN attempts a ON a.delivery_id = d.id
        WHERE a.tenant_id = :tenantId AND a.started_at >= :since AND a.started_at < :until
@@ -87,7 +83,7 @@ export async function endpointStats(scope: TenantScope, endpointId: string, w: S
                        percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) AS p95
                   FROM a GROUP BY 1) h), '[]') AS series
          FROM a`,
-      bounds,
+      { ...bounds, deliveries },
     )
   ).rows[0] as Record<string, unknown>;
   const n = (v: unknown) => Number(v);

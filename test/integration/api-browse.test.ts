@@ -208,6 +208,19 @@ describe('browsing summaries', () => {
       }
       expectError(await (await session({ endpointIds: [epInvoices] }))('GET', `/v1/endpoints/${epAll}/stats`), 404, 'not_found');
     });
+
+    it('counts only the attempts of the event types a session is limited to', async () => {
+      const stats = async (call: Call, id: string) => {
+        const res = await call('GET', `/v1/endpoints/${id}/stats`);
+        expect(res.status, res.text).toBe(200);
+        const series = res.body.series as { attempts: number; failed: number }[];
+        return [res.body.attempts, res.body.failed, series.reduce((n, b) => n + b.attempts, 0)];
+      };
+      expect(await stats(tenant.call, epAll)).toEqual([7, 0, 7]);
+      expect(await stats(await session({ eventTypes: ['order.*'] }), epAll)).toEqual([3, 0, 3]);
+      expect(await stats(await session({ eventTypes: ['invoice.voided'] }), epInvoices)).toEqual([1, 1, 1]);
+      expect(await stats(await session({ eventTypes: ['order.*'] }), epInvoices)).toEqual([0, 0, 0]);
+    });
   });
 
   describe('GET /v1/audit-log', () => {
