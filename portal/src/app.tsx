@@ -87,7 +87,7 @@ const sections: [Page, string][] = [
   ['events', 'Events'],
   ['deliveries', 'Deliveries'],
   ['replays', 'Replays'],
-  ['audit', 'Audit log'],
+  // No 'audit': GET /v1/audit-log refuses portal sessions (see pages/audit.tsx).
 ];
 
 /** Which navigation entry a page belongs to, so a detail page marks its list as current. */
