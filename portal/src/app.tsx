@@ -14,6 +14,7 @@ import { OverviewPage } from './pages/overview.js';
 import { ReplayPage } from './pages/replay.js';
 import { ReplaysPage } from './pages/replays.js';
 import type { PageProps } from './page-props.js';
+import { ScopeBadges } from './parts/scope.js';
 import { href, useRoute, type Page } from './route.js';
 import { exchange, takeLinkToken, type Session } from './session.js';
 
@@ -66,6 +67,7 @@ function Portal({ session, onEnded }: { session: Session; onEnded: (e: ApiError 
     <>
       <header class="top">
         <span class="brand">{brandName}</span>
+        <ScopeBadges session={session} canManage={canManage} />
         <nav aria-label="Main">
           {sections.map(([page, label]) => (
             <a key={page} href={href(page)} aria-current={section === page ? 'page' : undefined}>{label}</a>
@@ -112,7 +114,7 @@ function CurrentPage(props: PageProps) {
     case 'overview':
       return <OverviewPage {...props} />;
     case 'endpoints':
-      return <EndpointsPage client={props.client} canManage={props.canManage} />;
+      return <EndpointsPage {...props} />;
     case 'endpoint':
       return <EndpointPage {...props} />;
     case 'event-types':
@@ -124,9 +126,9 @@ function CurrentPage(props: PageProps) {
     case 'message':
       return <MessagePage {...props} />;
     case 'deliveries':
-      return <DeliveriesPage client={props.client} endpointId={route.query.endpointId ?? ''} status={route.query.status ?? ''} />;
+      return <DeliveriesPage {...props} />;
     case 'delivery':
-      return <DeliveryPage client={props.client} id={route.id} />;
+      return <DeliveryPage {...props} />;
     case 'replays':
       return <ReplaysPage {...props} />;
     case 'replay':

@@ -1,22 +1,45 @@
-import type { Client } from '../api/client.js';
 import { formatTime } from '../format.js';
+import type { PageProps } from '../page-props.js';
+import { deadReasons, deadReasonText, isDeadReason } from '../parts/dead-reasons.js';
+import { isoFromLocalInput, localInputFromIso, validIso } from '../parts/time-input.js';
 import { href } from '../route.js';
 import { useLoad } from '../use-load.js';
 
 const statuses = ['pending', 'queued', 'in_flight', 'succeeded', 'dead'] as const;
 type Status = (typeof statuses)[number];
 
-export function DeliveriesPage({ client, endpointId, status }: { client: Client; endpointId: string; status: string }) {
+/** The filters, as kept in the address: `#/deliveries?endpointId=&status=&reason=&since=&until=`. */
+type Filters = { endpointId: string; status: string; reason: string; since: string; until: string };
+
+export function DeliveriesPage({ client, route }: PageProps) {
+  const f: Filters = {
+    endpointId: route.query.endpointId ?? '',
+    status: route.query.status ?? '',
+    reason: route.query.reason ?? '',
+    since: route.query.since ?? '',
+    until: route.query.until ?? '',
+  };
   const [endpoints] = useLoad(() => client.GET('/v1/endpoints', { params: { query: { limit: 100 } } }), [client]);
+  const since = validIso(f.since);
+  const until = validIso(f.until);
   const [list] = useLoad(
     () =>
       client.GET('/v1/deliveries', {
-        params: { query: { limit: 50, ...(endpointId ? { endpointId } : {}), ...((statuses as readonly string[]).includes(status) ? { status: status as Status } : {}) } },
+        params: {
+          query: {
+            limit: 50,
+            ...(f.endpointId ? { endpointId: f.endpointId } : {}),
+            ...((statuses as readonly string[]).includes(f.status) ? { status: f.status as Status } : {}),
+            ...(isDeadReason(f.reason) ? { reason: f.reason } : {}),
+            ...(since ? { since } : {}),
+            ...(until ? { until } : {}),
+          },
+        },
       }),
-    [client, endpointId, status],
+    [client, f.endpointId, f.status, f.reason, since, until],
   );
-  const go = (next: { endpointId?: string; status?: string }) => {
-    location.hash = href('deliveries', '', { endpointId: next.endpointId ?? endpointId, status: next.status ?? status });
+  const go = (next: Partial<Filters>) => {
+    location.hash = href('deliveries', '', { ...f, ...next });
   };
 
   return (
@@ -25,18 +48,33 @@ export function DeliveriesPage({ client, endpointId, status }: { client: Client;
       <form class="filters" aria-label="Filter deliveries" onSubmit={(e) => e.preventDefault()}>
         <div>
           <label for="filter-endpoint">Endpoint</label>
-          <select id="filter-endpoint" value={endpointId} onChange={(e) => go({ endpointId: e.currentTarget.value })}>
+          <select id="filter-endpoint" value={f.endpointId} onChange={(e) => go({ endpointId: e.currentTarget.value })}>
             <option value="">All endpoints</option>
             {endpoints.state === 'ok' && endpoints.value.data.map((ep) => <option key={ep.id} value={ep.id}>{ep.url}</option>)}
-            {endpointId && endpoints.state === 'ok' && !endpoints.value.data.some((ep) => ep.id === endpointId) && <option value={endpointId}>{endpointId}</option>}
+            {f.endpointId && endpoints.state === 'ok' && !endpoints.value.data.some((ep) => ep.id === f.endpointId) && <option value={f.endpointId}>{f.endpointId}</option>}
           </select>
         </div>
         <div>
           <label for="filter-status">Status</label>
-          <select id="filter-status" value={status} onChange={(e) => go({ status: e.currentTarget.value })}>
+          <select id="filter-status" value={f.status} onChange={(e) => go({ status: e.currentTarget.value })}>
             <option value="">Any status</option>
             {statuses.map((s) => <option key={s} value={s}>{s}</option>)}
           </select>
+        </div>
+        <div>
+          <label for="filter-reason">Dead-letter reason</label>
+          <select id="filter-reason" value={f.reason} onChange={(e) => go({ reason: e.currentTarget.value })}>
+            <option value="">Any reason</option>
+            {deadReasons.map(([value, label]) => <option key={value} value={value}>{label}</option>)}
+          </select>
+        </div>
+        <div>
+          <label for="filter-since">Created from</label>
+          <input id="filter-since" type="datetime-local" value={localInputFromIso(since)} onChange={(e) => go({ since: isoFromLocalInput(e.currentTarget.value) })} />
+        </div>
+        <div>
+          <label for="filter-until">Created before</label>
+          <input id="filter-until" type="datetime-local" value={localInputFromIso(until)} onChange={(e) => go({ until: isoFromLocalInput(e.currentTarget.value) })} />
         </div>
       </form>
       {list.state === 'loading' && <p role="status">Loading deliveries…</p>}
@@ -59,7 +97,7 @@ export function DeliveriesPage({ client, endpointId, status }: { client: Client;
                 <tr key={d.id}>
                   <td><a href={href('delivery', d.id)}>{d.id}</a></td>
                   <td>{d.eventType ?? '—'}</td>
-                  <td>{d.status}</td>
+                  <td>{d.status}{d.deadReason ? ` (${deadReasonText(d.deadReason)})` : ''}</td>
                   <td>{d.attemptCount}</td>
                   <td>{formatTime(d.createdAt)}</td>
                 </tr>

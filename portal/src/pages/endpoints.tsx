@@ -1,15 +1,23 @@
-import { useEffect, useState } from 'preact/hooks';
-import { describeError, type Client, type Delivery, type Endpoint } from '../api/client.js';
+import { useState } from 'preact/hooks';
+import { describeError, type Client, type Endpoint } from '../api/client.js';
 import { parseEventTypes } from '../format.js';
+import type { PageProps } from '../page-props.js';
+import { isNarrowed, ReadOnlyNote } from '../parts/scope.js';
+import { TestEvent } from '../parts/test-event.js';
 import { href } from '../route.js';
+import type { Session } from '../session.js';
 import { useLoad } from '../use-load.js';
 
-export function EndpointsPage({ client, canManage }: { client: Client; canManage: boolean }) {
+export function EndpointsPage({ client, session, canManage }: PageProps) {
   const [list, reload] = useLoad(() => client.GET('/v1/endpoints', { params: { query: { limit: 100 } } }), [client]);
+  // A new endpoint would lie outside a link limited to some endpoints or types: the server refuses it.
+  const canCreate = canManage && !isNarrowed(session);
   return (
     <>
       <h1>Endpoints</h1>
-      {canManage && <CreateEndpoint client={client} onCreated={reload} />}
+      {canCreate && <CreateEndpoint client={client} onCreated={reload} />}
+      {!canManage && <ReadOnlyNote what="adding or changing an endpoint" />}
+      {canManage && !canCreate && <p class="note">This link is limited to some endpoints or event types, so it cannot add endpoints.</p>}
       <h2>Your endpoints</h2>
       {list.state === 'loading' && <p role="status">Loading endpoints…</p>}
       {list.state === 'failed' && <p role="alert">{list.message}</p>}
@@ -17,7 +25,7 @@ export function EndpointsPage({ client, canManage }: { client: Client; canManage
       {list.state === 'ok' && list.value.data.length > 0 && (
         <ul class="cards">
           {list.value.data.map((endpoint) => (
-            <EndpointCard key={endpoint.id} client={client} endpoint={endpoint} canManage={canManage} />
+            <EndpointCard key={endpoint.id} client={client} session={session} endpoint={endpoint} canManage={canManage} />
           ))}
         </ul>
       )}
@@ -67,32 +75,11 @@ function CreateEndpoint({ client, onCreated }: { client: Client; onCreated: () =
   );
 }
 
-const finished = new Set(['succeeded', 'dead']);
-
-function EndpointCard({ client, endpoint, canManage }: { client: Client; endpoint: Endpoint; canManage: boolean }) {
-  const [test, setTest] = useState<{ deliveryId?: string; delivery?: Delivery; error?: string; sending?: boolean } | null>(null);
-
-  // Follows the test delivery until it succeeds or is given up on.
-  useEffect(() => {
-    const id = test?.deliveryId;
-    if (!id || (test.delivery && finished.has(test.delivery.status))) return;
-    const timer = setTimeout(async () => {
-      const { data, error, response } = await client.GET('/v1/deliveries/{id}', { params: { path: { id } } });
-      setTest((t) => (t?.deliveryId !== id ? t : data ? { ...t, delivery: data } : { ...t, error: describeError(error, response.status) }));
-    }, test.delivery ? 1000 : 300);
-    return () => clearTimeout(timer);
-  }, [client, test]);
-
-  const sendTest = async () => {
-    setTest({ sending: true });
-    const { data, error, response } = await client.POST('/v1/endpoints/{id}/test', { params: { path: { id: endpoint.id } }, body: {} });
-    setTest(data ? { deliveryId: data.deliveryId } : { error: describeError(error, response.status) });
-  };
-
+function EndpointCard({ client, session, endpoint, canManage }: { client: Client; session: Session; endpoint: Endpoint; canManage: boolean }) {
   const headingId = `endpoint-${endpoint.id}`;
   return (
     <li class="card" aria-labelledby={headingId}>
-      <h3 id={headingId} class="url">{endpoint.url}</h3>
+      <h3 id={headingId} class="url"><a href={href('endpoint', endpoint.id)}>{endpoint.url}</a></h3>
       {endpoint.description && <p>{endpoint.description}</p>}
       <dl>
         <dt>Status</dt>
@@ -105,23 +92,10 @@ function EndpointCard({ client, endpoint, canManage }: { client: Client; endpoin
         <dd><code>{endpoint.id}</code></dd>
       </dl>
       <div class="actions">
-        {canManage && (
-          <button type="button" onClick={sendTest} disabled={test?.sending === true}>
-            Send test event
-          </button>
-        )}
+        <a href={href('endpoint', endpoint.id)}>Settings and secret</a>
         <a href={href('deliveries', '', { endpointId: endpoint.id })}>Its deliveries</a>
       </div>
-      <div role="status" aria-live="polite" class="test-status">
-        {test?.sending && <p>Sending a test event…</p>}
-        {test?.error && <p class="error">{test.error}</p>}
-        {test?.deliveryId && (
-          <p>
-            Test delivery: <strong data-delivery-status>{test.delivery?.status ?? 'pending'}</strong>{' '}
-            <a href={href('delivery', test.deliveryId)}>details</a>
-          </p>
-        )}
-      </div>
+      {canManage && <TestEvent client={client} session={session} endpointId={endpoint.id} idPrefix={headingId} />}
     </li>
   );
 }
