@@ -1,14 +1,18 @@
 import { z } from 'zod';
 import { DEAD_LETTER_REASONS } from '../domain/delivery-status.js';
 import { DEAD_LETTER_ENDPOINTS_CAP } from '../store/dead-letters-store.js';
-import { EVENT_TYPE_COUNT_CAP, EVENT_TYPES_CAP } from '../store/event-types-store.js';
+import { EVENT_TYPE_COUNT_CAP, EVENT_TYPE_SCAN_CAP, EVENT_TYPES_CAP } from '../store/event-types-store.js';
 
 // Schemas of the read-only summaries the portal's overview and event catalog are built on.
 
 export const eventTypeSummarySchema = z
   .object({
     type: z.string(),
-    count: z.number().describe(`Events of this type kept now (within retention), counted up to ${EVENT_TYPE_COUNT_CAP}`),
+    count: z
+      .number()
+      .describe(
+        `Events of this type kept now (within retention), counted up to ${EVENT_TYPE_COUNT_CAP}. A portal session limited to endpoints counts the events delivered to them among the newest ${EVENT_TYPE_SCAN_CAP} of the type, and does not list a type none of those went to`,
+      ),
     countCapped: z.boolean().describe(`True when there are more than ${EVENT_TYPE_COUNT_CAP}: count is then ${EVENT_TYPE_COUNT_CAP}, a lower bound`),
     latest: z
       .object({

@@ -5,8 +5,13 @@ import type { TenantScope } from './tenant-scope.js';
 
 /** The most types one answer lists; the rest are reachable by searching events by type. */
 export const EVENT_TYPES_CAP = 100;
-/** Counting stops here: the catalog says "at least" rather than walk a busy type's every event. */
-export const EVENT_TYPE_COUNT_CAP = 10_000;
+/** Counting stops here: the catalog says "more than" rather than walk a busy type's every event. */
+export const EVENT_TYPE_COUNT_CAP = 1_000;
+/**
+ * A session limited to endpoints sees only the events delivered to them, which may be none of a
+ * busy type's: it looks among this many of each type's newest events, so no type is walked whole.
+ */
+export const EVENT_TYPE_SCAN_CAP = 2_000;
 /** A session limited to some types looks through at most this many distinct types for its own. */
 const TYPE_SCAN_CAP = 2_000;
 
@@ -47,22 +52,33 @@ interface SummaryRow {
 
 /**
  * Per type, its newest event and a capped count, both through TenantScope so a portal session
- * sees only the events it may (its types; events delivered to its endpoints). One statement: a
- * UNION ALL of one index-ordered branch per type. A type with no visible event yields no row.
+ * sees only the events it may (its types; events delivered to its endpoints). One statement: the
+ * types unnested and each joined LATERAL to an index-ordered walk of its events_tenant_type range
+ * (planned once, not once per type), reading at most EVENT_TYPE_COUNT_CAP + 1 entries, or for a
+ * session limited to endpoints the newest EVENT_TYPE_SCAN_CAP. A type with no visible event
+ * yields no row.
  */
 async function summaries(scope: TenantScope, types: string[]): Promise<SummaryRow[]> {
   if (types.length === 0) return [];
   const db = scope.db;
-  const branches = types.map((type) => {
-    const counted = scope.from('events').where('events.type', type).select(db.raw('1')).limit(EVENT_TYPE_COUNT_CAP + 1);
-    return scope
-      .from('events')
-      .where('events.type', type)
-      .orderBy('events.id', 'desc')
-      .limit(1)
-      .select('events.type', 'events.id', 'events.created_at', 'events.message_id', 'events.body', db.raw('(SELECT count(*)::int FROM (?) AS capped) AS n', [counted]));
-  });
-  const { rows } = await db.raw<{ rows: SummaryRow[] }>(branches.map(() => '(?)').join(' UNION ALL '), branches);
+  const ofType = () => {
+    const q = scope.from('events').whereRaw('events.type = t.type');
+    if (scope.session?.endpointIds !== undefined) {
+      // Bounded by the id of the type's SCAN_CAP-th newest event: '' (no bound) when it has fewer.
+      q.whereRaw(`events.id >= coalesce((SELECT w.id FROM events w WHERE w.tenant_id = ? AND w.type = t.type ORDER BY w.id DESC OFFSET ? LIMIT 1), '')`, [
+        scope.tenantId,
+        EVENT_TYPE_SCAN_CAP - 1,
+      ]);
+    }
+    return q;
+  };
+  const latest = ofType().orderBy('events.id', 'desc').limit(1).select('events.id', 'events.created_at', 'events.message_id', 'events.body');
+  const counted = ofType().select(db.raw('1')).limit(EVENT_TYPE_COUNT_CAP + 1);
+  const { rows } = await db.raw<{ rows: SummaryRow[] }>(
+    `SELECT t.type, latest.*, (SELECT count(*)::int FROM (?) AS capped) AS n
+       FROM unnest(?::text[]) AS t(type) CROSS JOIN LATERAL (?) AS latest`,
+    [counted, types, latest],
+  );
   return rows;
 }
 

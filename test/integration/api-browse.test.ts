@@ -24,8 +24,8 @@ describe('browsing summaries', () => {
   // Digits, escapes and key order a parse and re-serialisation would change.
   const exactData = '{"z":1,"amount":12345678901234567890.10,"note":"caf\\u00e9","a":[1.0e2]}';
 
-  async function session(body: Record<string, unknown> = {}): Promise<Call> {
-    const created = await tenant.call('POST', '/v1/portal-sessions', { body });
+  async function session(body: Record<string, unknown> = {}, owner = tenant): Promise<Call> {
+    const created = await owner.call('POST', '/v1/portal-sessions', { body });
     expect(created.status, created.text).toBe(201);
     const token = new URL(created.body.url).hash.replace(/^#token=/, '');
     const ex = await t.call('POST', '/v1/portal-sessions/exchange', { body: { token } });
@@ -110,20 +110,20 @@ describe('browsing summaries', () => {
       expect(res.body.error.details).toEqual([{ path: 'type', message: 'unknown query parameter' }]);
     });
 
-    it('counts up to 10,000 and says when it stopped; lists at most 100 types and says when there are more', async () => {
+    it('counts up to 1,000 and says when it stopped; lists at most 100 types and says when there are more', async () => {
       const busy = await t.createTenant('busy');
       const now = Date.now();
-      const ids = Array.from({ length: 10_001 }, (_, i) => idAt('event', new Date(now - 60_000 + i)));
+      const ids = Array.from({ length: 1_001 }, (_, i) => idAt('event', new Date(now - 60_000 + i)));
       await t.platform.db.raw(
         `INSERT INTO events (id, tenant_id, origin, type, body)
          SELECT id, :tenantId, 'api', 'busy.type', '{"data":{}}' FROM unnest(:ids::text[]) AS id`,
         { tenantId: busy.id, ids },
       );
       const capped = await busy.call('GET', '/v1/event-types');
-      expect(capped.body.data).toEqual([expect.objectContaining({ type: 'busy.type', count: 10_000, countCapped: true })]);
+      expect(capped.body.data).toEqual([expect.objectContaining({ type: 'busy.type', count: 1_000, countCapped: true })]);
       await t.platform.db('events').where({ id: ids[0] }).delete();
       const exact = await busy.call('GET', '/v1/event-types');
-      expect(exact.body.data).toEqual([expect.objectContaining({ type: 'busy.type', count: 10_000, countCapped: false })]);
+      expect(exact.body.data).toEqual([expect.objectContaining({ type: 'busy.type', count: 1_000, countCapped: false })]);
 
       const many = await t.createTenant('many-types');
       const typeIds = Array.from({ length: 101 }, (_, i) => idAt('event', new Date(now - 1000 + i)));
@@ -139,6 +139,27 @@ describe('browsing summaries', () => {
       expect(list.body.data[99].type).toBe('kind.100');
       await t.platform.db('events').where({ tenant_id: many.id, type: 'kind.101' }).delete();
       expect((await many.call('GET', '/v1/event-types')).body.truncated).toBe(false);
+    });
+
+    it("looks for a link limited to endpoints among each type's newest 2,000 events", async () => {
+      const owner = await t.createTenant('scan');
+      const ep = (await owner.call('POST', '/v1/endpoints', { body: { url: `${receiver.url}/scan` } })).body.id;
+      const delivered = await publish(owner, { type: 'scan.type', data: {} });
+      const limited = await session({ endpointIds: [ep] }, owner);
+      const listed = async () => (await limited('GET', '/v1/event-types')).body.data.map((e: { type: string; count: number }) => [e.type, e.count]);
+      expect(await listed()).toEqual([['scan.type', 1]]);
+      // 2,000 newer events of the type that went to no endpoint push the delivered one out of view.
+      const now = Date.now();
+      const ids = Array.from({ length: 2_000 }, (_, i) => idAt('event', new Date(now + 1_000 + i)));
+      await t.platform.db.raw(
+        `INSERT INTO events (id, tenant_id, origin, type, body) SELECT id, :tenantId, 'api', 'scan.type', '{"data":{}}' FROM unnest(:ids::text[]) AS id`,
+        { tenantId: owner.id, ids },
+      );
+      expect(await listed()).toEqual([]);
+      expect((await owner.call('GET', '/v1/event-types')).body.data).toEqual([expect.objectContaining({ type: 'scan.type', count: 1_000, countCapped: true })]);
+      await t.platform.db('events').where({ id: ids[0] }).delete();
+      expect(await listed()).toEqual([['scan.type', 1]]);
+      expect((await limited('GET', `/v1/events/${delivered}`)).status).toBe(200);
     });
   });
 
