@@ -28,6 +28,8 @@ export function createApp(ctx: ApiContext, opts: { opsOnly?: boolean; portalAsse
   app.disable('x-powered-by');
   app.set('trust proxy', false);
   app.set('query parser', 'simple');
+  // No client of this API sends If-None-Match; an ETag would hash every response body for nothing.
+  app.set('etag', false);
 
   const json = jsonBody(API_BODY_LIMIT_BYTES);
   const registry = new OpenAPIRegistry();
@@ -39,6 +41,8 @@ export function createApp(ctx: ApiContext, opts: { opsOnly?: boolean; portalAsse
     signature: [inboundMetrics(ctx.intake), inboundRawBody(ctx.config.maxBodyBytes)],
   });
   if (!opts.opsOnly) {
+    // First: the router tries routes in order, and provider callbacks are most of the traffic.
+    inboundRoutes(routes, ctx);
     adminRoutes(routes, ctx);
     apiKeyRoutes(routes, ctx);
     sourceRoutes(routes, ctx);
@@ -46,7 +50,6 @@ export function createApp(ctx: ApiContext, opts: { opsOnly?: boolean; portalAsse
     eventRoutes(routes, ctx);
     deliveryRoutes(routes);
     summaryRoutes(routes);
-    inboundRoutes(routes, ctx);
     replayRoutes(routes, ctx);
     portalSessionRoutes(routes, ctx);
   }
