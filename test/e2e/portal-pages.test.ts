@@ -1,0 +1,280 @@
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { publish } from '../helpers/api.js';
+import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
+import { startReceiver, type Receiver } from '../helpers/receiver.js';
+
+/**
+ * The portal's browsing pages in a real browser against a real platform: the overview (charts,
+ * open circuits, dead letters), the event catalog, event search by each filter, an event, a
+ * message's timeline and the audit log's page. Every page passes axe without serious or critical
+ * findings, and hostile event data and message ids stay text.
+ */
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const shots = resolve(root, 'test-results/portal');
+const chromiumPath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+const hostile = '<img src=x onerror=window.__xss=1></script><script>window.__xss=1</script>';
+
+let platform: TestPlatform;
+let tenant: TestTenant;
+let receiver: Receiver;
+let browser: Browser;
+let page: Page;
+let epOk: string;
+let epFail: string;
+let orderEvent: string;
+let hostileEvent: string;
+const invoiceEvents: string[] = [];
+const problems: string[] = [];
+
+async function linkUrl(body: Record<string, unknown> = { capabilities: ['read', 'manage'] }): Promise<string> {
+  const res = await tenant.call('POST', '/v1/portal-sessions', { body });
+  expect(res.status, res.text).toBe(201);
+  return `${platform.url}/portal/${new URL(res.body.url as string).hash}`;
+}
+
+/** A page whose script errors, CSP violations and error answers are collected in `problems`. */
+async function openPage(): Promise<Page> {
+  const p = await browser.newPage({ viewport: { width: 1024, height: 800 } });
+  p.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  p.on('console', (m) => m.type() === 'error' && !m.text().startsWith('Failed to load resource') && problems.push(`console: ${m.text()}`));
+  p.on('response', (r) => r.status() >= 400 && problems.push(`${r.status()} ${r.request().method()} ${r.url()}`));
+  return p;
+}
+
+/** Screenshot, then axe on the page as it stands; serious and critical findings fail the test. */
+async function expectAccessible(p: Page, name: string): Promise<void> {
+  await p.screenshot({ path: `${shots}/${name}.png`, fullPage: true });
+  // Injected through the DevTools protocol, so the page's CSP (script-src 'self') does not apply.
+  await p.evaluate(axeSource);
+  const violations = (await p.evaluate(
+    'axe.run().then((r) => r.violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.length })))',
+  )) as { id: string; impact: string; nodes: number }[];
+  expect(violations.filter((v) => v.impact === 'serious' || v.impact === 'critical'), name).toEqual([]);
+}
+
+async function expectNoScriptRan(p: Page): Promise<void> {
+  expect(await p.evaluate('typeof window.__xss')).toBe('undefined');
+  expect(await p.locator('img[src="x"]').count()).toBe(0);
+}
+
+const go = (p: Page, hash: string) => p.evaluate(`location.hash = ${JSON.stringify(hash)}`);
+const h1 = (p: Page, name: string) => p.getByRole('heading', { level: 1, name }).waitFor();
+/** `<input type="datetime-local">` text for a time, in the browser's zone (the test's own). */
+const localInput = (ms: number) => {
+  const d = new Date(ms);
+  const two = (n: number) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())}T${two(d.getHours())}:${two(d.getMinutes())}`;
+};
+
+beforeAll(async () => {
+  expect(existsSync(resolve(root, 'portal/dist/index.html')), 'portal/dist is built (npm run build:portal)').toBe(true);
+  mkdirSync(shots, { recursive: true });
+  // Three failures in a row open a circuit, for long enough to see it open.
+  platform = await startTestPlatform({ role: 'all', env: { CIRCUIT_FAILURE_THRESHOLD: '3', CIRCUIT_COOLDOWN_SECONDS: '600' } });
+  tenant = await platform.createTenant('Browse');
+  receiver = await startReceiver((req, res) => {
+    if (req.path === '/fail') res.writeHead(500).end();
+    else res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+  });
+  epOk = (await tenant.call('POST', '/v1/endpoints', { body: { url: `${receiver.url}/ok` } })).body.id;
+  epFail = (
+    await tenant.call('POST', '/v1/endpoints', { body: { url: `${receiver.url}/fail`, eventTypes: ['invoice.*'], retryPolicy: { maxAttempts: 1 } } })
+  ).body.id;
+  orderEvent = await publish(tenant, { type: 'order.created', messageId: 'order-1', data: { note: hostile } });
+  for (let i = 0; i < 3; i++) invoiceEvents.push(await publish(tenant, { type: 'invoice.paid', messageId: 'order-1', data: { amount: 100 + i } }));
+  hostileEvent = await publish(tenant, { type: 'order.updated', messageId: hostile, data: { [hostile]: hostile } });
+  await eventually(async () => {
+    const done = await tenant.call('GET', '/v1/deliveries?status=succeeded&limit=100');
+    const dead = await tenant.call('GET', '/v1/deliveries?status=dead&limit=100');
+    return done.body.data.length === 5 && dead.body.data.length === 3;
+  }, 'five deliveries succeeded and three dead-lettered');
+  await eventually(async () => (await tenant.call('GET', `/v1/endpoints/${epFail}`)).body.circuit.state === 'open', 'the failing circuit open');
+  browser = await chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox'] });
+  page = await openPage();
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await receiver?.close();
+  await platform?.stop();
+});
+
+describe('portal browsing pages', () => {
+  it('opens on the overview: dead letters, the open circuit, and each endpoint’s last 24 hours as a chart and a table', async () => {
+    await page.goto(await linkUrl());
+    await h1(page, 'Overview');
+    await expect.poll(() => page.locator('[data-figure="dead-letters"] .figure-value').innerText()).toBe('3');
+    expect(await page.locator('[data-figure="open-circuits"] .figure-value').innerText()).toBe('1');
+    const open = page.locator('section', { has: page.getByRole('heading', { name: 'Endpoints with an open circuit' }) });
+    expect(await open.getByRole('link').allInnerTexts()).toEqual([`${receiver.url}/fail`]);
+
+    const failing = page.locator(`[data-endpoint-health="${epFail}"]`);
+    await failing.locator('figcaption').waitFor();
+    expect(await failing.locator('figcaption').innerText()).toMatch(/^3 attempts, 0% succeeded; latency p50 \d+ ms, p95 \d+ ms\.$/);
+    expect(await failing.locator('[data-dead-letters]').innerText()).toContain('3');
+    const healthy = page.locator(`[data-endpoint-health="${epOk}"]`);
+    await healthy.locator('figcaption').waitFor();
+    expect(await healthy.locator('figcaption').innerText()).toMatch(/^5 attempts, 100% succeeded/);
+    expect(await healthy.locator('[data-dead-letters]').innerText()).toBe('0');
+    // The chart's numbers as a table for assistive technology: one row per hour, the attempts in them.
+    const rows = healthy.locator('.sr-only table tbody tr');
+    expect(await rows.count()).toBeGreaterThanOrEqual(24);
+    const attempts = (await rows.locator('td:nth-child(2)').allInnerTexts()).reduce((n, v) => n + Number(v), 0);
+    expect(attempts).toBe(5);
+    expect(await healthy.locator('svg[aria-hidden="true"] rect.ok').count()).toBeGreaterThan(0);
+
+    // The audit log is not for portal links, so the navigation leaves it out.
+    expect(await page.getByRole('navigation', { name: 'Main' }).getByRole('link').allInnerTexts()).not.toContain('Audit log');
+    await expectAccessible(page, 'overview');
+
+    await failing.getByRole('link', { name: 'list them' }).click();
+    await h1(page, 'Deliveries');
+    await expect.poll(() => page.url()).toContain(`endpointId=${epFail}`);
+    await expect.poll(() => page.locator('tbody tr').count()).toBe(3);
+  });
+
+  it('fits the overview on a 360 px screen in dark mode without scrolling sideways', async () => {
+    const small = await openPage();
+    await small.setViewportSize({ width: 360, height: 740 });
+    await small.emulateMedia({ colorScheme: 'dark' });
+    await small.goto(await linkUrl());
+    await h1(small, 'Overview');
+    await small.locator(`[data-endpoint-health="${epOk}"] figcaption`).waitFor();
+    expect(await small.evaluate('document.documentElement.scrollWidth')).toBeLessThanOrEqual(360);
+    await expectAccessible(small, 'overview-360-dark');
+    await small.close();
+  });
+
+  it('lists the event types with counts and a recent example whose hostile data stays text', async () => {
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Event types' }).click();
+    await h1(page, 'Event types');
+    const cards = page.locator('[data-event-type]');
+    await cards.first().waitFor();
+    expect(await cards.evaluateAll((els) => els.map((e) => e.getAttribute('data-event-type')))).toEqual(['invoice.paid', 'order.created', 'order.updated']);
+    expect(await page.locator('[data-event-type="invoice.paid"] [data-count]').innerText()).toBe('3');
+    expect(await page.locator('[data-event-type="invoice.paid"] [data-example]').innerText()).toContain('"amount": 102');
+    expect(await page.locator('[data-event-type="order.created"] [data-example]').innerText()).toContain(hostile);
+    expect(await page.locator('[data-event-type="order.updated"] [data-example]').innerText()).toContain(`"${hostile}": "${hostile}"`);
+    await expectNoScriptRan(page);
+    await expectAccessible(page, 'event-types');
+
+    await page.getByRole('link', { name: 'All invoice.paid events' }).click();
+    await h1(page, 'Events');
+    await expect.poll(() => page.locator('tbody tr').count()).toBe(3);
+    expect(await page.getByLabel('Event type').inputValue()).toBe('invoice.paid');
+  });
+
+  it('searches events by type prefix, message id and time range, and opens one by its id, by keyboard', async () => {
+    const rows = page.locator('tbody tr');
+    const ids = async () => (await page.locator('tbody tr td:first-child').allInnerTexts()).sort();
+    await go(page, '#/events');
+    await expect.poll(() => rows.count()).toBe(5);
+
+    await page.getByLabel('Event type').fill('order.*');
+    await page.getByLabel('Event type').press('Enter');
+    await expect.poll(() => page.url()).toContain('type=order.*');
+    await expect.poll(ids).toEqual([orderEvent, hostileEvent].sort());
+    // The message id is shown as text in the results, never as markup.
+    expect(await page.locator('tbody').getByText(hostile, { exact: true }).count()).toBe(1);
+    await expectNoScriptRan(page);
+
+    await page.getByLabel('Event type').fill('');
+    await page.getByLabel('Message id').fill('order-1');
+    await page.getByRole('button', { name: 'Search' }).click();
+    await expect.poll(ids).toEqual([orderEvent, ...invoiceEvents].sort());
+    await expect.poll(() => page.getByRole('link', { name: 'Timeline of message order-1' }).count()).toBe(1);
+    await expectAccessible(page, 'events-search');
+
+    await page.getByLabel('Message id').fill('');
+    await page.getByLabel('Received from').fill(localInput(Date.now() + 3_600_000));
+    await page.getByRole('button', { name: 'Search' }).click();
+    await page.getByText('No events match.').waitFor();
+    await page.getByLabel('Received from').fill(localInput(Date.now() - 3_600_000));
+    await page.getByLabel('Received before').fill(localInput(Date.now() + 3_600_000));
+    await page.getByRole('button', { name: 'Search' }).click();
+    await expect.poll(() => page.url()).toContain('until=');
+    await expect.poll(() => rows.count()).toBe(5);
+    await page.getByLabel('Received before').fill(localInput(Date.now() - 3_600_000));
+    await page.getByRole('button', { name: 'Search' }).click();
+    await page.getByText('No events match.').waitFor();
+
+    // By keyboard: type an event id and press Enter; its page opens.
+    await page.getByLabel('Event id').focus();
+    await page.keyboard.type(orderEvent);
+    await page.keyboard.press('Enter');
+    await h1(page, 'Event');
+    await page.locator('[data-event-payload]').waitFor();
+    expect(page.url()).toContain(`#/events/${orderEvent}`);
+  });
+
+  it('shows an event with its receipts, its deliveries linked to their pages, and its payload as text', async () => {
+    await go(page, `#/events/${invoiceEvents[0]}`);
+    await page.locator('[data-event-payload]', { hasText: invoiceEvents[0]! }).waitFor();
+    expect(await page.locator('[data-receipts]').innerText()).toBe('0');
+    const deliveries = page.getByRole('region', { name: 'Deliveries of this event' }).locator('tbody tr');
+    expect(await deliveries.count()).toBe(2);
+    expect((await deliveries.allInnerTexts()).join('\n')).toMatch(/succeeded[\s\S]*dead \(max_attempts\)|dead \(max_attempts\)[\s\S]*succeeded/);
+    await expectAccessible(page, 'event-detail');
+
+    await go(page, `#/events/${hostileEvent}`);
+    const payload = page.locator('[data-event-payload]', { hasText: hostileEvent });
+    await payload.waitFor();
+    expect(await payload.innerText()).toContain(`"${hostile}": "${hostile}"`);
+    await expectNoScriptRan(page);
+    await page.getByRole('region', { name: 'Deliveries of this event' }).locator('tbody a').first().click();
+    await h1(page, 'Delivery');
+  });
+
+  it('follows a message from an event to its timeline: every event, its receipts and deliveries', async () => {
+    await go(page, `#/events/${orderEvent}`);
+    await page.getByRole('link', { name: 'order-1' }).click();
+    await h1(page, 'Message');
+    const events = page.locator('[data-timeline-event]');
+    await expect.poll(() => events.count()).toBe(4);
+    expect(await events.evaluateAll((els) => els.map((e) => e.getAttribute('data-timeline-event')))).toEqual([orderEvent, ...invoiceEvents]);
+    const invoice = page.locator(`[data-timeline-event="${invoiceEvents[0]}"]`);
+    expect(await invoice.innerText()).toMatch(/dead\s+to/);
+    expect(await invoice.getByRole('link', { name: epFail }).count()).toBe(1);
+    await expectAccessible(page, 'message-timeline');
+
+    // A hostile message id, from the address, is shown as text.
+    await go(page, `#/events/${hostileEvent}`);
+    await page.locator('[data-event-payload]', { hasText: hostileEvent }).waitFor();
+    await page.getByRole('link', { name: hostile }).click();
+    await h1(page, 'Message');
+    await page.locator(`[data-timeline-event="${hostileEvent}"]`).waitFor();
+    expect(await page.locator('dd code').first().innerText()).toBe(hostile);
+    await expectNoScriptRan(page);
+  });
+
+  it('says plainly that the audit log is not available through a link', async () => {
+    await go(page, '#/audit');
+    await h1(page, 'Audit log');
+    await page.getByText('The audit log is not available through a portal link.').waitFor();
+    await expectAccessible(page, 'audit');
+  });
+
+  it('shows a link limited to some endpoints only what goes to them', async () => {
+    const narrow = await openPage();
+    await narrow.goto(await linkUrl({ endpointIds: [epFail] }));
+    await h1(narrow, 'Overview');
+    await narrow.locator(`[data-endpoint-health="${epFail}"] figcaption`).waitFor();
+    expect(await narrow.locator('[data-endpoint-health]').count()).toBe(1);
+    expect(await narrow.locator('[data-figure="dead-letters"] .figure-value').innerText()).toBe('3');
+    await go(narrow, '#/event-types');
+    await narrow.locator('[data-event-type]').first().waitFor();
+    expect(await narrow.locator('[data-event-type]').evaluateAll((els) => els.map((e) => e.getAttribute('data-event-type')))).toEqual(['invoice.paid']);
+    await narrow.close();
+  });
+
+  it('ran without script errors, CSP violations or error answers', () => {
+    expect(problems).toEqual([]);
+  });
+});
