@@ -210,11 +210,19 @@ describe('tenant portal', () => {
     await page.getByLabel('Concurrency').fill('4');
     await page.getByLabel('Ordering').selectOption('per-message');
     await page.getByLabel('Event types').fill('order.*, portal.test');
+    await page.getByLabel('Description').fill('Orders for the warehouse');
     await page.getByRole('button', { name: 'Save changes' }).click();
     await page.getByText('Saved.').waitFor();
     await page.locator('[data-retry-policy]', { hasText: 'up to 2 attempts, first retry after 200 ms' }).waitFor();
     const saved = (await tenant.call('GET', `/v1/endpoints/${hooks.id}`)).body;
-    expect(saved).toMatchObject({ retryPolicy: { maxAttempts: 2, baseDelayMs: 200 }, rateLimitPerSecond: 50, maxConcurrency: 4, ordering: 'per-message', eventTypes: ['order.*', 'portal.test'] });
+    expect(saved).toMatchObject({
+      retryPolicy: { maxAttempts: 2, baseDelayMs: 200 },
+      rateLimitPerSecond: 50,
+      maxConcurrency: 4,
+      ordering: 'per-message',
+      eventTypes: ['order.*', 'portal.test'],
+      description: 'Orders for the warehouse',
+    });
 
     // Back to no ordering and no rate limit: an emptied field clears its value.
     await page.getByLabel('Ordering').selectOption('none');
@@ -292,6 +300,9 @@ describe('tenant portal', () => {
   it('bulk-replays the dead delivery: a dry run first, then a confirmation with a reason, then live progress', async () => {
     receiver.setResponder(ok);
     await openEndpointPage(page, hooks.id);
+    await page.locator('[data-endpoint-stats]').waitFor();
+    // The pictures in docs/ (the README's "Tenant portal"): the visible part of the page only.
+    await page.screenshot({ path: `${shots}/docs-portal-endpoint.png` });
     await page.getByRole('link', { name: 'Replay its dead deliveries' }).click();
     await page.getByRole('heading', { level: 1, name: 'Replay deliveries' }).waitFor();
     expect(await page.getByLabel('Status').inputValue()).toBe('dead');
@@ -303,6 +314,7 @@ describe('tenant portal', () => {
     const sample = page.getByRole('region', { name: 'The first deliveries it would replay' });
     expect(await sample.locator('tbody tr').count()).toBe(1);
     expect(await sample.innerText()).toContain(hooks.deadDeliveryId);
+    await page.screenshot({ path: `${shots}/docs-portal-replay-preview.png` });
     await expectAccessible(page, 'replays-preview');
     expect(receiver.requests.length).toBe(sent);
 

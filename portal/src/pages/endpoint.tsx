@@ -80,11 +80,19 @@ function Summary({ endpoint }: { endpoint: Endpoint }) {
       <dt>Ordering</dt>
       <dd>{endpoint.ordering === 'per-message' ? 'in order per message' : 'none'}</dd>
       <dt>Retries</dt>
-      <dd data-retry-policy>up to {policy.maxAttempts} attempts, first retry after {policy.baseDelayMs} ms, given up after {policy.maxEventAgeSeconds} s</dd>
+      <dd data-retry-policy>up to {policy.maxAttempts} attempts, first retry after {policy.baseDelayMs} ms, given up after {duration(policy.maxEventAgeSeconds)}</dd>
       <dt>ID</dt>
       <dd><code>{endpoint.id}</code></dd>
     </dl>
   );
+}
+
+/** Whole days or hours when the value is one, else seconds: "3 days", not "259200 s". */
+function duration(seconds: number): string {
+  const unit = (n: number, one: string) => `${n} ${one}${n === 1 ? '' : 's'}`;
+  if (seconds % 86_400 === 0) return unit(seconds / 86_400, 'day');
+  if (seconds % 3_600 === 0) return unit(seconds / 3_600, 'hour');
+  return `${seconds} s`;
 }
 
 function Activity({ client, endpoint, canManage }: { client: Client; endpoint: Endpoint; canManage: boolean }) {
