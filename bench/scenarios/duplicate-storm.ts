@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createSource, createTenant } from '../lib/api.js';
+import { freePort, spawnTs, waitForHttp } from '../lib/children.js';
 import { resetState, startMeasured, type BenchContext } from '../lib/context.js';
 import { countRows } from '../lib/database.js';
 import { sendList } from '../lib/load.js';
@@ -28,6 +29,8 @@ export async function runDuplicateStorm(ctx: BenchContext): Promise<DuplicateSto
   let cpuOnce: number;
   let cpuStorm: number;
   let sources: Record<'warm' | 'once' | 'storm', SignedSource>;
+  let stormList: PreparedRequest[] = [];
+  let warmList: PreparedRequest[] = [];
   try {
     const tenant = await createTenant(api, ctx.settings.adminToken, {
       name: 'dup',
@@ -40,20 +43,21 @@ export async function runDuplicateStorm(ctx: BenchContext): Promise<DuplicateSto
     };
     // Warm-up, with duplicates too, so both code paths are compiled before anything is measured.
     const warm = signedCallbacks([sources.warm], cfg.warmup, payloadBytes);
-    await sendList(api.url, [...warm, ...warm], cfg.connections);
+    warmList = [...warm, ...warm];
+    await sendList(api.url, warmList, cfg.connections);
 
     const onceList = signedCallbacks([sources.once], cfg.n, payloadBytes, 10_000_000);
     ctx.log(`duplicateStorm: ${cfg.n} distinct callbacks once each`);
     [once, cpuOnce] = await measureCpu(api.pid, () => sendList(api.url, onceList, cfg.connections));
 
     const distinct = signedCallbacks([sources.storm], cfg.n, payloadBytes, 20_000_000);
-    const stormList: PreparedRequest[] = [];
     for (let copy = 0; copy < cfg.copies; copy++) stormList.push(...distinct);
     ctx.log(`duplicateStorm: ${cfg.n} distinct callbacks × ${cfg.copies} copies`);
     [storm, cpuStorm] = await measureCpu(api.pid, () => sendList(api.url, stormList, cfg.connections));
   } finally {
     await api.stop();
   }
+  const floorMs = await receiptFloorMs(ctx, warmList, stormList);
 
   // Every copy must still be a recorded receipt, and the copies must not have become events.
   const count = async (table: 'events' | 'receipts', source: SignedSource) =>
@@ -80,6 +84,10 @@ export async function runDuplicateStorm(ctx: BenchContext): Promise<DuplicateSto
       cpuSecondsStorm: round(cpuStorm, 2),
       cpuMsPerNewCallback: round((cpuOnce / cfg.n) * 1000, 3),
       cpuMsPerDuplicate: round(((cpuStorm - cpuOnce) / (cfg.n * (cfg.copies - 1))) * 1000, 3),
+      cpuMsPerRequestAtFloor: round(floorMs, 3),
+      // The ratio if a duplicate cost no more than the floor's bare express + one INSERT: the best
+      // this design (express, one durable receipt per request) could reach on this machine.
+      cpuRatioIfDuplicatesCostTheFloor: round(1 + ((cfg.copies - 1) * floorMs) / ((cpuOnce / cfg.n) * 1000), 3),
       onceSeconds: round(once.seconds, 2),
       stormSeconds: round(storm.seconds, 2),
       outcomes: { once: once.outcomes, storm: storm.outcomes },
@@ -95,4 +103,26 @@ async function measureCpu<T>(pid: number, work: () => Promise<T>): Promise<[T, n
   const result = await work();
   await sleep(300);
   return [result, cpuSeconds(pid) - before];
+}
+
+/**
+ * CPU per request of the intake floor (bench/lib/floor-intake-process.ts: express, the raw body,
+ * one single-row INSERT, 200) for the same storm of requests over the same connections: what
+ * answering a request and writing one durable row costs on this machine with no signature check,
+ * no dedupe and no batching.
+ */
+async function receiptFloorMs(ctx: BenchContext, warm: PreparedRequest[], storm: PreparedRequest[]): Promise<number> {
+  const port = await freePort();
+  const child = spawnTs('duplicate floor', 'bench/lib/floor-intake-process.ts', [String(port), ctx.settings.databaseUrl]);
+  try {
+    const url = `http://127.0.0.1:${port}`;
+    await waitForHttp(child, `${url}/healthz`);
+    const toFloor = (r: PreparedRequest): PreparedRequest => ({ ...r, path: '/floor' });
+    await sendList(url, warm.map(toFloor), ctx.config.duplicateStorm.connections);
+    ctx.log(`duplicateStorm: the same ${storm.length} requests to the intake floor`);
+    const [, cpu] = await measureCpu(child.pid, () => sendList(url, storm.map(toFloor), ctx.config.duplicateStorm.connections));
+    return (cpu / storm.length) * 1000;
+  } finally {
+    await child.stop();
+  }
 }
