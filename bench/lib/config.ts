@@ -50,6 +50,8 @@ export const benchConfig = {
   cpuProf: str('BENCH_CPU_PROF', '0') === '1',
   /** 1: sample pg_stat_activity during dispatch and intake (where PostgreSQL spends its time). */
   pgSample: str('BENCH_PG_SAMPLE', '0') === '1',
+  /** 1: record what PostgreSQL, the disk and I/O pressure did every 10 ms of intake's half-load run, and report the slow spans (bench/lib/stall-sampler.ts). */
+  stallSample: str('BENCH_STALL_SAMPLE', '0') === '1',
   /**
    * Diagnostics only: PostgreSQL session options for the platform's connections, e.g.
    * "-c synchronous_commit=off" to measure how much of a path is commit (WAL flush) latency.

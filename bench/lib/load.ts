@@ -61,6 +61,8 @@ export interface PacedResult {
   statusCodes: Record<string, number>;
   /** Milliseconds from each request's scheduled start to its complete response. */
   latenciesMs: number[];
+  /** Epoch milliseconds of the schedule's start: request i was due at startedAt + i × 1000 / rate. */
+  startedAt: number;
   /** Requests started per second (the schedule as kept by the client). */
   achievedRate: number;
   /**
@@ -120,7 +122,7 @@ export async function paced(baseUrl: string, next: () => PreparedRequest, opts: 
   const elapsed = (performance.now() - start) / 1000;
   await Promise.all(inFlight);
   await pool.close();
-  return { sent, ok, failed, statusCodes, latenciesMs, achievedRate: sent / elapsed, answeredRate: ok / ((lastAnswer - start) / 1000) };
+  return { sent, ok, failed, statusCodes, latenciesMs, startedAt: performance.timeOrigin + start, achievedRate: sent / elapsed, answeredRate: ok / ((lastAnswer - start) / 1000) };
 }
 
 export interface ListResult {

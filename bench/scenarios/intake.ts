@@ -1,5 +1,5 @@
 import { createTenant } from '../lib/api.js';
-import { freePort, spawnTs, waitForHttp } from '../lib/children.js';
+import { freePort, repoRoot, spawnTs, waitForHttp } from '../lib/children.js';
 import { resetState, startMeasured, type BenchContext } from '../lib/context.js';
 import { countRows } from '../lib/database.js';
 import { closedLoop, paced, p99 } from '../lib/load.js';
@@ -7,7 +7,9 @@ import { signedCallback, signedCallbacks, type PreparedRequest, type SignedSourc
 import { percentile, round } from '../lib/stats.js';
 import { CpuBudget, perUnitMs } from '../lib/cpu-budget.js';
 import { PgSampler } from '../lib/pg-sampler.js';
+import { StallSampler, stallReport } from '../lib/stall-sampler.js';
 import { pgCounters, perUnit } from '../lib/pg-stats.js';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface IntakeResult {
@@ -55,8 +57,11 @@ class Feed {
 export async function runIntake(ctx: BenchContext): Promise<IntakeResult> {
   const { intake: cfg, payloadBytes } = ctx.config;
   await resetState(ctx);
+  // WAL sync times in pg_stat_wal are only counted with this on; set before the platform connects.
+  if (ctx.config.stallSample) await ctx.db.raw(`ALTER DATABASE ${new URL(ctx.settings.databaseUrl).pathname.slice(1)} SET track_wal_io_timing = on`);
   const api = await startMeasured(ctx, 'api', 'intake-api');
   let max;
+  let stalls: ReturnType<typeof stallReport> | undefined;
   let half;
   let warm;
   let lateSigned = 0;
@@ -93,7 +98,15 @@ export async function runIntake(ctx: BenchContext): Promise<IntakeResult> {
     const rate = Math.max(1, Math.floor(max.rps / 2));
     const halfFeed = new Feed(sources, Math.ceil(rate * cfg.halfLoadSeconds) + 10, payloadBytes, 2_000_000);
     ctx.log(`intake: ${rate}/s (half of ${Math.round(max.rps)}/s) for ${cfg.halfLoadSeconds}s`);
+    const stallSampler = ctx.config.stallSample ? new StallSampler(ctx.settings.databaseUrl, join(repoRoot, 'bench', 'results', 'disk-probe.tmp')) : undefined;
+    await stallSampler?.start();
     half = await paced(api.url, halfFeed.next, { rate, seconds: cfg.halfLoadSeconds, connections: cfg.connections });
+    if (stallSampler) {
+      const timeline = await stallSampler.stop();
+      const { startedAt, latenciesMs } = half;
+      stalls = stallReport(timeline, latenciesMs.map((ms, i) => ({ at: startedAt + (i * 1000) / rate, ms })));
+      ctx.log(`intake: ${stalls.episodes.length} slow spans (> ${stalls.slowMs} ms) at half load; disk probe fsync p99 ${stalls.diskProbe.p99Ms} ms, max ${stalls.diskProbe.maxMs} ms`);
+    }
     lateSigned = warmFeed.lateSigned + maxFeed.lateSigned + halfFeed.lateSigned;
   } finally {
     await api.stop();
@@ -138,6 +151,7 @@ export async function runIntake(ctx: BenchContext): Promise<IntakeResult> {
       },
       floor,
       ...(pgActivity && { pgActivity }),
+      ...(stalls && { stalls }),
       verified: { events, acceptedReceipts: receipts, pendingDeliveries: deliveries },
       lateSigned,
     },
