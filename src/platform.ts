@@ -108,7 +108,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       void subscriber.subscribe(wakeChannel).catch((err: unknown) => logger.warn({ err }, 'wake subscription failed'));
     }
   }
-  const intake = new IntakeService({ db, box, defaultMaxAgeSeconds: maxAge, fannedOut: (r) => lifecycle.fannedOut(r) });
+  const intake = new IntakeService({ db, box, defaultMaxAgeSeconds: maxAge, batching: config.intakeBatching, fannedOut: (r) => lifecycle.fannedOut(r) });
   const app = createApp({ config, db, redis, box, intake, logger, lifecycle }, { opsOnly: role === 'worker', portalAssetsDir: opts.portalAssetsDir });
   let reconciler: Reconciler | undefined;
   let reconcileClient: DeliveryClient | undefined;

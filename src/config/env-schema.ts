@@ -83,6 +83,10 @@ export const envSchema = z.object({
   DEAD_LETTER_RETENTION_DAYS: int(1, 3650).default(defaultRetention.deadLetterRetentionDays),
   AUDIT_RETENTION_DAYS: int(1, 36500).default(defaultRetention.auditRetentionDays),
   DB_POOL_MAX: int(1, 500).default(20),
+  // Group commit at intake (src/infra/batcher.ts): callbacks per statement, and statements in
+  // flight at once, while more wait to go together. 1 and DB_POOL_MAX: one statement per callback.
+  INTAKE_BATCH_MAX: int(1, 1000).default(64),
+  INTAKE_STATEMENTS_IN_FLIGHT: int(1, 500).default(2),
   TENANT_RATE_LIMIT_PER_SECOND: int(1).default(1_000),
   // Prefix of every Redis key (queues, wake-up channel): lets several deployments or test runs
   // share one Redis without sharing work. All processes of one deployment must use the same one.

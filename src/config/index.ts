@@ -39,6 +39,8 @@ export interface Config {
   replayMaxLimit: number;
   replayRatePerSecond: number;
   dbPoolMax: number;
+  /** Group commit at intake: callbacks per statement, statements in flight at once. */
+  intakeBatching: { maxBatch: number; maxInFlight: number };
   tenantRateLimitPerSecond: number;
   queuePrefix: string;
   /** Number of delivery queues, each in its own hash slot (see src/dispatch/queue.ts). */
@@ -77,6 +79,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const retention = { retentionDays: e.RETENTION_DAYS, deadLetterRetentionDays: e.DEAD_LETTER_RETENTION_DAYS, auditRetentionDays: e.AUDIT_RETENTION_DAYS };
   const maxAge = maxAgeProblem(e.MAX_EVENT_AGE_SECONDS, retention);
   if (maxAge) throw new ConfigError(`invalid configuration: MAX_EVENT_AGE_SECONDS: ${maxAge}`);
+  if (e.INTAKE_STATEMENTS_IN_FLIGHT > e.DB_POOL_MAX) {
+    // More would only wait for a connection, holding batches that could have grown meanwhile.
+    throw new ConfigError(`invalid configuration: INTAKE_STATEMENTS_IN_FLIGHT: must not exceed DB_POOL_MAX (${e.DB_POOL_MAX})`);
+  }
   const queueShards = e.QUEUE_SHARDS ?? (e.REDIS_CLUSTER_NODES ? defaultShards.cluster : defaultShards.single);
   // Each shard's BullMQ worker takes at least one of this process's slots (src/dispatch/dispatcher.ts).
   if (queueShards > e.WORKER_CONCURRENCY) {
@@ -119,6 +125,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     replayMaxLimit: e.REPLAY_MAX_LIMIT,
     replayRatePerSecond: e.REPLAY_RATE_PER_SECOND,
     dbPoolMax: e.DB_POOL_MAX,
+    intakeBatching: { maxBatch: e.INTAKE_BATCH_MAX, maxInFlight: e.INTAKE_STATEMENTS_IN_FLIGHT },
     tenantRateLimitPerSecond: e.TENANT_RATE_LIMIT_PER_SECOND,
     queuePrefix: e.QUEUE_PREFIX,
     queueShards,

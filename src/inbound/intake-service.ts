@@ -15,6 +15,8 @@ export interface IntakeDeps {
   db: Knex;
   box: SecretBox;
   defaultMaxAgeSeconds: number;
+  /** Group commit: callbacks per statement, statements in flight at once (INTAKE_BATCH_MAX, INTAKE_STATEMENTS_IN_FLIGHT). */
+  batching?: { maxBatch: number; maxInFlight: number };
   /** Accounts for what fan-out created (dead letters, a wake-up for the dispatcher); see DeliveryLifecycle. */
   fannedOut: (result: FanOutResult) => void;
 }
@@ -64,7 +66,7 @@ export class IntakeService {
   private readonly writer: IntakeWriter;
 
   constructor(private readonly deps: IntakeDeps) {
-    this.writer = new IntakeWriter(deps.db, deps.defaultMaxAgeSeconds);
+    this.writer = new IntakeWriter(deps.db, deps.defaultMaxAgeSeconds, deps.batching);
   }
 
   async sourceType(sourceId: string): Promise<SourceType> {

@@ -52,8 +52,9 @@ export class IntakeWriter {
   constructor(
     private readonly db: Knex,
     private readonly defaultMaxAgeSeconds: number,
+    batching: { maxBatch: number; maxInFlight: number } = { maxBatch: 64, maxInFlight: 2 },
   ) {
-    const shared = { maxBatch: 64, maxInFlight: 2, retryAlone: mayBeOneRowsFault };
+    const shared = { ...batching, retryAlone: mayBeOneRowsFault };
     this.repeats = new Batcher({ ...shared, run: (items) => this.writeRepeats(items) });
     this.accepts = new Batcher({ ...shared, run: (items) => this.writeAccepts(items) });
   }

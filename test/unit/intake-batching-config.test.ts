@@ -1,0 +1,31 @@
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config/index.js';
+import { configError, requiredEnv } from '../helpers/config.js';
+import { RecentSet } from '../../src/infra/recent-set.js';
+
+describe('intake group commit settings', () => {
+  it('defaults to 64 callbacks per statement and 2 statements in flight', () => {
+    expect(loadConfig(requiredEnv).intakeBatching).toEqual({ maxBatch: 64, maxInFlight: 2 });
+  });
+
+  it('takes one statement per callback: a batch of 1 and as many in flight as the pool has connections', () => {
+    expect(loadConfig({ ...requiredEnv, INTAKE_BATCH_MAX: '1', INTAKE_STATEMENTS_IN_FLIGHT: '20' }).intakeBatching).toEqual({ maxBatch: 1, maxInFlight: 20 });
+  });
+
+  it('refuses more statements in flight than pooled connections, and values out of range', () => {
+    expect(configError({ INTAKE_STATEMENTS_IN_FLIGHT: '21' })).toBe('invalid configuration: INTAKE_STATEMENTS_IN_FLIGHT: must not exceed DB_POOL_MAX (20)');
+    expect(configError({ INTAKE_BATCH_MAX: '0' })).toMatch(/^invalid configuration: INTAKE_BATCH_MAX: /);
+    expect(configError({ INTAKE_BATCH_MAX: '1001' })).toMatch(/^invalid configuration: INTAKE_BATCH_MAX: /);
+  });
+});
+
+describe('RecentSet', () => {
+  it('forgets the key added longest ago once full, and re-adding a key makes it the newest', () => {
+    const recent = new RecentSet(3);
+    for (const k of ['a', 'b', 'c']) recent.add(k);
+    recent.add('a'); // a is now the newest; b the oldest
+    recent.add('d');
+    expect(['a', 'b', 'c', 'd'].filter((k) => recent.has(k))).toEqual(['a', 'c', 'd']);
+    expect(recent.size).toBe(3);
+  });
+});
