@@ -82,6 +82,9 @@ const listCases: Record<string, ListCase> = {
   'get /v1/portal-sessions': { ownIds: (f) => [f.portalSession], foreignFilters: () => [] },
 };
 
+/** Summaries take no id and have no pages; their test below checks each tenant counts only its own rows. */
+const summaryRoutes = ['get /v1/event-types', 'get /v1/dead-letters/summary'];
+
 /** Creation routes take no id; each has its own test below (what they must not do is touch or reveal the other tenant's rows). */
 const createRoutes = ['post /v1/sources', 'post /v1/endpoints', 'post /v1/events', 'post /v1/replays', 'post /v1/api-keys', 'post /v1/portal-sessions'];
 
@@ -160,7 +163,7 @@ describe('tenant isolation', () => {
         if (op.security?.some((s) => 'apiKey' in s)) tenantRoutes.push(`${method} ${path}`);
       }
     }
-    const covered = [...Object.keys(idCases), ...Object.keys(listCases), ...createRoutes];
+    const covered = [...Object.keys(idCases), ...Object.keys(listCases), ...summaryRoutes, ...createRoutes];
     expect(tenantRoutes.sort()).toEqual(covered.sort());
 
     // And none of them answers without a tenant key, or to the admin token.
@@ -216,6 +219,21 @@ describe('tenant isolation', () => {
       }
     });
   }
+
+  it('get /v1/event-types and get /v1/dead-letters/summary: each tenant counts only its own rows', async () => {
+    const refused = await a.tenant.call('POST', '/v1/endpoints', { body: { url: 'http://127.0.0.1:9/refused', eventTypes: ['a.dead'], retryPolicy: { maxAttempts: 1 } } });
+    expect(refused.status).toBe(201);
+    await publish(a.tenant, { type: 'a.dead', data: {} });
+    await eventually(async () => (await a.tenant.call('GET', '/v1/dead-letters/summary')).body.total === 1, "A's delivery dead-lettered");
+    const typesOf = async (f: Fixture) => ((await f.tenant.call('GET', '/v1/event-types')).body.data as { type: string }[]).map((e) => e.type);
+    expect(await typesOf(a)).toEqual(['a.dead', 'a.only', 'order.created', 'order.updated']);
+    expect(await typesOf(b)).toEqual(['b.only', 'order.created', 'order.updated']);
+    const types = await b.tenant.call('GET', '/v1/event-types');
+    for (const id of [a.event, a.callbackEvent, a.tenant.id]) expect(types.text).not.toContain(id);
+    const dead = await b.tenant.call('GET', '/v1/dead-letters/summary');
+    expect(dead.body).toMatchObject({ total: 0, byEndpoint: [] });
+    expect(dead.text).not.toContain(refused.body.id);
+  });
 
   it("post /v1/events: the other tenant's Idempotency-Key and body make a new event of the caller's own", async () => {
     const before = await snapshotOfA();
