@@ -92,3 +92,19 @@ export function memberSpan(text: string, name: string): Span | undefined {
   }
   return found;
 }
+
+/** The values of a JSON array, in order; empty when the document is not an array. */
+export function elementSpans(text: string): Span[] {
+  let i = skipWhitespace(text, 0);
+  if (text[i] !== '[') return [];
+  const spans: Span[] = [];
+  i = skipWhitespace(text, i + 1);
+  while (i < text.length && text[i] !== ']') {
+    const end = skipValue(text, i);
+    spans.push({ start: i, end });
+    i = skipWhitespace(text, end);
+    if (text[i] === ',') i = skipWhitespace(text, i + 1);
+    else break;
+  }
+  return spans;
+}

@@ -20,6 +20,9 @@ const shots = resolve(root, 'test-results/portal');
 const chromiumPath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 const hostile = '<img src=x onerror=window.__xss=1></script><script>window.__xss=1</script>';
+const exactMembers = '"amount":12345678901234567890.10,"note":"caf\\u00e9"';
+/** How the pages indent those members: each on its line, every character as sent. */
+const exactShown = ['"amount": 12345678901234567890.10', '"note": "caf\\u00e9"'];
 
 let platform: TestPlatform;
 let tenant: TestTenant;
@@ -89,7 +92,13 @@ beforeAll(async () => {
   ).body.id;
   orderEvent = await publish(tenant, { type: 'order.created', messageId: 'order-1', data: { note: hostile } });
   for (let i = 0; i < 3; i++) invoiceEvents.push(await publish(tenant, { type: 'invoice.paid', messageId: 'order-1', data: { amount: 100 + i } }));
-  hostileEvent = await publish(tenant, { type: 'order.updated', messageId: hostile, data: { [hostile]: hostile } });
+  // Written as text: digits beyond double precision and escapes the pages must show as sent.
+  const raw = await tenant.call('POST', '/v1/events', {
+    rawBody: `{"type":"order.updated","messageId":${JSON.stringify(hostile)},"data":{${JSON.stringify(hostile)}:${JSON.stringify(hostile)},${exactMembers}}}`,
+    headers: { 'content-type': 'application/json' },
+  });
+  expect(raw.status, raw.text).toBe(202);
+  hostileEvent = raw.body.id;
   await eventually(async () => {
     const done = await tenant.call('GET', '/v1/deliveries?status=succeeded&limit=100');
     const dead = await tenant.call('GET', '/v1/deliveries?status=dead&limit=100');
@@ -161,7 +170,9 @@ describe('portal browsing pages', () => {
     expect(await page.locator('[data-event-type="invoice.paid"] [data-count]').innerText()).toBe('3');
     expect(await page.locator('[data-event-type="invoice.paid"] [data-example]').innerText()).toContain('"amount": 102');
     expect(await page.locator('[data-event-type="order.created"] [data-example]').innerText()).toContain(hostile);
-    expect(await page.locator('[data-event-type="order.updated"] [data-example]').innerText()).toContain(`"${hostile}": "${hostile}"`);
+    const example = await page.locator('[data-event-type="order.updated"] [data-example]').innerText();
+    expect(example).toContain(`"${hostile}": "${hostile}"`);
+    for (const line of exactShown) expect(example).toContain(line);
     await expectNoScriptRan(page);
     await expectAccessible(page, 'event-types');
 
@@ -227,6 +238,7 @@ describe('portal browsing pages', () => {
     const payload = page.locator('[data-event-payload]', { hasText: hostileEvent });
     await payload.waitFor();
     expect(await payload.innerText()).toContain(`"${hostile}": "${hostile}"`);
+    for (const line of exactShown) expect(await payload.innerText()).toContain(line);
     await expectNoScriptRan(page);
     await page.getByRole('region', { name: 'Deliveries of this event' }).locator('tbody a').first().click();
     await h1(page, 'Delivery');

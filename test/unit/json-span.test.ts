@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { documentSpan, memberSpan } from '../../src/domain/json-span.js';
+import { documentSpan, elementSpans, memberSpan } from '../../src/domain/json-span.js';
 import { jsonText, stringText, whitespace } from '../helpers/json-text.js';
 
 const memberText = (text: string, name: string) => {
@@ -76,5 +76,21 @@ describe('documentSpan', () => {
         expect(text.slice(span.start, span.end)).toBe(value);
       }),
     );
+  });
+});
+
+describe('elementSpans', () => {
+  it('is the text of each element as written, in order (property)', () => {
+    fc.assert(
+      fc.property(fc.array(fc.tuple(whitespace, jsonText, whitespace), { maxLength: 5 }), whitespace, whitespace, (items, lead, inner) => {
+        const text = `${lead}[${items.length ? items.map((i) => i.join('')).join(',') : inner}]`;
+        expect(elementSpans(text).map((s) => text.slice(s.start, s.end))).toEqual(items.map((i) => i[1]));
+      }),
+    );
+  });
+
+  it('is empty when the document is not an array', () => {
+    expect(elementSpans('{"a":[1]}')).toEqual([]);
+    expect(elementSpans('"[1]"')).toEqual([]);
   });
 });

@@ -1,12 +1,18 @@
-import type { PageProps } from '../page-props.js';
+import type { components } from '../api/schema.js';
 import '../browse/browse.css';
+import { indentJson, jsonTextAt } from '../browse/json-text.js';
 import { formatTime } from '../format.js';
+import type { PageProps } from '../page-props.js';
 import { href } from '../route.js';
 import { useLoad } from '../use-load.js';
 
 /** The event catalog: every type received within retention, its count and its newest event. */
 export function EventTypesPage({ client }: PageProps) {
-  const [types] = useLoad(() => client.GET('/v1/event-types'), [client]);
+  // As text: each example is shown from the answer's own characters, as it was received.
+  const [types] = useLoad(async () => {
+    const { data, error, response } = await client.GET('/v1/event-types', { parseAs: 'text' });
+    return { data: data === undefined ? undefined : { ...(JSON.parse(data) as components['schemas']['EventTypeList']), text: data }, error, response };
+  }, [client]);
   return (
     <>
       <h1>Event types</h1>
@@ -28,7 +34,7 @@ export function EventTypesPage({ client }: PageProps) {
                 </dd>
               </dl>
               <h3>Example data</h3>
-              <pre class="excerpt" data-example>{JSON.stringify(t.latest.data ?? null, null, 2)}</pre>
+              <pre class="excerpt" data-example>{indentJson(jsonTextAt(types.value.text, ['data', i, 'latest', 'data']) ?? 'null')}</pre>
               <p><a href={href('events', '', { type: t.type })}>All {t.type} events</a></p>
             </li>
           ))}

@@ -1,4 +1,6 @@
+import type { components } from '../api/schema.js';
 import '../browse/browse.css';
+import { indentJson, jsonTextAt } from '../browse/json-text.js';
 import { formatTime } from '../format.js';
 import type { PageProps } from '../page-props.js';
 import { href } from '../route.js';
@@ -7,7 +9,11 @@ import { useLoad } from '../use-load.js';
 /** One event: what it is, how many callbacks carried it, where it was delivered, its payload. */
 export function EventPage({ client, route }: PageProps) {
   const id = route.id;
-  const [event] = useLoad(() => client.GET('/v1/events/{id}', { params: { path: { id } } }), [client, id]);
+  // As text: the payload is shown from the answer's own characters, as it was received.
+  const [event] = useLoad(async () => {
+    const { data, error, response } = await client.GET('/v1/events/{id}', { params: { path: { id } }, parseAs: 'text' });
+    return { data: data === undefined ? undefined : { ...(JSON.parse(data) as components['schemas']['Event']), text: data }, error, response };
+  }, [client, id]);
   return (
     <>
       <p><a href={href('events')}>← Search events</a></p>
@@ -67,7 +73,7 @@ export function EventPage({ client, route }: PageProps) {
           )}
           <h2>Payload</h2>
           <p class="help">The body every endpoint receives.</p>
-          <pre class="excerpt" data-event-payload>{JSON.stringify(event.value.payload ?? null, null, 2)}</pre>
+          <pre class="excerpt" data-event-payload>{indentJson(jsonTextAt(event.value.text, ['payload']) ?? 'null')}</pre>
         </>
       )}
     </>
