@@ -53,6 +53,8 @@ const idCases: Record<string, IdCase> = {
   'patch /v1/endpoints/{id}': { id: (a) => a.endpoint, body: { url: 'http://127.0.0.1:9/stolen', status: 'disabled', eventTypes: ['nothing'] } },
   'delete /v1/endpoints/{id}': { id: (a) => a.endpoint },
   'post /v1/endpoints/{id}/secret/rotate': { id: (a) => a.endpoint, ownerPath: (a) => `/v1/endpoints/${a.endpoint}` },
+  // The owner's own read of the secret is audited, so the id is proven real where reading writes nothing.
+  'get /v1/endpoints/{id}/secret': { id: (a) => a.endpoint, ownerPath: (a) => `/v1/endpoints/${a.endpoint}` },
   'post /v1/endpoints/{id}/test': { id: (a) => a.endpoint, ownerPath: (a) => `/v1/deliveries?endpointId=${a.endpoint}`, body: {} },
   'get /v1/endpoints/{id}/stats': { id: (a) => a.endpoint },
   'get /v1/events/{id}': { id: (a) => a.event },
