@@ -548,9 +548,14 @@ describe('tenant portal', () => {
 
   it('deletes the endpoint after a confirmation', async () => {
     await openEndpointPage(page, hooks.id);
+    // Two confirmations open at once, each named by its own question.
+    await page.getByRole('button', { name: 'Disable…' }).click();
     await page.getByRole('button', { name: 'Delete…' }).click();
-    await page.getByRole('heading', { name: 'Delete this endpoint?' }).waitFor();
-    await page.getByRole('button', { name: 'Cancel' }).click();
+    await page.getByRole('group', { name: 'Disable this endpoint?' }).waitFor();
+    await page.getByRole('group', { name: 'Delete this endpoint?' }).waitFor();
+    await expectAccessible(page, 'endpoint-confirmations');
+    await page.getByRole('group', { name: 'Disable this endpoint?' }).getByRole('button', { name: 'Cancel' }).click();
+    await page.getByRole('group', { name: 'Delete this endpoint?' }).getByRole('button', { name: 'Cancel' }).click();
     expect((await tenant.call('GET', `/v1/endpoints/${hooks.id}`)).status).toBe(200);
     await page.getByRole('button', { name: 'Delete…' }).click();
     await page.getByRole('button', { name: 'Delete endpoint' }).click();

@@ -1,5 +1,5 @@
 import type { ComponentChildren } from 'preact';
-import { useEffect, useRef } from 'preact/hooks';
+import { useEffect, useId, useRef } from 'preact/hooks';
 
 /**
  * An inline confirmation: the question, what will happen, and two buttons. Focus moves to it when it
@@ -7,10 +7,12 @@ import { useEffect, useRef } from 'preact/hooks';
  */
 export function Confirm(props: { title: string; children: ComponentChildren; confirmLabel: string; busy?: boolean; danger?: boolean; onConfirm: () => void; onCancel: () => void }) {
   const heading = useRef<HTMLHeadingElement>(null);
+  // Several confirmations may be open on one page (disable, secret, delete): each needs its own id.
+  const titleId = useId();
   useEffect(() => heading.current?.focus(), []);
   return (
-    <div class={`confirm${props.danger ? ' danger' : ''}`} role="group" aria-labelledby="confirm-title">
-      <h3 id="confirm-title" tabIndex={-1} ref={heading}>{props.title}</h3>
+    <div class={`confirm${props.danger ? ' danger' : ''}`} role="group" aria-labelledby={titleId}>
+      <h3 id={titleId} tabIndex={-1} ref={heading}>{props.title}</h3>
       {props.children}
       <div class="actions">
         <button type="button" onClick={props.onConfirm} disabled={props.busy}>{props.confirmLabel}</button>
