@@ -89,7 +89,7 @@ const sections: [Page, string][] = [
   ['events', 'Events'],
   ['deliveries', 'Deliveries'],
   ['replays', 'Replays'],
-  // No 'audit': GET /v1/audit-log refuses portal sessions (see pages/audit.tsx).
+  ['audit', 'Audit log'],
 ];
 
 /** Which navigation entry a page belongs to, so a detail page marks its list as current. */

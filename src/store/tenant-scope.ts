@@ -114,8 +114,27 @@ export class TenantScope {
         // session cannot tell whether another's replay stayed inside its own, so it sees only its own.
         if (this.narrowed) q.where(`${name}.actor_type`, 'portal_session').where(`${name}.actor_id`, this.session!.sessionId);
         return;
+      case 'audit_log': {
+        // A link sees what was done to what it can see: its endpoints, their deliveries, and the
+        // replays it may follow. Entries about sources, API keys, portal links and the tenant
+        // belong to whoever holds an API key, never to a link.
+        const col = (c: string) => `${name}.${c}`;
+        const narrowedSession = this.narrowed ? this.session! : undefined;
+        q.where((any) => {
+          any.where((b) => {
+            b.where(col('target_type'), 'endpoint');
+            if (endpointIds) b.whereIn(col('target_id'), endpointIds);
+          });
+          any.orWhere((b) => b.where(col('target_type'), 'delivery').whereExists(deliveryVisible(col('target_id'))));
+          any.orWhere((b) => {
+            b.where(col('target_type'), 'replay');
+            // As for replays themselves: a narrowed link follows only the replays it started.
+            if (narrowedSession) b.where(col('actor_type'), 'portal_session').where(col('actor_id'), narrowedSession.sessionId);
+          });
+        });
+        return;
+      }
       case 'sources':
-      case 'audit_log':
         // Not part of any portal view: the routes refuse sessions, and this makes sure of it.
         q.whereRaw('false');
         return;

@@ -11,7 +11,7 @@ import { startReceiver, type Receiver } from '../helpers/receiver.js';
 /**
  * The portal's browsing pages in a real browser against a real platform: the overview (charts,
  * open circuits, dead letters), the event catalog, event search by each filter, an event, a
- * message's timeline and the audit log's page. Every page passes axe without serious or critical
+ * message's timeline and the audit log. Every page passes axe without serious or critical
  * findings, and hostile event data and message ids stay text.
  */
 
@@ -139,8 +139,7 @@ describe('portal browsing pages', () => {
     expect(attempts).toBe(5);
     expect(await healthy.locator('svg[aria-hidden="true"] rect.ok').count()).toBeGreaterThan(0);
 
-    // The audit log is not for portal links, so the navigation leaves it out.
-    expect(await page.getByRole('navigation', { name: 'Main' }).getByRole('link').allInnerTexts()).not.toContain('Audit log');
+    expect(await page.getByRole('navigation', { name: 'Main' }).getByRole('link').allInnerTexts()).toContain('Audit log');
     await expectAccessible(page, 'overview');
 
     await failing.getByRole('link', { name: 'list them' }).click();
@@ -266,11 +265,22 @@ describe('portal browsing pages', () => {
     await expectNoScriptRan(page);
   });
 
-  it('says plainly that the audit log is not available through a link', async () => {
-    await go(page, '#/audit');
+  it('shows the audit log of what the link can see, filtered by keyboard, each entry linked to its target', async () => {
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Audit log' }).click();
     await h1(page, 'Audit log');
-    await page.getByText('The audit log is not available through a portal link.').waitFor();
+    const rows = page.locator('tbody tr');
+    await expect.poll(async () => (await rows.evaluateAll((els) => els.map((e) => e.getAttribute('data-audit-action')))).sort()).toEqual(['endpoint.created', 'endpoint.created']);
+    // The links this test created are audited too, but they are not a link's business.
+    expect(await page.getByText('portal_session.created').count()).toBe(0);
+    await page.getByLabel('Target type').selectOption('endpoint');
+    await page.getByLabel('Action').fill('endpoint.created');
+    await page.getByLabel('Action').press('Enter');
+    await expect.poll(() => page.url()).toContain('targetType=endpoint');
+    await expect.poll(() => rows.count()).toBe(2);
     await expectAccessible(page, 'audit');
+    await rows.getByRole('link', { name: epOk }).click();
+    await h1(page, 'Endpoint');
+    await expect.poll(() => page.url()).toContain(`#/endpoints/${epOk}`);
   });
 
   it('shows a link limited to some endpoints only what goes to them', async () => {
@@ -283,6 +293,10 @@ describe('portal browsing pages', () => {
     await go(narrow, '#/event-types');
     await narrow.locator('[data-event-type]').first().waitFor();
     expect(await narrow.locator('[data-event-type]').evaluateAll((els) => els.map((e) => e.getAttribute('data-event-type')))).toEqual(['invoice.paid']);
+    await go(narrow, '#/audit');
+    await h1(narrow, 'Audit log');
+    await narrow.locator('tbody tr').first().waitFor();
+    expect(await narrow.locator('tbody tr').allInnerTexts()).toEqual([expect.stringContaining(epFail)]);
     await narrow.close();
   });
 

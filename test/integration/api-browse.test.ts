@@ -8,7 +8,7 @@ import { startReceiver, type Receiver } from '../helpers/receiver.js';
  * The summaries the portal's overview and event catalog read: GET /v1/event-types,
  * GET /v1/dead-letters/summary and the hourly latency of GET /v1/endpoints/:id/stats, each as an
  * API key and as portal sessions of every kind (read-only, endpoint-scoped, type-scoped); and the
- * audit log, which no portal session may read.
+ * audit log, of which a portal session sees only what was done to what it can see.
  */
 
 type Call = TestTenant['call'];
@@ -245,13 +245,48 @@ describe('browsing summaries', () => {
   });
 
   describe('GET /v1/audit-log', () => {
-    it('stays with API keys: every portal session, whatever its scope, gets 403', async () => {
-      expect((await tenant.call('GET', '/v1/audit-log')).status).toBe(200);
-      for (const body of [{}, { capabilities: ['read', 'manage'] }, { endpointIds: [epAll] }, { eventTypes: ['order.*'] }]) {
-        const res = await (await session(body))('GET', '/v1/audit-log');
-        expectError(res, 403, 'forbidden');
-        expect(res.body.error.message).toMatch(/use an API key/);
-      }
+    const entries = async (call: Call, query = '') => {
+      const res = await call('GET', `/v1/audit-log?limit=100${query}`);
+      expect(res.status, res.text).toBe(200);
+      return (res.body.data as { action: string; target: { type: string; id: string } }[]).map((e) => `${e.action} ${e.target.id}`);
+    };
+
+    it('shows a portal link what was done to what it can see, never sources, keys or links', async () => {
+      // A dead invoice delivery replayed with the API key: an entry on a delivery of epInvoices.
+      const dead = (await tenant.call('GET', `/v1/deliveries?status=dead&endpointId=${epInvoices}`)).body.data[0].id as string;
+      expect((await tenant.call('POST', `/v1/deliveries/${dead}/replay`, { body: { reason: 'audit test' } })).status).toBe(202);
+      await tenant.call('POST', '/v1/sources', { body: { type: 'momo-automation', name: 'audited source' } });
+
+      const byKey = await entries(tenant.call);
+      expect(byKey).toEqual(expect.arrayContaining([`endpoint.created ${epAll}`, `endpoint.created ${epInvoices}`, `delivery.replayed ${dead}`]));
+      expect(byKey.some((e) => e.startsWith('source.created'))).toBe(true);
+      expect(byKey.some((e) => e.startsWith('portal_session.created'))).toBe(true);
+
+      const everything = await entries(await session());
+      expect(everything).toEqual(expect.arrayContaining([`endpoint.created ${epAll}`, `endpoint.created ${epInvoices}`, `delivery.replayed ${dead}`]));
+      expect(everything.filter((e) => /^(source|portal_session|api_key|tenant)\./.test(e))).toEqual([]);
+
+      expect(await entries(await session({ endpointIds: [epAll] }))).toEqual([`endpoint.created ${epAll}`]);
+      const invoices = await entries(await session({ endpointIds: [epInvoices] }));
+      expect(invoices).toEqual(expect.arrayContaining([`endpoint.created ${epInvoices}`, `delivery.replayed ${dead}`]));
+      expect(invoices).not.toContain(`endpoint.created ${epAll}`);
+      // The replayed delivery is an invoice: a link limited to orders does not see it.
+      expect(await entries(await session({ eventTypes: ['order.*'] }))).not.toContain(`delivery.replayed ${dead}`);
+      // Filters narrow further and cannot widen: asking for sources finds nothing.
+      expect(await entries(await session(), '&targetType=source')).toEqual([]);
+      expect(await entries((m, p, o) => other.call(m, p, o))).not.toContain(`endpoint.created ${epAll}`);
+    });
+
+    it('shows a narrowed link the replays it started, not the tenant\'s', async () => {
+      const mine = await session({ capabilities: ['read', 'manage'], endpointIds: [epInvoices] });
+      const started = await mine('POST', '/v1/replays', { body: { filter: { status: 'dead', endpointId: epInvoices }, reason: 'mine' } });
+      expect(started.status, started.text).toBe(202);
+      const byKey = await tenant.call('POST', '/v1/replays', { body: { filter: { status: 'dead', endpointId: epInvoices }, reason: 'the tenant' } });
+      expect(byKey.status, byKey.text).toBe(202);
+      const seen = await entries(mine, '&targetType=replay');
+      expect(seen).toContain(`replay.started ${started.body.id}`);
+      expect(seen).not.toContain(`replay.started ${byKey.body.id}`);
+      expect(await entries(await session(), '&targetType=replay')).toEqual(expect.arrayContaining([`replay.started ${started.body.id}`, `replay.started ${byKey.body.id}`]));
     });
   });
 });

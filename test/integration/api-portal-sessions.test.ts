@@ -93,6 +93,7 @@ describe('portal sessions', () => {
     expect(ex.status).toBe(200);
     tokens.push(ex.body.sessionToken);
     expect(ex.body).toEqual({
+      id: created.body.id,
       sessionToken: expect.stringMatching(/^pst_/),
       expiresAt: created.body.expiresAt,
       capabilities: ['read', 'manage'],
@@ -258,6 +259,7 @@ describe('portal sessions', () => {
       'get /v1/replays/{id}', // in api-portal-manage.test.ts
       'get /v1/event-types', // in api-browse.test.ts
       'get /v1/dead-letters/summary', // in api-browse.test.ts
+      'get /v1/audit-log', // in api-browse.test.ts
     ]);
     const s = await session({ capabilities: ['read', 'manage'] });
     const refused: string[] = [];

@@ -57,6 +57,7 @@ const exchangeBody = z.strictObject({ token: z.string().min(1).max(200) }).meta(
 
 const exchanged = z
   .object({
+    id: z.string().describe("The session's id: what the audit log names as the actor of its changes, and what DELETE /v1/portal-sessions/{id} ends"),
     sessionToken: z.string().describe('Send as Authorization: Bearer on /v1 routes; keep it in memory only'),
     expiresAt: z.string(),
     capabilities: z.array(z.enum(['read', 'manage'])),
@@ -140,6 +141,7 @@ export function portalSessionRoutes(routes: ApiRoutes, ctx: ApiContext): void {
         status: 200,
         headers: { 'cache-control': 'no-store' },
         body: {
+          id: row.id,
           sessionToken,
           expiresAt: row.expires_at.toISOString(),
           capabilities: row.capabilities,

@@ -95,6 +95,7 @@ export function replayRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       summary: 'Who did what, why and when: replays, secret rotations, endpoint changes',
       tag: 'audit',
       auth: 'tenant',
+      portal: 'scoped',
       query: auditQuery,
       success: { status: 200, description: 'A page of entries, newest first', schema: page(auditEntrySchema) },
     },
