@@ -205,12 +205,11 @@ export function stallReport(t: StallTimeline, requests: TimedRequest[], slowMs =
     snapshots: t.snapshots.length,
     diskProbe: { fsyncs: probes.length, p50Ms: pct(0.5), p99Ms: pct(0.99), maxMs: pct(1), over20Ms: probes.filter((p) => p > 20).length, over50Ms: probes.filter((p) => p > 50).length },
     run: { ...whole, walSyncsPerSecond: Math.round(whole.walSyncs / seconds), walSyncMsPerSync: whole.walSyncs ? Math.round((whole.walSyncMs / whole.walSyncs) * 100) / 100 : 0 },
-    episodes: episodes.map((e) => ({
-      atSecond: Math.round(((e.from - start) / 1000) * 100) / 100,
-      ms: Math.round(e.to - e.from),
-      requests: e.requests,
-      worstMs: Math.round(e.worstMs),
-      ...factsBetween(t, e.from, e.to),
-    })),
+    episodes: episodes.map((e) => {
+      // Backends publish their WAL counters about once a second, so per-span WAL figures would be
+      // noise; the wait events (live in pg_stat_activity) say who was waiting on WAL in the span.
+      const { walSyncs: _syncs, walSyncMs: _syncMs, ...facts } = factsBetween(t, e.from, e.to);
+      return { atSecond: Math.round(((e.from - start) / 1000) * 100) / 100, ms: Math.round(e.to - e.from), requests: e.requests, worstMs: Math.round(e.worstMs), ...facts };
+    }),
   };
 }
