@@ -1,11 +1,9 @@
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { dirname, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { existsSync } from 'node:fs';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { publish } from '../helpers/api.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
+import { chromiumPath, expectAccessible, expectNoScriptRan, go, hostile, portalBuilt, prepareScreenshots } from '../helpers/portal-browser.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
 
 /**
@@ -15,11 +13,6 @@ import { startReceiver, type Receiver } from '../helpers/receiver.js';
  * findings, and hostile event data and message ids stay text.
  */
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const shots = resolve(root, 'test-results/portal');
-const chromiumPath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
-const hostile = '<img src=x onerror=window.__xss=1></script><script>window.__xss=1</script>';
 const exactMembers = '"amount":12345678901234567890.10,"note":"caf\\u00e9"';
 /** How the pages indent those members: each on its line, every character as sent. */
 const exactShown = ['"amount": 12345678901234567890.10', '"note": "caf\\u00e9"'];
@@ -51,23 +44,6 @@ async function openPage(): Promise<Page> {
   return p;
 }
 
-/** Screenshot, then axe on the page as it stands; serious and critical findings fail the test. */
-async function expectAccessible(p: Page, name: string): Promise<void> {
-  await p.screenshot({ path: `${shots}/${name}.png`, fullPage: true });
-  // Injected through the DevTools protocol, so the page's CSP (script-src 'self') does not apply.
-  await p.evaluate(axeSource);
-  const violations = (await p.evaluate(
-    'axe.run().then((r) => r.violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.length })))',
-  )) as { id: string; impact: string; nodes: number }[];
-  expect(violations.filter((v) => v.impact === 'serious' || v.impact === 'critical'), name).toEqual([]);
-}
-
-async function expectNoScriptRan(p: Page): Promise<void> {
-  expect(await p.evaluate('typeof window.__xss')).toBe('undefined');
-  expect(await p.locator('img[src="x"]').count()).toBe(0);
-}
-
-const go = (p: Page, hash: string) => p.evaluate(`location.hash = ${JSON.stringify(hash)}`);
 const h1 = (p: Page, name: string) => p.getByRole('heading', { level: 1, name }).waitFor();
 /** `<input type="datetime-local">` text for a time, in the browser's zone (the test's own). */
 const localInput = (ms: number) => {
@@ -77,8 +53,8 @@ const localInput = (ms: number) => {
 };
 
 beforeAll(async () => {
-  expect(existsSync(resolve(root, 'portal/dist/index.html')), 'portal/dist is built (npm run build:portal)').toBe(true);
-  mkdirSync(shots, { recursive: true });
+  expect(existsSync(portalBuilt), 'portal/dist is built (npm run build:portal)').toBe(true);
+  prepareScreenshots();
   // Three failures in a row open a circuit, for long enough to see it open.
   platform = await startTestPlatform({ role: 'all', env: { CIRCUIT_FAILURE_THRESHOLD: '3', CIRCUIT_COOLDOWN_SECONDS: '600' } });
   tenant = await platform.createTenant('Browse');

@@ -1,12 +1,10 @@
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { dirname, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { existsSync } from 'node:fs';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyStandardWebhook } from '../../src/domain/signing.js';
 import { publish } from '../helpers/api.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
+import { chromiumPath, expectAccessible, expectNoScriptRan, go, hostile, portalBuilt, prepareScreenshots, screenshotDir } from '../helpers/portal-browser.js';
 import { ok, startReceiver, type Receiver } from '../helpers/receiver.js';
 
 /**
@@ -18,11 +16,6 @@ import { ok, startReceiver, type Receiver } from '../helpers/receiver.js';
  * text stays text, and each page is photographed into test-results/portal/.
  */
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const shots = resolve(root, 'test-results/portal');
-const chromiumPath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
-const hostile = '<img src=x onerror=window.__xss=1></script><script>window.__xss=1</script>';
 
 let platform: TestPlatform;
 let tenant: TestTenant;
@@ -69,27 +62,6 @@ async function openLink(p: Page, url: string): Promise<void> {
   await p.getByRole('navigation').locator('a[aria-current="page"]', { hasText: 'Overview' }).waitFor();
 }
 
-async function go(p: Page, hash: string): Promise<void> {
-  await p.evaluate(`location.hash = ${JSON.stringify(hash)}`);
-}
-
-/** Photographs the page and runs axe on it as it stands; serious and critical findings fail the test. */
-async function expectAccessible(p: Page, name: string): Promise<void> {
-  await p.screenshot({ path: `${shots}/${name}.png`, fullPage: true });
-  // Injected through the DevTools protocol, so the page's CSP (script-src 'self') does not apply.
-  await p.evaluate(axeSource);
-  // Browser-side code as text: this file is compiled without the DOM library.
-  const violations = (await p.evaluate(
-    'axe.run().then((r) => r.violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.length })))',
-  )) as { id: string; impact: string; nodes: number }[];
-  expect(violations.filter((v) => v.impact === 'serious' || v.impact === 'critical'), name).toEqual([]);
-}
-
-async function expectNoScriptRan(p: Page): Promise<void> {
-  expect(await p.evaluate('typeof window.__xss')).toBe('undefined');
-  expect(await p.locator('img[src="x"]').count()).toBe(0);
-}
-
 async function openEndpointPage(p: Page, id: string): Promise<void> {
   await go(p, `#/endpoints/${id}`);
   await p.getByRole('heading', { level: 1, name: 'Endpoint' }).waitFor();
@@ -100,8 +72,8 @@ async function openEndpointPage(p: Page, id: string): Promise<void> {
 const requestsFor = (eventId: string) => receiver.requests.filter((r) => r.headers['webhook-id'] === eventId);
 
 beforeAll(async () => {
-  expect(existsSync(resolve(root, 'portal/dist/index.html')), 'portal/dist is built (npm run build:portal)').toBe(true);
-  mkdirSync(shots, { recursive: true });
+  expect(existsSync(portalBuilt), 'portal/dist is built (npm run build:portal)').toBe(true);
+  prepareScreenshots();
   platform = await startTestPlatform({ role: 'all' });
   tenant = await platform.createTenant('Acme');
   receiver = await startReceiver();
@@ -150,7 +122,7 @@ describe('tenant portal', () => {
     await card.getByRole('button', { name: 'Send test event' }).click();
     await card.locator('[data-delivery-status]', { hasText: 'succeeded' }).waitFor({ timeout: 15_000 });
     expect(receiver.requests.length).toBe(1);
-    await page.screenshot({ path: `${shots}/endpoints-test-sent.png`, fullPage: true });
+    await page.screenshot({ path: `${screenshotDir}/endpoints-test-sent.png`, fullPage: true });
 
     await card.getByRole('link', { name: 'details' }).click();
     await page.getByRole('heading', { level: 1, name: 'Delivery' }).waitFor();
@@ -302,7 +274,7 @@ describe('tenant portal', () => {
     await openEndpointPage(page, hooks.id);
     await page.locator('[data-endpoint-stats]').waitFor();
     // The pictures in docs/ (the README's "Tenant portal"): the visible part of the page only.
-    await page.screenshot({ path: `${shots}/docs-portal-endpoint.png` });
+    await page.screenshot({ path: `${screenshotDir}/docs-portal-endpoint.png` });
     await page.getByRole('link', { name: 'Replay its dead deliveries' }).click();
     await page.getByRole('heading', { level: 1, name: 'Replay deliveries' }).waitFor();
     expect(await page.getByLabel('Status').inputValue()).toBe('dead');
@@ -314,7 +286,7 @@ describe('tenant portal', () => {
     const sample = page.getByRole('region', { name: 'The first deliveries it would replay' });
     expect(await sample.locator('tbody tr').count()).toBe(1);
     expect(await sample.innerText()).toContain(hooks.deadDeliveryId);
-    await page.screenshot({ path: `${shots}/docs-portal-replay-preview.png` });
+    await page.screenshot({ path: `${screenshotDir}/docs-portal-replay-preview.png` });
     await expectAccessible(page, 'replays-preview');
     expect(receiver.requests.length).toBe(sent);
 
