@@ -15,7 +15,7 @@ import { ReplayPage } from './pages/replay.js';
 import { ReplaysPage } from './pages/replays.js';
 import type { PageProps } from './page-props.js';
 import { ScopeBadges } from './parts/scope.js';
-import { href, useRoute, type Page } from './route.js';
+import { href, listPageOf, useRoute, type Page } from './route.js';
 import { exchange, takeLinkToken, type Session } from './session.js';
 
 type State = { phase: 'exchanging' } | { phase: 'failed'; code: string; message: string } | { phase: 'ready'; session: Session };
@@ -62,7 +62,7 @@ function Portal({ session, onEnded }: { session: Session; onEnded: (e: ApiError 
   }, [brandName, session.brand.accentColor]);
 
   const props: PageProps = { client, session, canManage, route };
-  const section = sectionOf[route.page];
+  const section = listPageOf(route.page);
   return (
     <>
       <header class="top">
@@ -91,22 +91,6 @@ const sections: [Page, string][] = [
   ['replays', 'Replays'],
   ['audit', 'Audit log'],
 ];
-
-/** Which navigation entry a page belongs to, so a detail page marks its list as current. */
-const sectionOf: Record<Page, Page> = {
-  overview: 'overview',
-  endpoints: 'endpoints',
-  endpoint: 'endpoints',
-  'event-types': 'event-types',
-  events: 'events',
-  event: 'events',
-  message: 'events',
-  deliveries: 'deliveries',
-  delivery: 'deliveries',
-  replays: 'replays',
-  replay: 'replays',
-  audit: 'audit',
-};
 
 function CurrentPage(props: PageProps) {
   const { route } = props;

@@ -50,6 +50,11 @@ const pathOf: Record<Page, string> = {
   audit: 'audit',
 };
 
+/** The list page a page belongs to (a delivery to deliveries, a message to events): its navigation entry. */
+export function listPageOf(page: Page): Page {
+  return paths[pathOf[page]]!.list;
+}
+
 export function parseRoute(hash: string): Route {
   const [path = '', search = ''] = hash.replace(/^#/, '').split('?');
   const [head = '', rawId = ''] = path.split('/').filter(Boolean);

@@ -3,6 +3,7 @@ import '../browse/browse.css';
 import type { components } from '../api/schema.js';
 import { formatTime } from '../format.js';
 import type { PageProps } from '../page-props.js';
+import { Pager } from '../parts/pager.js';
 import { isoFromLocalInput, localInputFromIso, validIso } from '../parts/time-input.js';
 import { href, type Page, type Route } from '../route.js';
 import { useLoad } from '../use-load.js';
@@ -84,12 +85,7 @@ export function AuditPage({ client, route, session }: PageProps) {
           </table>
         </div>
       )}
-      {list.state === 'ok' && (cursor || list.value.nextCursor) && (
-        <nav class="pager" aria-label="Pages of the audit log">
-          {cursor && <a href={href('audit', '', filter)}>Newest entries</a>}
-          {list.value.nextCursor && <a href={href('audit', '', { ...filter, cursor: list.value.nextCursor })}>Older entries</a>}
-        </nav>
-      )}
+      {list.state === 'ok' && <Pager page="audit" query={filter} cursor={cursor} nextCursor={list.value.nextCursor} noun="entries" />}
     </>
   );
 }

@@ -2,6 +2,7 @@ import { useState } from 'preact/hooks';
 import '../browse/browse.css';
 import { formatTime } from '../format.js';
 import type { PageProps } from '../page-props.js';
+import { Pager } from '../parts/pager.js';
 import { isoFromLocalInput, localInputFromIso, validIso } from '../parts/time-input.js';
 import { href, type Route } from '../route.js';
 import { useLoad } from '../use-load.js';
@@ -74,12 +75,7 @@ export function EventsPage({ client, route }: PageProps) {
           </table>
         </div>
       )}
-      {list.state === 'ok' && (cursor || list.value.nextCursor) && (
-        <nav class="pager" aria-label="Pages of events">
-          {cursor && <a href={href('events', '', search)}>Newest events</a>}
-          {list.value.nextCursor && <a href={href('events', '', { ...search, cursor: list.value.nextCursor })}>Older events</a>}
-        </nav>
-      )}
+      {list.state === 'ok' && <Pager page="events" query={search} cursor={cursor} nextCursor={list.value.nextCursor} noun="events" />}
     </>
   );
 }
