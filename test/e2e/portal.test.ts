@@ -504,6 +504,26 @@ describe('tenant portal', () => {
     await forged.close();
   });
 
+  it('says plainly when a link has expired or was revoked before it was opened', async () => {
+    const expired = await createLink();
+    // Its hour is up: moved into the past in the database rather than waited for.
+    await platform.platform.db('portal_sessions').where({ id: expired.id }).update({ expires_at: new Date(Date.now() - 1000) });
+    const late = await openPage();
+    await late.goto(expired.url);
+    await late.getByRole('heading', { level: 1, name: 'This link has expired' }).waitFor();
+    await late.getByText('Ask for a new link.').first().waitFor();
+    await expectAccessible(late, 'link-expired');
+    await late.close();
+
+    const withdrawn = await createLink();
+    expect((await tenant.call('DELETE', `/v1/portal-sessions/${withdrawn.id}`)).status).toBe(204);
+    const refused = await openPage();
+    await refused.goto(withdrawn.url);
+    await refused.getByRole('heading', { level: 1, name: 'This session was ended' }).waitFor();
+    await refused.getByText('This portal link has been revoked').waitFor();
+    await refused.close();
+  });
+
   it('ends the page when its session is revoked', async () => {
     const link = await createLink();
     const p = await openPage({ sessionEnds: true });
