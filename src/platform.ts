@@ -5,6 +5,7 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { createApp } from './api/app.js';
 import { ConfigError, type Config } from './config/index.js';
+import { checkSecretsKey } from './store/secrets-key-check.js';
 import { DeliveryLifecycle, type LifecycleEffects } from './delivery/lifecycle.js';
 import { SecretBox } from './domain/secret-box.js';
 import { Dispatcher } from './dispatch/dispatcher.js';
@@ -69,6 +70,13 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   // Intake needs today's partitions before it can store anything: created (if missing) before the
   // server listens, then kept ahead hourly; the worker role also removes what has expired.
   const retention = new Retention({ db, policy: config.retention, logger });
+  try {
+    await checkSecretsKey(db, box);
+  } catch (err) {
+    redis.disconnect();
+    await db.destroy();
+    throw err;
+  }
   await retention.ensureAhead();
   retention.start({ remove: role !== 'api' });
 
