@@ -167,12 +167,17 @@ export async function rotateEndpointSecret(scope: TenantScope, box: SecretBox, i
   });
 }
 
+type SecretColumns = Pick<EndpointRow, 'id' | 'secret_enc' | 'previous_secret_enc' | 'previous_secret_expires_at'>;
+
+/** Whether a rotated-out secret still signs beside the current one (its overlap has not ended). */
+function previousSecretSigns(row: SecretColumns, now: Date): boolean {
+  return row.previous_secret_enc !== null && row.previous_secret_expires_at !== null && row.previous_secret_expires_at > now;
+}
+
 /** The secrets that sign a request now: the current one, plus the previous one during its overlap. */
-export function signingSecrets(box: SecretBox, row: Pick<EndpointRow, 'id' | 'secret_enc' | 'previous_secret_enc' | 'previous_secret_expires_at'>, now = new Date()): string[] {
+export function signingSecrets(box: SecretBox, row: SecretColumns, now = new Date()): string[] {
   const secrets = [box.open(row.secret_enc, row.id)];
-  if (row.previous_secret_enc && row.previous_secret_expires_at && row.previous_secret_expires_at > now) {
-    secrets.push(box.open(row.previous_secret_enc, row.id));
-  }
+  if (previousSecretSigns(row, now)) secrets.push(box.open(row.previous_secret_enc!, row.id));
   return secrets;
 }
 
@@ -191,7 +196,6 @@ export async function revealEndpointSecret(
     const row: EndpointRow | undefined = await live(s).where('endpoints.id', id).first();
     if (!row) return undefined;
     await recordAudit(trx, { tenantId: s.tenantId, actor: s.actor, action: 'endpoint.secret_revealed', targetType: 'endpoint', targetId: id });
-    const previousSigns = row.previous_secret_enc !== null && row.previous_secret_expires_at !== null && row.previous_secret_expires_at > now;
-    return { secret: box.open(row.secret_enc, row.id), previousSecretExpiresAt: previousSigns ? row.previous_secret_expires_at : null };
+    return { secret: box.open(row.secret_enc, row.id), previousSecretExpiresAt: previousSecretSigns(row, now) ? row.previous_secret_expires_at : null };
   });
 }

@@ -1,6 +1,6 @@
-import { formatTime } from '../format.js';
 import type { PageProps } from '../page-props.js';
-import { deadReasons, deadReasonText, isDeadReason } from '../parts/dead-reasons.js';
+import { deadReasons, isDeadReason } from '../parts/dead-reasons.js';
+import { DeliveryTable } from '../parts/delivery-table.js';
 import { isoFromLocalInput, localInputFromIso, validIso } from '../parts/time-input.js';
 import { href } from '../route.js';
 import { useLoad } from '../use-load.js';
@@ -80,32 +80,7 @@ export function DeliveriesPage({ client, route }: PageProps) {
       {list.state === 'loading' && <p role="status">Loading deliveries…</p>}
       {list.state === 'failed' && <p role="alert">{list.message}</p>}
       {list.state === 'ok' && list.value.data.length === 0 && <p>No deliveries match.</p>}
-      {list.state === 'ok' && list.value.data.length > 0 && (
-        <div class="table-wrap" tabIndex={0} role="region" aria-label="Deliveries">
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">Delivery</th>
-                <th scope="col">Event type</th>
-                <th scope="col">Status</th>
-                <th scope="col">Attempts</th>
-                <th scope="col">Created</th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.value.data.map((d) => (
-                <tr key={d.id}>
-                  <td><a href={href('delivery', d.id)}>{d.id}</a></td>
-                  <td>{d.eventType ?? '—'}</td>
-                  <td>{d.status}{d.deadReason ? ` (${deadReasonText(d.deadReason)})` : ''}</td>
-                  <td>{d.attemptCount}</td>
-                  <td>{formatTime(d.createdAt)}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-      )}
+      {list.state === 'ok' && list.value.data.length > 0 && <DeliveryTable deliveries={list.value.data} label="Deliveries" attempts />}
     </>
   );
 }

@@ -1,8 +1,8 @@
 import { useState } from 'preact/hooks';
 import { describeError, type Delivery } from '../api/client.js';
-import { formatTime } from '../format.js';
 import type { PageProps } from '../page-props.js';
-import { deadReasons, deadReasonText, isDeadReason } from '../parts/dead-reasons.js';
+import { deadReasons, isDeadReason } from '../parts/dead-reasons.js';
+import { DeliveryTable } from '../parts/delivery-table.js';
 import { ReadOnlyNote } from '../parts/scope.js';
 import { isoFromLocalInput, localInputFromIso, validIso } from '../parts/time-input.js';
 import { href } from '../route.js';
@@ -142,7 +142,7 @@ export function ReplaysPage({ client, canManage, route }: PageProps) {
               ? 'No delivery matches: nothing would be replayed.'
               : `${preview.count} ${preview.count === 1 ? 'delivery' : 'deliveries'} would be replayed${preview.matching > preview.count ? ` (the first ${preview.count} of ${preview.matching} that match)` : ''}. Nothing has been sent yet.`}
           </p>
-          {preview.sample.length > 0 && <Sample deliveries={preview.sample} />}
+          {preview.sample.length > 0 && <DeliveryTable deliveries={preview.sample} label="The first deliveries it would replay" />}
           {preview.count > 0 && (
             <form
               onSubmit={(e) => {
@@ -159,32 +159,5 @@ export function ReplaysPage({ client, canManage, route }: PageProps) {
         </section>
       )}
     </>
-  );
-}
-
-function Sample({ deliveries }: { deliveries: Delivery[] }) {
-  return (
-    <div class="table-wrap" tabIndex={0} role="region" aria-label="The first deliveries it would replay">
-      <table>
-        <thead>
-          <tr>
-            <th scope="col">Delivery</th>
-            <th scope="col">Event type</th>
-            <th scope="col">Status</th>
-            <th scope="col">Created</th>
-          </tr>
-        </thead>
-        <tbody>
-          {deliveries.map((d) => (
-            <tr key={d.id}>
-              <td><a href={href('delivery', d.id)}>{d.id}</a></td>
-              <td>{d.eventType ?? '—'}</td>
-              <td>{d.status}{d.deadReason ? ` (${deadReasonText(d.deadReason)})` : ''}</td>
-              <td>{formatTime(d.createdAt)}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
   );
 }
