@@ -9,6 +9,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { createDb } from '../src/infra/db.js';
 import { Batcher } from '../src/infra/batcher.js';
 import { admitDue } from '../src/delivery/sql/admit.js';
+import { vacuumQueue } from '../src/delivery/sql/queue-vacuum.js';
 import { recordSuccesses, type Recorded, type SuccessItem } from '../src/delivery/sql/attempts.js';
 import type { ClaimedDelivery } from '../src/delivery/sql/claimed.js';
 import { freshDatabase, insertBacklog, insertEndpoints, insertTenant } from './lib/database.js';
@@ -66,12 +67,13 @@ const prober = setInterval(() => {
   const t = performance.now();
   void admitDue(db, { queuedLeaseSeconds: 60, circuitFailureThreshold: 5, perEndpointBatch: 100 }, { count: 0, inFlightLeaseMs: leaseMs, mode: 'all' }).then(() => roundMs.push(Math.round(performance.now() - t)));
 }, 250);
-const vacuumEveryMs = Number(process.env.VACUUM_EVERY_MS ?? 0);
+// As the worker's sweep does every second (SWEEP_INTERVAL_MS); 0 turns it off.
+const vacuumEveryMs = Number(process.env.VACUUM_EVERY_MS ?? 1000);
 let vacuuming = false;
 const vacuumer = vacuumEveryMs > 0 ? setInterval(() => {
   if (vacuuming) return;
   vacuuming = true;
-  void db.raw('VACUUM deliveries').finally(() => { vacuuming = false; });
+  void vacuumQueue(db).finally(() => { vacuuming = false; });
 }, vacuumEveryMs) : undefined;
 const cpuBefore = postgresCpuSeconds();
 const started = performance.now();

@@ -18,6 +18,8 @@
  *   sql/attempts.ts      queued → in_flight (claim); in_flight → succeeded | pending | dead (record);
  *                        pending → in_flight (hand-off, in the record statement)
  *   sql/sweep.ts         lost leases back to pending; max age and disabled endpoints to dead
+ *   sql/queue-vacuum.ts  keeps delivery_queue (the mirror of unfinished deliveries that every
+ *                        step above reads to find rows; migration 20261201000024) quick to walk
  *   sql/operator.ts      endpoint deleted: waiting → dead; replay: dead | succeeded → pending
  *   sql/head-of-line.ts  per-message ordering, shared by admission and hand-off
  *   fan-out              SQL functions `fan_out_insert` (migration 20261129000011), called by
@@ -34,6 +36,7 @@ import type { FanOutResult } from '../store/fan-out.js';
 import { admitDue, type AdmissionLimits, type AdmissionRound, type LocalClaims } from './sql/admit.js';
 import { claimDelivery, recordAttempt, recordSuccesses, type AttemptRecord, type HealthLimits, type Recorded, type SuccessItem } from './sql/attempts.js';
 import type { ClaimedDelivery } from './sql/claimed.js';
+import { vacuumQueue } from './sql/queue-vacuum.js';
 import { sweep, unqueue, type SweepLimits } from './sql/sweep.js';
 
 export interface DisabledEndpoint {
@@ -123,9 +126,10 @@ export class DeliveryLifecycle {
     for (const ep of disabled) this.fannedOut(await this.effects.announceEndpointDisabled(ep));
   }
 
-  /** Takes back lost leases and dead-letters what can no longer be delivered; returns what it did. */
+  /** Takes back lost leases, dead-letters what can no longer be delivered (returns what it did), and vacuums the queue. */
   async sweep() {
     const r = await sweep(this.db, this.limits);
+    await vacuumQueue(this.db);
     if (r.deadMaxAge) this.effects.deadLettered('max_age', r.deadMaxAge);
     if (r.deadMaxAttempts) this.effects.deadLettered('max_attempts', r.deadMaxAttempts);
     if (r.deadDisabled) this.effects.deadLettered('endpoint_disabled', r.deadDisabled);

@@ -1,12 +1,15 @@
 import type { Knex } from 'knex';
 
-/** The global numbers behind the backlog gauges, straight from the source of truth. */
+/**
+ * The global numbers behind the backlog gauges: unfinished work from delivery_queue (the mirror of
+ * unfinished deliveries, small), dead letters from deliveries_dead (dead_reason is set exactly when dead).
+ */
 export async function backlogSnapshot(db: Knex) {
   const { rows } = await db.raw(
     `SELECT
-       (SELECT count(*) FROM deliveries WHERE status IN ('pending', 'queued', 'in_flight'))::int AS backlog,
-       (SELECT count(*) FROM deliveries WHERE status = 'dead')::int AS dead,
-       COALESCE(EXTRACT(epoch FROM now() - (SELECT min(next_attempt_at) FROM deliveries WHERE status = 'pending' AND next_attempt_at <= now())), 0)::float8 AS oldest,
+       (SELECT count(*) FROM delivery_queue)::int AS backlog,
+       (SELECT count(*) FROM deliveries WHERE dead_reason IS NOT NULL)::int AS dead,
+       COALESCE(EXTRACT(epoch FROM now() - (SELECT min(next_attempt_at) FROM delivery_queue WHERE status = 'pending' AND next_attempt_at <= now())), 0)::float8 AS oldest,
        (SELECT count(*) FROM endpoints WHERE circuit_open_until > now() AND deleted_at IS NULL)::int AS open_circuits`,
   );
   const r = rows[0];

@@ -14,12 +14,13 @@ export interface DeadLetterSummary {
 /**
  * Deliveries dead-lettered now, counted in PostgreSQL through TenantScope (a portal session counts
  * only the deliveries it may see). Served by deliveries_dead (tenant_id, dead_reason, id) WHERE
- * status = 'dead': only dead deliveries are read, and dead-letter retention bounds how many there are.
+ * dead_reason IS NOT NULL (set exactly when dead): only dead deliveries are read, and dead-letter retention bounds how many there are.
  */
 export async function deadLetterSummary(scope: TenantScope): Promise<DeadLetterSummary> {
   const rows: { endpoint_id: string; dead_reason: string | null; n: number }[] = await scope
     .from('deliveries')
     .where('deliveries.status', 'dead')
+    .whereNotNull('deliveries.dead_reason')
     .groupBy('deliveries.endpoint_id', 'deliveries.dead_reason')
     .select('deliveries.endpoint_id', 'deliveries.dead_reason', scope.db.raw('count(*)::int AS n'));
   const byReason = Object.fromEntries(DEAD_LETTER_REASONS.map((r) => [r, 0])) as Record<DeadLetterReason, number>;

@@ -98,6 +98,11 @@ export interface DeliveryFilter {
 export function filteredDeliveries(scope: TenantScope, f: DeliveryFilter) {
   const q = scope.from('deliveries').join('events', 'events.id', 'deliveries.event_id');
   if (f.status) q.where('deliveries.status', f.status);
+  // The indexes that find these statuses quickly: deliveries_dead, and the queue's tenant index.
+  if (f.status === 'dead') q.whereNotNull('deliveries.dead_reason');
+  if (f.status === 'pending' || f.status === 'queued' || f.status === 'in_flight') {
+    q.whereIn('deliveries.id', scope.db('delivery_queue').select('delivery_id').where({ tenant_id: scope.tenantId, status: f.status }));
+  }
   if (f.endpointId) q.where('deliveries.endpoint_id', f.endpointId);
   if (f.eventId) q.where('deliveries.event_id', f.eventId);
   if (f.eventType) whereEventType(q, 'events.type', f.eventType);

@@ -151,7 +151,17 @@ describe('invariant checker', () => {
       await db('deliveries').where({ id: w.ids.d2 }).update({ status: 'pending', dead_reason: null });
     }],
     ['dead_without_reason', 'a dead delivery has no reason', async (w) => {
-      await db('deliveries').where({ id: w.ids.d2 }).update({ dead_reason: null });
+      // The schema refuses this row (deliveries_dead_has_reason, tested below); the checker must still
+      // see it in a database that lacks the constraint, so it is lifted for the one write.
+      await db.transaction(async (trx) => {
+        await trx.raw('ALTER TABLE deliveries DROP CONSTRAINT deliveries_dead_has_reason');
+        await trx('deliveries').where({ id: w.ids.d2 }).update({ dead_reason: null });
+        await trx.raw("ALTER TABLE deliveries ADD CONSTRAINT deliveries_dead_has_reason CHECK ((status = 'dead') = (dead_reason IS NOT NULL)) NOT VALID");
+      });
+    }],
+    ['queue_mismatch', 'the scheduler\'s mirror holds a delivery that already succeeded', async (w) => {
+      // Written behind the triggers' back: a scheduler reading the mirror would send it again.
+      await db('delivery_queue').insert({ delivery_id: w.ids.d1, endpoint_id: w.ids.epA, tenant_id: w.tenantId, status: 'pending', next_attempt_at: new Date(), deadline_at: new Date() });
     }],
     ['succeeded_not_received', 'a succeeded delivery never reached its receiver', async (w) => {
       // Recorded as a 2xx without the request arriving would also be attempt_not_received; a
@@ -216,6 +226,15 @@ describe('invariant checker', () => {
     const w = await world();
     const receivers = (await breakIt(w)) ?? undefined;
     expect(await kinds(w, receivers ?? undefined)).toEqual([kind]);
+  });
+
+  it('the schema refuses a dead delivery without a reason, and a reason on one that is not dead', async () => {
+    const w = await world();
+    const refused = async (change: Record<string, unknown>) =>
+      db('deliveries').where({ id: w.ids.d2 }).update(change).then(() => 'accepted', (err: { code?: string }) => err.code);
+    expect(await refused({ dead_reason: null })).toBe('23514');
+    expect(await refused({ status: 'pending' })).toBe('23514');
+    expect(await db('deliveries').where({ id: w.ids.d2 }).first('status', 'dead_reason')).toMatchObject({ status: 'dead' });
   });
 
   it('reports the redeliveries a receiver absorbed', async () => {

@@ -11,6 +11,7 @@
  *   type when it was accepted (`missing_delivery`), and every delivery is settled: succeeded and
  *   seen by its receiver (`unsettled_delivery`, `succeeded_not_received`,
  *   `succeeded_without_success_attempt`, `no_receiver`), or dead with a reason (`dead_without_reason`);
+ * - delivery_queue holds exactly the unfinished deliveries, each as it stands (`queue_mismatch`);
  * - a stale event is forwarded to nobody (`delivery_for_stale_event`);
  * - no two events share (source, dedupe key) or (tenant, Idempotency-Key)
  *   (`duplicate_dedupe_key`, `duplicate_idempotency_key`);
@@ -58,6 +59,7 @@ export type ViolationKind =
   | 'missing_delivery'
   | 'unsettled_delivery'
   | 'dead_without_reason'
+  | 'queue_mismatch'
   | 'succeeded_not_received'
   | 'succeeded_without_success_attempt'
   | 'no_receiver'
@@ -297,6 +299,21 @@ export async function inspect(input: InvariantInput): Promise<InvariantReport> {
     { tenants: tenantIds ?? [] },
   );
   for (const r of dupIdem) report({ kind: 'duplicate_idempotency_key', message: `${r.n} events share tenant ${r.tenant_id} Idempotency-Key ${r.idempotency_key}` });
+
+  // The scheduler finds work only through delivery_queue, kept by triggers: one row per unfinished
+  // delivery, equal to it, and nothing else. A missing row is work nobody will ever pick.
+  const { rows: queueMismatch } = await db.raw<{ rows: Array<{ id: string; status: string | null; queued: string | null }> }>(
+    `SELECT coalesce(d.id, q.delivery_id) AS id, d.status, q.status AS queued
+       FROM (SELECT * FROM deliveries WHERE status IN ('pending', 'queued', 'in_flight') ${tenantIds ? 'AND tenant_id = ANY(:tenants)' : ''}) d
+       FULL JOIN (SELECT * FROM delivery_queue ${tenantIds ? 'WHERE tenant_id = ANY(:tenants)' : ''}) q ON q.delivery_id = d.id
+      WHERE d.id IS NULL OR q.delivery_id IS NULL
+         OR (d.status, d.next_attempt_at, d.lease_until, d.deadline_at, d.endpoint_id, d.tenant_id, d.order_key, d.order_hint, d.order_seq)
+            IS DISTINCT FROM (q.status, q.next_attempt_at, q.lease_until, q.deadline_at, q.endpoint_id, q.tenant_id, q.order_key, q.order_hint, q.order_seq)`,
+    { tenants: tenantIds ?? [] },
+  );
+  for (const r of queueMismatch) {
+    report({ kind: 'queue_mismatch', message: `delivery ${r.id}: ${r.status ?? 'finished or gone'} in deliveries, ${r.queued ?? 'absent'} in delivery_queue`, deliveryId: r.id });
+  }
 
   // Metrics against rows. Attempt rows of tries whose result never reached the database (a worker
   // lost mid-attempt, a record whose commit was lost with its connection) are the sweeper's

@@ -10,8 +10,9 @@
  *          `skipped`: endpoints another process was admitting at that moment.
  *
  * Cost follows endpoints with pending work, not endpoints that exist: candidates come from a skip
- * scan over `deliveries_due` (one index descent per endpoint that has a pending delivery), so
- * 100,000 endpoints with nothing pending cost nothing.
+ * scan over `delivery_queue_due` (one index descent per endpoint that has a pending delivery), so
+ * 100,000 endpoints with nothing pending cost nothing. Rows are found in `delivery_queue`, the
+ * mirror of unfinished deliveries (migration 20261201000024), and locked and checked on `deliveries`.
  *
  * No platform-wide lock. Each endpoint is admitted under its own transaction-scoped advisory lock,
  * taken with `pg_try_advisory_xact_lock`: two processes admit different endpoints in parallel, and
@@ -67,7 +68,7 @@ export interface AdmissionRound {
 }
 
 /**
- * The round itself is the SQL function `admit_due` (migration 20261201000014_admit_due_function):
+ * The round itself is the SQL function `admit_due` (migration 20261201000024_delivery_queue):
  * one round trip, plans cached per connection. Its first statement finds the candidates and
  * try-locks each (`pg_try_advisory_xact_lock(727002, hashtext(endpoint_id))`); its second admits for
  * the locked ones in a snapshot taken after the locks are held. Its head-of-line condition is

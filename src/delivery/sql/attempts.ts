@@ -114,12 +114,13 @@ const recordStatement = statement(
           -- ends the chain, so the open circuit and the half-open single probe stay exact.
           AND (NOT :failure OR EXISTS (SELECT 1 FROM health h WHERE h.circuit_open_until IS NULL))
           AND d.id = (
-                SELECT n.id FROM deliveries n JOIN endpoints e ON e.id = n.endpoint_id
-                 WHERE n.endpoint_id = :endpointId AND n.status = 'pending' AND n.next_attempt_at <= now()
+                SELECT q.delivery_id FROM delivery_queue q
+                  JOIN deliveries n ON n.id = q.delivery_id JOIN endpoints e ON e.id = q.endpoint_id
+                 WHERE q.endpoint_id = :endpointId AND q.status = 'pending' AND q.next_attempt_at <= now() AND n.status = 'pending'
                    AND e.status = 'active' AND e.deleted_at IS NULL AND e.rate_limit_per_second IS NULL
                    -- A retry keeps its place at the head of its message's line; success or dead releases it.
-                   AND ${headOfLine('n', "(CASE WHEN :status = 'pending' THEN '' ELSE :deliveryId END)")}
-                 ORDER BY n.next_attempt_at, n.id
+                   AND ${headOfLine('q', "(CASE WHEN :status = 'pending' THEN '' ELSE :deliveryId END)")}
+                 ORDER BY q.next_attempt_at, q.delivery_id
                  LIMIT 1
                  FOR UPDATE OF n SKIP LOCKED)
           AND ev.id = d.event_id AND ep.id = d.endpoint_id
@@ -214,10 +215,10 @@ const successesStatement = statement(
          FROM want w
          JOIN endpoints e ON e.id = w.endpoint_id
          CROSS JOIN LATERAL (
-           SELECT n.id, n.next_attempt_at FROM deliveries n
-            WHERE n.endpoint_id = w.endpoint_id AND n.status = 'pending' AND n.next_attempt_at <= now()
-              AND ${headOfLine('n', 'ALL(:deliveryIds::text[])')}
-            ORDER BY n.next_attempt_at, n.id
+           SELECT q.delivery_id AS id, q.next_attempt_at FROM delivery_queue q JOIN deliveries n ON n.id = q.delivery_id
+            WHERE q.endpoint_id = w.endpoint_id AND q.status = 'pending' AND q.next_attempt_at <= now() AND n.status = 'pending'
+              AND ${headOfLine('q', 'ALL(:deliveryIds::text[])')}
+            ORDER BY q.next_attempt_at, q.delivery_id
             LIMIT w.k
             FOR UPDATE OF n SKIP LOCKED) p
         -- Success closes the circuit (health above), so only being live and unthrottled matters here.

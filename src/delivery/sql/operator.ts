@@ -11,6 +11,7 @@ import type { Knex } from 'knex';
 /** Dead-letters the work still waiting for a deleted endpoint; answers how many. */
 export async function deadLetterForDeletedEndpoint(trx: Knex.Transaction, endpointId: string): Promise<number> {
   return trx('deliveries')
+    .whereIn('id', trx('delivery_queue').select('delivery_id').where({ endpoint_id: endpointId }).whereIn('status', ['pending', 'queued']))
     .where({ endpoint_id: endpointId })
     .whereIn('status', ['pending', 'queued'])
     .update({ status: 'dead', dead_reason: 'endpoint_disabled', last_error: 'endpoint was deleted', lease_until: null, updated_at: trx.fn.now() });

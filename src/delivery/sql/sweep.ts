@@ -35,7 +35,9 @@ export interface SweepResult {
  */
 export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult> {
   // Queued but never claimed within the lease: the job was lost with Redis. Admit it again.
+  // Rows are found through delivery_queue (small, vacuumed often) and judged again on `deliveries`.
   const requeued = await db('deliveries')
+    .whereIn('id', queued(db, 'queued').where('lease_until', '<', db.fn.now()))
     .where('status', 'queued')
     .where('lease_until', '<', db.fn.now())
     .update({ status: 'pending', lease_until: null, updated_at: db.fn.now() });
@@ -48,9 +50,10 @@ export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult>
   const lost = await db.transaction(async (trx) => {
     const { rows: lost } = await trx.raw<{ rows: Array<{ id: string; tenant_id: string; attempt_count: number; lost_trigger: string; claimed_at: Date; status: string }> }>(
       `WITH lost AS (
-         SELECT d.id, d.next_trigger AS lost_trigger, d.updated_at AS claimed_at FROM deliveries d
-          WHERE d.status = 'in_flight' AND d.lease_until < now()
-          FOR UPDATE SKIP LOCKED
+         SELECT d.id, d.next_trigger AS lost_trigger, d.updated_at AS claimed_at
+           FROM delivery_queue q JOIN deliveries d ON d.id = q.delivery_id
+          WHERE q.status = 'in_flight' AND q.lease_until < now() AND d.status = 'in_flight' AND d.lease_until < now()
+          FOR UPDATE OF d SKIP LOCKED
        )
        UPDATE deliveries d SET
          status = CASE WHEN d.attempt_count - d.attempt_base >= COALESCE((ep.retry_policy->>'maxAttempts')::int, ?) THEN 'dead' ELSE 'pending' END,
@@ -83,6 +86,7 @@ export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult>
   });
 
   const deadMaxAge: string[] = await db('deliveries')
+    .whereIn('id', queued(db, 'pending').where('deadline_at', '<', db.fn.now()))
     .where('status', 'pending')
     .where('deadline_at', '<', db.fn.now())
     .update({ status: 'dead', dead_reason: 'max_age', lease_until: null, updated_at: db.fn.now() })
@@ -93,8 +97,9 @@ export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult>
     `UPDATE deliveries d SET status = 'dead', dead_reason = 'endpoint_disabled',
             last_error = CASE WHEN ep.deleted_at IS NULL THEN 'endpoint is disabled' ELSE 'endpoint was deleted' END,
             updated_at = now()
-       FROM endpoints ep
-      WHERE ep.id = d.endpoint_id AND d.status = 'pending' AND (ep.status = 'disabled' OR ep.deleted_at IS NOT NULL)`,
+       FROM endpoints ep, delivery_queue q
+      WHERE (ep.status = 'disabled' OR ep.deleted_at IS NOT NULL)
+        AND q.endpoint_id = ep.id AND q.status = 'pending' AND d.id = q.delivery_id AND d.status = 'pending'`,
   );
 
   const disabledEndpoints = await db.transaction(async (trx) => {
@@ -127,6 +132,11 @@ export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult>
     deadDisabled: deadDisabled ?? 0,
     disabledEndpoints,
   };
+}
+
+/** Ids of unfinished deliveries in one status, from the queue's mirror (see migration 20261201000024). */
+function queued(db: Knex, status: 'pending' | 'queued') {
+  return db('delivery_queue').select('delivery_id').where('status', status);
 }
 
 /** Admitted work that Redis refused goes back to pending now; a claim that already won keeps it. */
