@@ -5,6 +5,7 @@
  * or statement change can be compared in seconds instead of a full `npm run bench` dispatch run.
  * Usage: tsx bench/record-path.ts [backlog=100000]   (BENCH_DATABASE_URL, default whr_record_path)
  */
+import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { createDb } from '../src/infra/db.js';
 import { Batcher } from '../src/infra/batcher.js';
@@ -40,7 +41,7 @@ function postgresCpuSeconds(): number {
 await freshDatabase(url);
 const db = createDb({ url, poolMax: 4 });
 const tenant = await insertTenant(db, 'record-path');
-const eps = await insertEndpoints(db, tenant, 'rp', endpoints, concurrency);
+const eps = await insertEndpoints(db, tenant, 'rp', endpoints, concurrency, randomBytes(32).toString('base64'));
 const total = await insertBacklog(db, tenant, eps.map((endpointId) => ({ endpointId, count: Math.ceil(backlog / endpoints) })), 400);
 await db.raw('CHECKPOINT');
 

@@ -1,6 +1,8 @@
 import type { Knex } from 'knex';
 import { createDatabaseIfMissing, createDb, migrateLatest } from '../../src/infra/db.js';
 import { newId } from '../../src/domain/ids.js';
+import { SecretBox } from '../../src/domain/secret-box.js';
+import { generateWebhookSecret } from '../../src/domain/signing.js';
 import { outboundBody } from '../../src/store/intake-store.js';
 import { payloadData } from './payload.js';
 
@@ -127,18 +129,25 @@ export async function insertTenant(db: Knex, name: string): Promise<string> {
 }
 
 /**
- * `count` active endpoints of one tenant in one statement, ids `ep_<label><n, 7 digits>`, URLs on
- * port 1 of loopback. Their secret is a placeholder: nothing may ever be delivered to them.
+ * `count` active endpoints of one tenant, ids `ep_<label><n, 7 digits>`, URLs on port 1 of loopback.
+ * Nothing may ever be delivered to them, but their secret is sealed with the platform's key
+ * (`secretsKey`, base64, as SECRETS_KEY), because a process checks at start that it opens the
+ * stored secrets.
  */
-export async function insertEndpoints(db: Knex, tenantId: string, label: string, count: number, maxConcurrency: number): Promise<string[]> {
-  const { rows } = await db.raw<{ rows: Array<{ id: string }> }>(
-    `INSERT INTO endpoints (id, tenant_id, url, max_concurrency, secret_enc)
-     SELECT 'ep_' || ? || lpad(n::text, 7, '0'), ?, 'http://127.0.0.1:1/' || ? || '/' || n, ?, 'v1:never-opened'
-       FROM generate_series(1, ?) AS n
-     RETURNING id`,
-    [label, tenantId, label, maxConcurrency, count],
-  );
-  return rows.map((r) => r.id);
+export async function insertEndpoints(db: Knex, tenantId: string, label: string, count: number, maxConcurrency: number, secretsKey: string): Promise<string[]> {
+  const box = new SecretBox(Buffer.from(secretsKey, 'base64'));
+  const ids = Array.from({ length: count }, (_, i) => `ep_${label}${String(i + 1).padStart(7, '0')}`);
+  const secret = generateWebhookSecret();
+  for (let from = 0; from < count; from += 10_000) {
+    const chunk = ids.slice(from, from + 10_000);
+    await db.raw(
+      `INSERT INTO endpoints (id, tenant_id, url, max_concurrency, secret_enc)
+       SELECT e.id, ?, 'http://127.0.0.1:1/' || ? || '/' || (? + e.n), ?, e.secret
+         FROM unnest(?::text[], ?::text[]) WITH ORDINALITY AS e(id, secret, n)`,
+      [tenantId, label, from, maxConcurrency, chunk, chunk.map((id) => box.seal(secret, id))],
+    );
+  }
+  return ids;
 }
 
 /** Deletes every event, delivery, attempt and receipt, keeping tenants, sources and endpoints. */

@@ -25,7 +25,7 @@ export async function runRetention(ctx: BenchContext): Promise<RetentionResult> 
   await resetState(ctx);
   const { db } = ctx;
   const tenantId = await insertTenant(db, 'retention');
-  const [endpointId] = await insertEndpoints(db, tenantId, 'ret', 1, 1);
+  const [endpointId] = await insertEndpoints(db, tenantId, 'ret', 1, 1, ctx.settings.secretsKey);
   const days = [0, 1].map((i) => new Date(Math.floor(Date.now() / dayMs) * dayMs - (60 - i) * dayMs));
   await ensurePartitions(db, days[0]!, new Date(days[1]!.getTime() + dayMs));
   const perDelivery = Math.ceil(rows / deliveriesPerDay);

@@ -31,7 +31,7 @@ export async function runScale(ctx: BenchContext): Promise<ScaleResult> {
   await resetState(ctx);
   const tenantId = await insertTenant(ctx.db, 'scale-admission');
   // maxConcurrency = backlog, so every round admits every busy endpoint's whole backlog.
-  const busy = await insertEndpoints(ctx.db, tenantId, 'busy', busyEndpoints, busyBacklog);
+  const busy = await insertEndpoints(ctx.db, tenantId, 'busy', busyEndpoints, busyBacklog, ctx.settings.secretsKey);
   await insertBacklog(ctx.db, tenantId, busy.map((endpointId) => ({ endpointId, count: busyBacklog })), ctx.config.payloadBytes);
 
   ctx.log(`scale: admission rounds with ${busyEndpoints} busy endpoints and no idle ones`);
@@ -40,7 +40,7 @@ export async function runScale(ctx: BenchContext): Promise<ScaleResult> {
   // then part of what is measured: PostgreSQL's statistics see few distinct tenant_ids, so a
   // generic plan for "the endpoints of tenant $1" expects most of the table, for every tenant.
   ctx.log(`scale: inserting ${cfg.endpoints} idle endpoints`);
-  await insertEndpoints(ctx.db, tenantId, 'idle', cfg.endpoints, 10);
+  await insertEndpoints(ctx.db, tenantId, 'idle', cfg.endpoints, 10, ctx.settings.secretsKey);
   ctx.log(`scale: admission rounds with ${cfg.endpoints} idle endpoints`);
   const idleN = await admissionRounds(ctx);
 
