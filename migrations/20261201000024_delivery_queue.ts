@@ -39,7 +39,7 @@ export async function up(knex: Knex): Promise<void> {
       order_key text,
       order_hint bigint,
       order_seq bigint
-    ) WITH (fillfactor = 80, autovacuum_vacuum_threshold = 1000, autovacuum_vacuum_scale_factor = 0,
+    ) WITH (fillfactor = 80, vacuum_truncate = false, autovacuum_vacuum_threshold = 1000, autovacuum_vacuum_scale_factor = 0,
             autovacuum_vacuum_cost_delay = 0, autovacuum_analyze_threshold = 1000, autovacuum_analyze_scale_factor = 0.2);
     CREATE INDEX delivery_queue_due ON delivery_queue (endpoint_id, next_attempt_at, delivery_id) WHERE status = 'pending';
     CREATE INDEX delivery_queue_busy ON delivery_queue (endpoint_id, lease_until) WHERE status IN ('queued', 'in_flight');
