@@ -11,7 +11,11 @@ import type { Knex } from 'knex';
  * The head-of-line condition is the one in src/delivery/sql/head-of-line.ts, as it reads today.
  */
 export async function up(knex: Knex): Promise<void> {
-  await knex.raw(`
+  await knex.raw(admitDueHead + candidatesOverDeliveries + admitDueTail);
+}
+
+/** The function's signature and opening, shared with its later versions (migration 20261201000024). */
+export const admitDueHead = `
     CREATE FUNCTION admit_due(
       p_threshold integer, p_batch integer, p_queued_lease_seconds integer,
       p_local integer, p_in_flight_lease_ms integer, p_all_local boolean
@@ -32,7 +36,10 @@ export async function up(knex: Knex): Promise<void> {
       -- again and admitted again. So the round does not wait for its WAL flush.
       PERFORM set_config('synchronous_commit', 'off', true);
 
-      -- 1. Candidates: endpoints with a pending delivery (a skip scan over deliveries_due, one
+`;
+
+/** Both statements up to the point where the picked deliveries are known, over `deliveries`. */
+const candidatesOverDeliveries = `      -- 1. Candidates: endpoints with a pending delivery (a skip scan over deliveries_due, one
       --    index descent per such endpoint), active, circuit not open, earliest pending due. Each
       --    is try-locked; one that another process is admitting is skipped.
       WITH RECURSIVE pend(endpoint_id) AS (
@@ -96,7 +103,10 @@ export async function up(knex: Knex): Promise<void> {
                    LIMIT cap.free
                    FOR UPDATE SKIP LOCKED) q) p
              WHERE cap.free > 0
-        ), ranked AS (
+`;
+
+/** From the picked deliveries on: ranking, the admitting UPDATE, rate tokens, the skipped count. */
+export const admitDueTail = `        ), ranked AS (
             -- This process's free slots go round-robin over endpoints: each endpoint's first, then seconds...
             SELECT x.id, x.local FROM (
               SELECT pk.id, pk.local_ok AND row_number() OVER (PARTITION BY pk.local_ok ORDER BY pk.endpoint_rank, pk.id) <= p_local AS local
@@ -132,8 +142,7 @@ export async function up(knex: Knex): Promise<void> {
         RETURN NEXT;
       END IF;
     END $$;
-  `);
-}
+`;
 
 export async function down(knex: Knex): Promise<void> {
   await knex.raw('DROP FUNCTION admit_due(integer, integer, integer, integer, integer, boolean)');

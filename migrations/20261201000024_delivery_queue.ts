@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { up as createAdmitDue } from './20261201000014_admit_due_function.js';
+import { admitDueHead, admitDueTail, up as createAdmitDue } from './20261201000014_admit_due_function.js';
 import { up as orderAdmissionProbe } from './20261201000023_admission_probe_order.js';
 
 /**
@@ -101,28 +101,7 @@ export async function up(knex: Knex): Promise<void> {
  * before, each reading `delivery_queue` where it read the partial indexes of `deliveries`, and
  * locking the `deliveries` rows it admits, whose status it checks again under the lock.
  */
-const admitDue = `
-    CREATE FUNCTION admit_due(
-      p_threshold integer, p_batch integer, p_queued_lease_seconds integer,
-      p_local integer, p_in_flight_lease_ms integer, p_all_local boolean
-    ) RETURNS TABLE (
-      local boolean, id text, tenant_id text, status text, attempt_count integer, attempt_base integer,
-      replayed_at timestamptz, next_trigger text, deadline_at timestamptz, succeeded_at timestamptz,
-      event_id text, event_type text, event_created_at timestamptz, body text,
-      ep_id text, url text, ep_status text, retry_policy jsonb, secret_enc text, previous_secret_enc text,
-      previous_secret_expires_at timestamptz, deleted_at timestamptz, skipped integer
-    )
-    LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan AS $$
-    #variable_conflict use_column
-    DECLARE
-      v_ids text[];
-      v_candidates integer;
-    BEGIN
-      -- The admitted rows promise nobody anything: lost in a crash of PostgreSQL they are pending
-      -- again and admitted again. So the round does not wait for its WAL flush.
-      PERFORM set_config('synchronous_commit', 'off', true);
-
-      -- 1. Candidates: endpoints with a pending delivery (a skip scan over delivery_queue_due, one
+const admitDue = admitDueHead + `      -- 1. Candidates: endpoints with a pending delivery (a skip scan over delivery_queue_due, one
       --    index descent per such endpoint), active, circuit not open, earliest pending due. Each
       --    is try-locked; one that another process is admitting is skipped.
       WITH RECURSIVE pend(endpoint_id) AS (
@@ -187,43 +166,7 @@ const admitDue = `
                    LIMIT cap.free
                    FOR UPDATE OF d SKIP LOCKED) x) p
              WHERE cap.free > 0
-        ), ranked AS (
-            -- This process's free slots go round-robin over endpoints: each endpoint's first, then seconds...
-            SELECT x.id, x.local FROM (
-              SELECT pk.id, pk.local_ok AND row_number() OVER (PARTITION BY pk.local_ok ORDER BY pk.endpoint_rank, pk.id) <= p_local AS local
-                FROM picked pk) x
-             WHERE x.local OR NOT p_all_local
-        ), admitted AS (
-            UPDATE deliveries d SET
-                   status = CASE WHEN r.local THEN 'in_flight' ELSE 'queued' END,
-                   attempt_count = d.attempt_count + CASE WHEN r.local THEN 1 ELSE 0 END,
-                   lease_until = now() + CASE WHEN r.local THEN make_interval(secs => p_in_flight_lease_ms / 1000.0)
-                                              ELSE make_interval(secs => p_queued_lease_seconds) END,
-                   updated_at = now()
-              FROM ranked r, events ev, endpoints ep
-             WHERE d.id = r.id AND ev.id = d.event_id AND ep.id = d.endpoint_id
-            RETURNING r.local, d.id, d.tenant_id, d.status, d.attempt_count, d.attempt_base, d.replayed_at, d.next_trigger,
-                      d.deadline_at, d.succeeded_at, ev.id AS event_id, ev.type AS event_type, ev.created_at AS event_created_at,
-                      CASE WHEN r.local THEN ev.body END AS body, ep.id AS ep_id, ep.url, ep.status AS ep_status, ep.retry_policy,
-                      ep.secret_enc, ep.previous_secret_enc, ep.previous_secret_expires_at, ep.deleted_at
-        ), spent AS (
-            UPDATE endpoints e SET rate_tokens = cap.tokens - n.count, rate_tokens_at = now()
-              FROM cap, (SELECT a.ep_id AS endpoint_id, count(*) AS count FROM admitted a GROUP BY a.ep_id) n
-             WHERE e.id = cap.id AND n.endpoint_id = cap.id AND cap.tokens IS NOT NULL
-        )
-        SELECT a.*, skipped FROM admitted a;
-        IF FOUND THEN
-          RETURN;
-        END IF;
-      END IF;
-      -- Nothing admitted: one row without a delivery tells how many endpoints were skipped.
-      IF skipped > 0 THEN
-        local := NULL;
-        id := NULL;
-        RETURN NEXT;
-      END IF;
-    END $$;
-`;
+` + admitDueTail;
 
 export async function down(knex: Knex): Promise<void> {
   await knex.raw(`
