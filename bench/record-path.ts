@@ -3,7 +3,8 @@
  * backlog through the platform's own admission and batched success records (with hand-off), as the
  * worker does after each answer. Prints deliveries/s and PostgreSQL CPU per delivery, so a schema
  * or statement change can be compared in seconds instead of a full `npm run bench` dispatch run.
- * Usage: tsx bench/record-path.ts [backlog=100000]   (BENCH_DATABASE_URL, default whr_record_path)
+ * Usage: tsx bench/record-path.ts [backlog=100000]   (BENCH_DATABASE_URL, default whr_record_path,
+ * created for the run and dropped after it)
  */
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -13,7 +14,7 @@ import { admitDue } from '../src/delivery/sql/admit.js';
 import { vacuumQueue } from '../src/delivery/sql/queue-vacuum.js';
 import { recordSuccesses, type Recorded, type SuccessItem } from '../src/delivery/sql/attempts.js';
 import type { ClaimedDelivery } from '../src/delivery/sql/claimed.js';
-import { freshDatabase, insertBacklog, insertEndpoints, insertTenant } from './lib/database.js';
+import { dropDatabase, freshDatabase, insertBacklog, insertEndpoints, insertTenant } from './lib/database.js';
 
 const url = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/whr_record_path';
 const backlog = Number(process.argv[2] ?? 100_000);
@@ -94,3 +95,4 @@ const pgCpu = postgresCpuSeconds() - cpuBefore;
 const { rows } = await db.raw("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'deliveries'");
 console.log(JSON.stringify({ delivered: done, seconds: +seconds.toFixed(2), perSecond: Math.round(done / seconds), postgresCpuMsPerDelivery: +((pgCpu * 1000) / done).toFixed(3), stats: rows[0] }));
 await db.destroy();
+await dropDatabase(url);
