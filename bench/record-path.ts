@@ -75,7 +75,7 @@ let vacuuming = false;
 const vacuumer = vacuumEveryMs > 0 ? setInterval(() => {
   if (vacuuming) return;
   vacuuming = true;
-  void vacuumQueue(db).finally(() => { vacuuming = false; });
+  void vacuumQueue(db, 0).finally(() => { vacuuming = false; });
 }, vacuumEveryMs) : undefined;
 const cpuBefore = postgresCpuSeconds();
 const started = performance.now();

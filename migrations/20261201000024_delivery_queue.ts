@@ -15,7 +15,7 @@ import { up as orderAdmissionProbe } from './20261201000023_admission_probe_orde
  *
  * Now:
  * - `delivery_queue` holds one row per pending, queued or in-flight delivery and nothing else: a
- *   few thousand rows in steady state, so the platform vacuums it every few seconds for a few
+ *   few thousand rows in steady state, so the platform vacuums it about once a second for a few
  *   milliseconds (src/delivery/sql/queue-vacuum.ts) and the walk over finished entries stays short.
  * - Statement-level triggers with transition tables keep it equal to `deliveries` for every writer,
  *   including the SQL functions of intake and publish: one INSERT ... SELECT and one DELETE per

@@ -3,15 +3,28 @@
  *
  * Every pick of an endpoint's next due delivery walks the index entries of the deliveries taken
  * before it until VACUUM removes them (~0.5 µs each, so 2.4 ms per pick after 5,000), and
- * autovacuum looks at a database at most once a minute. The queue holds only unfinished deliveries,
- * so vacuuming it costs milliseconds, and each sweep (every second by default) does; PARALLEL 0,
- * because index workers cost more to start than such small indexes take to clean. TRUNCATE false:
- * giving back the empty pages at the end would take an exclusive lock on the table every second,
- * for pages the next deliveries fill again. SKIP_LOCKED: a process whose neighbour is vacuuming
- * right now skips its turn instead of waiting.
+ * autovacuum looks at a database at most once a minute. The queue holds only unfinished
+ * deliveries, so vacuuming it costs milliseconds, and each sweep asks for it (at most once a second
+ * across processes, see below).
+ * - PARALLEL 0: index workers cost more to start than such small indexes take to clean.
+ * - TRUNCATE false: giving back the empty pages at the end would take an exclusive lock on the
+ *   table every second, for pages the next deliveries fill again.
+ * - SKIP_LOCKED: a process whose neighbour is vacuuming right now skips its turn instead of waiting.
  */
 import type { Knex } from 'knex';
 
-export async function vacuumQueue(db: Knex): Promise<void> {
+/**
+ * Vacuums the queue unless any process (or autovacuum) finished doing so less than `minIntervalMs`
+ * ago: every worker sweeps every second, and ten workers each vacuuming a queue that holds a large
+ * backlog would keep a core busy for one vacuum's worth of benefit. Answers whether it vacuumed.
+ */
+export async function vacuumQueue(db: Knex, minIntervalMs = 1_000): Promise<boolean> {
+  const { rows } = await db.raw<{ rows: Array<{ ago_ms: number | null }> }>(
+    `SELECT (extract(epoch FROM now() - greatest(last_vacuum, last_autovacuum)) * 1000)::float8 AS ago_ms
+       FROM pg_stat_user_tables WHERE relid = 'delivery_queue'::regclass`,
+  );
+  const ago = rows[0]?.ago_ms;
+  if (ago !== null && ago !== undefined && ago < minIntervalMs) return false;
   await db.raw('VACUUM (SKIP_LOCKED, PARALLEL 0, TRUNCATE false) delivery_queue');
+  return true;
 }
