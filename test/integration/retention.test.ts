@@ -139,7 +139,13 @@ describe('retention', () => {
     const at = daysAgo(90);
     await ensurePartitions(db, at, new Date(at.getTime() + 1));
     const name = dayName('attempts', at);
-    await db.raw(`ALTER TABLE attempts DETACH PARTITION ${name}`); // as a process dying between the two steps leaves it
+    // As a process dying between the two steps leaves it. A plain DETACH locks attempts, then
+    // deliveries (for the foreign key), while the platform recording an attempt here locks them the
+    // other way round: deliveries are locked first, so the two wait for each other instead of deadlocking.
+    await db.transaction(async (trx) => {
+      await trx.raw('LOCK TABLE deliveries IN SHARE ROW EXCLUSIVE MODE');
+      await trx.raw(`ALTER TABLE attempts DETACH PARTITION ${name}`);
+    });
     expect((await db.raw('SELECT to_regclass(?) AS t', [name])).rows[0].t).not.toBeNull();
     const report = await runRetention();
     expect(report.partitions).toContain(name);
