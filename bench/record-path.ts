@@ -3,17 +3,19 @@
  * backlog through the platform's own admission and batched success records (with hand-off), as the
  * worker does after each answer. Prints deliveries/s and PostgreSQL CPU per delivery, so a schema
  * or statement change can be compared in seconds instead of a full `npm run bench` dispatch run.
+ * Alongside, an admission round that can admit nothing runs every 250 ms (as the worker's timer
+ * does), and its durations are printed: they grow with what a round has to walk past.
  * Usage: tsx bench/record-path.ts [backlog=100000]   (BENCH_DATABASE_URL, default whr_record_path,
  * created for the run and dropped after it)
  */
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
 import { createDb } from '../src/infra/db.js';
 import { Batcher } from '../src/infra/batcher.js';
 import { admitDue } from '../src/delivery/sql/admit.js';
 import { vacuumQueue } from '../src/delivery/sql/queue-vacuum.js';
 import { recordSuccesses, type Recorded, type SuccessItem } from '../src/delivery/sql/attempts.js';
 import type { ClaimedDelivery } from '../src/delivery/sql/claimed.js';
+import { CpuBudget } from './lib/cpu-budget.js';
 import { dropDatabase, freshDatabase, insertBacklog, insertEndpoints, insertTenant } from './lib/database.js';
 
 const url = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/whr_record_path';
@@ -21,23 +23,6 @@ const backlog = Number(process.argv[2] ?? 100_000);
 const endpoints = 10;
 const concurrency = 10;
 const leaseMs = 60_000;
-
-/** CPU seconds of every PostgreSQL process (backends, WAL writer, checkpointer, autovacuum). */
-function postgresCpuSeconds(): number {
-  let ticks = 0;
-  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-      if (name !== 'postgres') continue;
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      ticks += Number(fields[11]) + Number(fields[12]);
-    } catch {
-      // exited
-    }
-  }
-  return ticks / 100;
-}
 
 await freshDatabase(url);
 const db = createDb({ url, poolMax: 4 });
@@ -77,7 +62,8 @@ const vacuumer = vacuumEveryMs > 0 ? setInterval(() => {
   vacuuming = true;
   void vacuumQueue(db, 0).finally(() => { vacuuming = false; });
 }, vacuumEveryMs) : undefined;
-const cpuBefore = postgresCpuSeconds();
+const budget = new CpuBudget(db, {});
+await budget.start();
 const started = performance.now();
 const slots: Promise<void>[] = [];
 while (done < total) {
@@ -91,7 +77,7 @@ clearInterval(prober);
 clearInterval(vacuumer);
 console.log('idle admission rounds (ms):', roundMs.join(' '));
 const seconds = (performance.now() - started) / 1000;
-const pgCpu = postgresCpuSeconds() - cpuBefore;
+const pgCpu = (await budget.stop()).postgres!;
 const { rows } = await db.raw("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'deliveries'");
 console.log(JSON.stringify({ delivered: done, seconds: +seconds.toFixed(2), perSecond: Math.round(done / seconds), postgresCpuMsPerDelivery: +((pgCpu * 1000) / done).toFixed(3), stats: rows[0] }));
 await db.destroy();

@@ -126,14 +126,18 @@ export class DeliveryLifecycle {
     for (const ep of disabled) this.fannedOut(await this.effects.announceEndpointDisabled(ep));
   }
 
-  /** Takes back lost leases, dead-letters what can no longer be delivered (returns what it did), and vacuums the queue. */
+  /** Takes back lost leases and dead-letters what can no longer be delivered; returns what it did. */
   async sweep() {
     const r = await sweep(this.db, this.limits);
-    await vacuumQueue(this.db);
     if (r.deadMaxAge) this.effects.deadLettered('max_age', r.deadMaxAge);
     if (r.deadMaxAttempts) this.effects.deadLettered('max_attempts', r.deadMaxAttempts);
     if (r.deadDisabled) this.effects.deadLettered('endpoint_disabled', r.deadDisabled);
     if (r.requeued || r.lostInFlight) this.effects.newWork();
     return r;
+  }
+
+  /** Keeps delivery_queue quick to walk (see sql/queue-vacuum.ts); true when this call vacuumed. */
+  vacuumQueue(): Promise<boolean> {
+    return vacuumQueue(this.db);
   }
 }

@@ -215,9 +215,10 @@ export class Dispatcher {
       );
     } catch (err) {
       this.deps.logger.warn({ err }, 'sweep failed; will retry');
-    } finally {
-      this.sweeping = false;
     }
+    // On its own: a vacuum that fails must not cost the sweep its metrics and announcements.
+    await this.deps.lifecycle.vacuumQueue().catch((err: unknown) => this.deps.logger.warn({ err }, 'vacuum of delivery_queue failed; will retry'));
+    this.sweeping = false;
   }
 
   /**
