@@ -74,13 +74,6 @@ async function attemptClaimed(deps: DeliverDeps, claimed: ClaimedDelivery, mayHa
   const deliveryId = claimed.id;
   const now = deps.now ?? (() => new Date());
   const ep = claimed.endpoint;
-  const base = {
-    deliveryId: claimed.id,
-    tenantId: claimed.tenant_id,
-    endpointId: ep.id,
-    attemptNumber: claimed.attempt_count,
-    trigger: claimed.next_trigger,
-  };
   const startedAt = now();
   const timestampSec = Math.floor(startedAt.getTime() / 1000);
   const result = await deps.client.send({
@@ -99,7 +92,11 @@ async function attemptClaimed(deps: DeliverDeps, claimed: ClaimedDelivery, mayHa
   });
   const statusCode = outcome.kind === 'response' ? outcome.statusCode : null;
   const record: AttemptRecord = {
-    ...base,
+    deliveryId,
+    tenantId: claimed.tenant_id,
+    endpointId: ep.id,
+    attemptNumber: claimed.attempt_count,
+    trigger: claimed.next_trigger,
     startedAt,
     durationMs: result.durationMs,
     statusCode,

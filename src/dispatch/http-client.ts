@@ -2,8 +2,10 @@
 // each socket to the address it checked, hard time limits and a bounded body read. send() never
 // throws for anything the network or the receiver does; every failure becomes an AttemptOutcome.
 import dns from 'node:dns/promises';
+import { EventEmitter } from 'node:events';
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
+import type { Readable } from 'node:stream';
 import { Agent, buildConnector, errors as undiciErrors } from 'undici';
 import type { AttemptOutcome, ErrorClass } from '../domain/retry-policy.js';
 import { classifyAddress, isLocalhostName, targetRefusal } from './address-guard.js';
@@ -123,45 +125,28 @@ export function createDeliveryClient(opts: DeliveryClientOptions): DeliveryClien
   async function send(req: DeliveryRequest): Promise<DeliveryResult> {
     const started = performance.now();
     const elapsed = () => Math.round(performance.now() - started);
-    let url: URL;
-    try {
-      url = new URL(req.url);
-    } catch {
-      return fail('invalid_target', 'endpoint URL is not a valid absolute URL', elapsed());
-    }
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-      return fail('invalid_target', 'endpoint URL scheme must be http or https', elapsed());
-    }
-    if (url.username !== '' || url.password !== '') {
-      return fail('invalid_target', 'endpoint URL must not contain credentials', elapsed());
-    }
+    const target = targetOf(req.url);
+    if ('refusal' in target) return fail('invalid_target', target.refusal, elapsed());
 
-    const ac = new AbortController();
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      ac.abort(new AttemptTimeoutError('attempt timed out'));
-    }, opts.attemptTimeoutMs);
+    const deadline = new AttemptDeadline();
+    const timer = setTimeout(() => deadline.fire(new AttemptTimeoutError('attempt timed out')), opts.attemptTimeoutMs);
     try {
-      // No redirect interceptor is composed, so 3xx comes back as a plain response.
       const res = await agent.request({
-        origin: url.origin,
-        path: `${url.pathname}${url.search}`,
+        origin: target.origin,
+        path: target.path,
         method: req.method ?? 'POST',
         headers: req.headers,
         body: req.body,
-        signal: ac.signal,
+        signal: deadline,
       });
       const header = res.headers['retry-after'];
       const retryAfter = Array.isArray(header) ? header[0] : header;
-      // The status line is the receiver's verdict; the body is only informational, so a body
-      // that is cut off (cap, timeout, reset) still leaves the outcome as that status.
       const excerpt = await readExcerpt(res.body, opts.maxResponseBytes, opts.excerptBytes);
       const outcome: AttemptOutcome = { kind: 'response', statusCode: res.statusCode };
       if (retryAfter !== undefined) outcome.retryAfter = retryAfter.slice(0, 128);
       return { outcome, durationMs: elapsed(), responseExcerpt: excerpt };
     } catch (err) {
-      const [errorClass, message] = timedOut
+      const [errorClass, message] = deadline.aborted
         ? (['attempt_timeout', `no complete response within ${opts.attemptTimeoutMs} ms`] as const)
         : classifyError(err);
       return fail(errorClass, message, elapsed());
@@ -178,32 +163,102 @@ function fail(errorClass: ErrorClass, message: string, durationMs: number): Deli
 }
 
 /**
+ * The attempt's deadline as undici takes a signal (an EventEmitter with `aborted` and `reason`):
+ * an AbortController per attempt cost more than the rest of the request's bookkeeping in profiles.
+ */
+class AttemptDeadline extends EventEmitter {
+  aborted = false;
+  reason: Error | undefined;
+
+  fire(reason: Error): void {
+    this.aborted = true;
+    this.reason = reason;
+    this.emit('abort');
+  }
+}
+
+type Target = { origin: string; path: string } | { refusal: string };
+
+/** Targets by endpoint URL: a worker sends to the same few URLs all day, and parsing each showed in profiles. */
+const targets = new Map<string, Target>();
+const maxTargets = 10_000;
+
+/** Where a request for `url` goes, or why it may not go anywhere. */
+function targetOf(url: string): Target {
+  let target = targets.get(url);
+  if (target !== undefined) return target;
+  target = parseTarget(url);
+  if (targets.size >= maxTargets) targets.delete(targets.keys().next().value!);
+  targets.set(url, target);
+  return target;
+}
+
+function parseTarget(raw: string): Target {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    return { refusal: 'endpoint URL is not a valid absolute URL' };
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return { refusal: 'endpoint URL scheme must be http or https' };
+  if (url.username !== '' || url.password !== '') return { refusal: 'endpoint URL must not contain credentials' };
+  return { origin: url.origin, path: `${url.pathname}${url.search}` };
+}
+
+/**
  * Reads at most maxBytes, then destroys the stream (undici drops that socket instead of draining
  * a possibly endless body). Bodies under the cap are read to the end so the connection is reused.
+ * An error or abort while reading keeps what arrived: the status stands either way.
  */
-async function readExcerpt(body: AsyncIterable<Buffer> & { destroy(): unknown }, maxBytes: number, excerptBytes: number): Promise<string> {
-  const chunks: Buffer[] = [];
-  let total = 0;
-  try {
-    for await (const chunk of body) {
+function readExcerpt(body: Readable, maxBytes: number, excerptBytes: number): Promise<string> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    let done = false;
+    const finish = () => {
+      if (done) return;
+      done = true;
+      body.off('data', onData);
+      body.destroy();
+      resolve(excerptOf(chunks, excerptBytes));
+    };
+    const onData = (chunk: Buffer) => {
       const room = maxBytes - total;
       if (chunk.length >= room) {
         if (room > 0) chunks.push(chunk.subarray(0, room));
         total = maxBytes;
-        break; // ends the iteration, which destroys the body stream
+        finish();
+        return;
       }
       chunks.push(chunk);
       total += chunk.length;
-    }
-  } catch {
-    // Partial body: keep what arrived.
-  } finally {
-    body.destroy();
+    };
+    body.on('data', onData);
+    body.once('end', finish);
+    body.once('error', finish);
+    body.once('close', finish);
+  });
+}
+
+/** The first `excerptBytes` as text; a character the cut splits is left out, NULs are dropped. */
+export function excerptOf(chunks: Buffer[], excerptBytes: number): string {
+  if (chunks.length === 0 || excerptBytes <= 0) return '';
+  const head = (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)).subarray(0, excerptBytes);
+  const text = head.toString('utf8', 0, completeUtf8Length(head));
+  return text.includes('\u0000') ? text.replaceAll('\u0000', '') : text;
+}
+
+/** Length of `buf` without a UTF-8 sequence that its end cuts short. */
+function completeUtf8Length(buf: Buffer): number {
+  // The last lead byte within the last four bytes, and how long the sequence it starts should be.
+  for (let i = buf.length - 1; i >= 0 && i >= buf.length - 4; i--) {
+    const b = buf[i]!;
+    if (b < 0x80) return buf.length; // ASCII: nothing cut
+    if (b < 0xc0) continue; // continuation byte: keep looking for its lead
+    const need = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : 2;
+    return buf.length - i < need ? i : buf.length;
   }
-  const head = Buffer.concat(chunks).subarray(0, Math.max(0, excerptBytes));
-  // stream: true holds back a multi-byte character cut at the boundary instead of emitting U+FFFD;
-  // NULs are dropped because PostgreSQL text columns cannot store them.
-  return new TextDecoder('utf-8').decode(head, { stream: true }).replaceAll('\u0000', '');
+  return buf.length;
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
