@@ -100,6 +100,7 @@ export async function runDispatch(ctx: BenchContext): Promise<DispatchResult> {
   const idle = await idleRss(ctx);
   const cycle = await cycleBreakdown(ctx, cfg.endpointConcurrency);
   const floor = await runDispatchFloor(ctx);
+  const cpuMs = perUnitMs(cpu, drained.delivered);
   return {
     rps: round(rps),
     floorRps: round(floor.rps),
@@ -116,7 +117,11 @@ export async function runDispatch(ctx: BenchContext): Promise<DispatchResult> {
       deliveredInWindow: drained.delivered,
       ...rateByQuarter(timeline, drained.delivered),
       // From the first delivery to the last: what each process spent per delivery.
-      cpuMsPerDelivery: perUnitMs(cpu, drained.delivered),
+      cpuMsPerDelivery: cpuMs,
+      // The ratio CPU alone allows: the floor's CPU per request (client + receiver) over all the CPU a
+      // delivery takes (worker, receiver, PostgreSQL). Where both runs keep the machine equally busy,
+      // the rps ratio comes out at this; it moves far less with the machine's noise than the floor's rps.
+      cpuBoundRatio: cpuBoundRatio(cpuMs, floor.cpuMsPerRequest),
       cpuShareOfMachine: round((Object.values(cpu).reduce((a, b) => a + b, 0) / seconds / os.cpus().length) * 100),
       postgresPerDelivery: perUnit(pgBefore, pgAfter, succeeded),
       deliveriesTable: {
@@ -134,6 +139,11 @@ export async function runDispatch(ctx: BenchContext): Promise<DispatchResult> {
       timeline,
     },
   };
+}
+
+function cpuBoundRatio(dispatch: Record<string, number>, floor: Record<string, number>): number {
+  const sum = (ms: Record<string, number>) => Object.values(ms).reduce((a, b) => a + b, 0);
+  return round(sum(floor) / sum(dispatch), 3);
 }
 
 /**
