@@ -62,3 +62,13 @@ export class CpuBudget {
 export function perUnitMs(budget: Record<string, number>, units: number): Record<string, number> {
   return Object.fromEntries(Object.entries(budget).map(([k, s]) => [k, Math.round((s / units) * 1e6) / 1e3]));
 }
+
+/**
+ * The throughput ratio CPU alone allows: the floor's CPU per request over the platform's per unit,
+ * each summed over every process measured. Where both runs keep the machine equally busy, the rps
+ * ratio comes out at this; it moves far less with the machine's noise than the floor's rps does.
+ */
+export function cpuBoundRatio(platformMs: Record<string, number>, floorMs: Record<string, number>): number {
+  const sum = (ms: Record<string, number>) => Object.values(ms).reduce((a, b) => a + b, 0);
+  return Math.round((sum(floorMs) / sum(platformMs)) * 1000) / 1000;
+}

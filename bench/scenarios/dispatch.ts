@@ -7,7 +7,7 @@ import { outboundBody } from '../../src/store/intake-store.js';
 import { payloadData } from '../lib/payload.js';
 import { cpuSeconds, mb, peakRssBytes, rssBytes } from '../lib/proc.js';
 import { round } from '../lib/stats.js';
-import { CpuBudget, perUnitMs } from '../lib/cpu-budget.js';
+import { CpuBudget, cpuBoundRatio, perUnitMs } from '../lib/cpu-budget.js';
 import { PgSampler } from '../lib/pg-sampler.js';
 import { pgCounters, perUnit, tableCounters } from '../lib/pg-stats.js';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -118,9 +118,7 @@ export async function runDispatch(ctx: BenchContext): Promise<DispatchResult> {
       ...rateByQuarter(timeline, drained.delivered),
       // From the first delivery to the last: what each process spent per delivery.
       cpuMsPerDelivery: cpuMs,
-      // The ratio CPU alone allows: the floor's CPU per request (client + receiver) over all the CPU a
-      // delivery takes (worker, receiver, PostgreSQL). Where both runs keep the machine equally busy,
-      // the rps ratio comes out at this; it moves far less with the machine's noise than the floor's rps.
+      // The floor's client + receiver against the worker, receiver and PostgreSQL per delivery.
       cpuBoundRatio: cpuBoundRatio(cpuMs, floor.cpuMsPerRequest),
       cpuShareOfMachine: round((Object.values(cpu).reduce((a, b) => a + b, 0) / seconds / os.cpus().length) * 100),
       postgresPerDelivery: perUnit(pgBefore, pgAfter, succeeded),
@@ -139,11 +137,6 @@ export async function runDispatch(ctx: BenchContext): Promise<DispatchResult> {
       timeline,
     },
   };
-}
-
-function cpuBoundRatio(dispatch: Record<string, number>, floor: Record<string, number>): number {
-  const sum = (ms: Record<string, number>) => Object.values(ms).reduce((a, b) => a + b, 0);
-  return round(sum(floor) / sum(dispatch), 3);
 }
 
 /**

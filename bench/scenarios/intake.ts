@@ -5,7 +5,7 @@ import { countRows } from '../lib/database.js';
 import { closedLoop, paced, p99 } from '../lib/load.js';
 import { signedCallback, signedCallbacks, type PreparedRequest, type SignedSource } from '../lib/payload.js';
 import { percentile, round } from '../lib/stats.js';
-import { CpuBudget, perUnitMs } from '../lib/cpu-budget.js';
+import { CpuBudget, cpuBoundRatio, perUnitMs } from '../lib/cpu-budget.js';
 import { PgSampler } from '../lib/pg-sampler.js';
 import { StallSampler, stallReport } from '../lib/stall-sampler.js';
 import { pgCounters, perUnit } from '../lib/pg-stats.js';
@@ -137,6 +137,8 @@ export async function runIntake(ctx: BenchContext): Promise<IntakeResult> {
       connections: cfg.connections,
       seconds: cfg.seconds,
       cpuMsPerCallback: perUnitMs(cpu, max.ok),
+      // The floor's express + one INSERT (and load generator) against the api, PostgreSQL and load generator per callback.
+      cpuBoundRatio: cpuBoundRatio(perUnitMs(cpu, max.ok), floor.cpuMsPerRequest),
       postgresPerCallback: perCallback,
       max: { ok: max.ok, failed: max.failed, statusCodes: max.statusCodes, p50Ms: max.p50Ms, p99Ms: max.p99Ms },
       halfLoad: {
