@@ -66,7 +66,8 @@ export function perUnitMs(budget: Record<string, number>, units: number): Record
 /**
  * The throughput ratio CPU alone allows: the floor's CPU per request over the platform's per unit,
  * each summed over every process measured. Where both runs keep the machine equally busy, the rps
- * ratio comes out at this; it moves far less with the machine's noise than the floor's rps does.
+ * ratio comes out at this, so the two side by side say whether CPU explains a ratio. It is no
+ * steadier than the rps ratio: the floor's CPU per request moves with the machine as much.
  */
 export function cpuBoundRatio(platformMs: Record<string, number>, floorMs: Record<string, number>): number {
   const sum = (ms: Record<string, number>) => Object.values(ms).reduce((a, b) => a + b, 0);
