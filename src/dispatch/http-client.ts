@@ -131,6 +131,7 @@ export function createDeliveryClient(opts: DeliveryClientOptions): DeliveryClien
     const deadline = new AttemptDeadline();
     const timer = setTimeout(() => deadline.fire(new AttemptTimeoutError('attempt timed out')), opts.attemptTimeoutMs);
     try {
+      // No redirect interceptor is composed, so 3xx comes back as a plain response.
       const res = await agent.request({
         origin: target.origin,
         path: target.path,
@@ -141,6 +142,8 @@ export function createDeliveryClient(opts: DeliveryClientOptions): DeliveryClien
       });
       const header = res.headers['retry-after'];
       const retryAfter = Array.isArray(header) ? header[0] : header;
+      // The status line is the receiver's verdict; the body is only informational, so a body
+      // that is cut off (cap, timeout, reset) still leaves the outcome as that status.
       const excerpt = await readExcerpt(res.body, opts.maxResponseBytes, opts.excerptBytes);
       const outcome: AttemptOutcome = { kind: 'response', statusCode: res.statusCode };
       if (retryAfter !== undefined) outcome.retryAfter = retryAfter.slice(0, 128);
@@ -208,7 +211,7 @@ function parseTarget(raw: string): Target {
 /**
  * Reads at most maxBytes, then destroys the stream (undici drops that socket instead of draining
  * a possibly endless body). Bodies under the cap are read to the end so the connection is reused.
- * An error or abort while reading keeps what arrived: the status stands either way.
+ * An error or abort while reading keeps what arrived.
  */
 function readExcerpt(body: Readable, maxBytes: number, excerptBytes: number): Promise<string> {
   return new Promise((resolve) => {
@@ -240,7 +243,10 @@ function readExcerpt(body: Readable, maxBytes: number, excerptBytes: number): Pr
   });
 }
 
-/** The first `excerptBytes` as text; a character the cut splits is left out, NULs are dropped. */
+/**
+ * The first `excerptBytes` as text. A character the cut splits is left out rather than turned
+ * into U+FFFD; NULs are dropped because PostgreSQL text columns cannot store them.
+ */
 export function excerptOf(chunks: Buffer[], excerptBytes: number): string {
   if (chunks.length === 0 || excerptBytes <= 0) return '';
   const head = (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)).subarray(0, excerptBytes);
