@@ -152,6 +152,26 @@ describe('retention', () => {
     expect((await db.raw('SELECT to_regclass(?) AS t', [name])).rows[0].t).toBeNull();
   });
 
+  it('a partition created while a result is being recorded: one waits for the other, neither deadlocks', async () => {
+    // Only the attempts partition of that day is missing, as when it is the one left to create.
+    const at = daysAgo(-60);
+    await ensurePartitions(db, at, new Date(at.getTime() + 1));
+    const name = dayName('attempts', at);
+    await db.raw(`DROP TABLE ${name}`);
+    let made: Promise<number> | undefined;
+    await db.transaction(async (trx) => {
+      // A result being recorded: its delivery is updated first (the update needs no row here)...
+      await trx.raw('UPDATE deliveries SET updated_at = updated_at WHERE false');
+      made = ensurePartitions(db, at, new Date(at.getTime() + 1));
+      await eventually(async () => (await db.raw('SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted')).rows[0].n > 0, 'partition creation waiting');
+      // ...then its attempt is logged. Had the creation taken attempts before deliveries, this would
+      // wait for it while it waited for us, and PostgreSQL would abort one of the two after 1 s.
+      await trx.raw('INSERT INTO attempts SELECT * FROM attempts WHERE false');
+    });
+    expect(await made).toBe(1);
+    expect(await partitionNames()).toContain(name);
+  });
+
   it('keeps partitions ahead of need', async () => {
     const names = await partitionNames();
     for (const days of [0, 1, 7]) expect(names).toContain(dayName('events', daysAgo(-days)));
