@@ -157,10 +157,16 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
     (stopping ??= (async () => {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
-      await reconciler?.stop();
-      await retention.stop();
-      await reconcileClient?.close();
-      await dispatcher?.stop();
+      // The dispatcher stops taking work at once, not after a retention or reconcile run in progress
+      // has finished: work published after the signal is left to the processes that go on.
+      await Promise.all([
+        dispatcher?.stop(),
+        (async () => {
+          await reconciler?.stop();
+          await retention.stop();
+          await reconcileClient?.close();
+        })(),
+      ]);
       await subscriber?.quit().catch(() => undefined);
       await closed;
       setBacklogSource(undefined);
