@@ -8,6 +8,7 @@ import { performance } from 'node:perf_hooks';
 import type { Readable } from 'node:stream';
 import { Agent, buildConnector, errors as undiciErrors } from 'undici';
 import type { AttemptOutcome, ErrorClass } from '../domain/retry-policy.js';
+import { RecentMap } from '../infra/recent-set.js';
 import { classifyAddress, isLocalhostName, targetRefusal } from './address-guard.js';
 
 export interface LookupAddress {
@@ -183,16 +184,15 @@ class AttemptDeadline extends EventEmitter {
 type Target = { origin: string; path: string } | { refusal: string };
 
 /** Targets by endpoint URL: a worker sends to the same few URLs all day, and parsing each showed in profiles. */
-const targets = new Map<string, Target>();
-const maxTargets = 10_000;
+const targets = new RecentMap<Target>(10_000);
 
 /** Where a request for `url` goes, or why it may not go anywhere. */
 function targetOf(url: string): Target {
   let target = targets.get(url);
-  if (target !== undefined) return target;
-  target = parseTarget(url);
-  if (targets.size >= maxTargets) targets.delete(targets.keys().next().value!);
-  targets.set(url, target);
+  if (target === undefined) {
+    target = parseTarget(url);
+    targets.set(url, target);
+  }
   return target;
 }
 
@@ -229,7 +229,6 @@ function readExcerpt(body: Readable, maxBytes: number, excerptBytes: number): Pr
       const room = maxBytes - total;
       if (chunk.length >= room) {
         if (room > 0) chunks.push(chunk.subarray(0, room));
-        total = maxBytes;
         finish();
         return;
       }

@@ -23,3 +23,20 @@ export class RecentSet {
     return this.keys.size;
   }
 }
+
+/** A map of the most recently set keys, at most `capacity` of them, forgetting like RecentSet. */
+export class RecentMap<V> {
+  private readonly entries = new Map<string, V>();
+
+  constructor(private readonly capacity: number) {}
+
+  get(key: string): V | undefined {
+    return this.entries.get(key);
+  }
+
+  set(key: string, value: V): void {
+    this.entries.delete(key);
+    if (this.entries.size >= this.capacity) this.entries.delete(this.entries.keys().next().value!);
+    this.entries.set(key, value);
+  }
+}

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/index.js';
 import { configError, requiredEnv } from '../helpers/config.js';
-import { RecentSet } from '../../src/infra/recent-set.js';
+import { RecentMap, RecentSet } from '../../src/infra/recent-set.js';
 
 describe('intake group commit settings', () => {
   it('defaults to 64 callbacks per statement and 2 statements in flight', () => {
@@ -27,5 +27,15 @@ describe('RecentSet', () => {
     recent.add('d');
     expect(['a', 'b', 'c', 'd'].filter((k) => recent.has(k))).toEqual(['a', 'c', 'd']);
     expect(recent.size).toBe(3);
+  });
+});
+
+describe('RecentMap', () => {
+  it('forgets the key set longest ago once full, and setting a key again makes it the newest', () => {
+    const recent = new RecentMap<number>(3);
+    for (const [k, v] of [['a', 1], ['b', 2], ['c', 3]] as const) recent.set(k, v);
+    recent.set('a', 10); // a is now the newest, with its new value; b the oldest
+    recent.set('d', 4);
+    expect(['a', 'b', 'c', 'd'].map((k) => recent.get(k))).toEqual([10, undefined, 3, 4]);
   });
 });
