@@ -149,15 +149,10 @@ interface IntakeRow {
   dead_disabled: number;
 }
 
+/** Receipts for repeats, against the event each digest's first receipt names (migration 20261202000026). */
 const repeatsStatement = statement(
   'intake_repeats',
-  `INSERT INTO receipts (id, tenant_id, source_id, event_id, outcome, origin, body_digest)
-   SELECT i.receipt_id, i.tenant_id, i.source_id, r.event_id, 'duplicate', i.origin, i.body_digest
-     FROM unnest(:receiptIds::text[], :tenantIds::text[], :sourceIds::text[], :origins::text[], :digests::text[])
-          AS i(receipt_id, tenant_id, source_id, origin, body_digest)
-     CROSS JOIN LATERAL (SELECT event_id FROM receipts
-                          WHERE source_id = i.source_id AND body_digest = i.body_digest LIMIT 1) r
-   RETURNING id, event_id`,
+  'SELECT * FROM intake_record_repeats(:receiptIds::text[], :tenantIds::text[], :sourceIds::text[], :origins::text[], :digests::text[])',
 );
 
 const acceptsStatement = statement('intake_accept_many', 'SELECT * FROM intake_accept_many(:items::jsonb, :defaultMaxAgeSeconds::int)');
