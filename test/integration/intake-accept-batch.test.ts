@@ -5,6 +5,9 @@ import { createEndpoint, createSource, type TestSource } from '../helpers/intake
 import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 
 /**
+ * The accept statement, called as the api process calls it (a JSON batch), straight on a session of
+ * its own: what one batch decides and writes, and how its statements are planned.
+ *
  * The intake statements are planned once per connection, not once per callback: PostgreSQL's own
  * plan log (auto_explain, sent to this session as notices) shows every plan that ran inside them,
  * and a plan made for one call names that call's values where a reusable one names `$1`. Without
@@ -37,20 +40,76 @@ afterAll(async () => {
   await t?.stop();
 });
 
-function acceptItem(n: number, eventId: string) {
+function acceptItem(n: number, eventId: string, overrides: Record<string, unknown> = {}) {
   return {
     receiptId: newId('receipt'), eventId, deliveryIds: [newId('delivery'), newId('delivery')],
     tenantId: tenant.id, sourceId: source.id, origin: 'callback', bodyDigest: `digest-${n}`, receivedAt: new Date(),
     type: 'order.created', messageId: `ord_${n}`, dedupeKey: `key-${n}`, status: null, statusRank: null, statusFinal: null,
-    sequence: null, body: JSON.stringify({ n }),
+    sequence: null, body: JSON.stringify({ n }), ...overrides,
   };
 }
+
+describe('one batch', () => {
+  it('is decided callback by callback in order, and written at the end: repeats, key duplicates, stale statuses and too few ids', async () => {
+    const [a, b, c, d, e] = Array.from({ length: 5 }, () => newId('event'));
+    const status = (value: string, rank: number, final = false) => ({ messageId: 'msg_batch', status: value, statusRank: rank, statusFinal: final });
+    const batch = [
+      acceptItem(100, a!),
+      acceptItem(100, newId('event')), // byte for byte the first: same digest, same key
+      acceptItem(101, newId('event'), { dedupeKey: 'key-100' }), // another body, the first's key
+      acceptItem(102, b!, status('sent', 2)),
+      acceptItem(103, c!, status('accepted', 1)), // lower than what the message reached one callback earlier
+      acceptItem(104, d!, { deliveryIds: [newId('delivery')] }), // two endpoints, one id
+      acceptItem(105, e!, status('delivered', 3, true)),
+    ];
+    const { rows } = await session.query('SELECT * FROM intake_accept_many($1::jsonb, 86400)', [JSON.stringify(batch)]);
+    expect(rows).toEqual([
+      { outcome: 'accepted', event_id: a, endpoint_count: 2, pending: 2, dead_disabled: 0 },
+      // Both copies meet the first on its key (its receipt, which the byte-identical check reads, is
+      // written with the batch's), so both had their endpoints looked up.
+      { outcome: 'duplicate', event_id: a, endpoint_count: 2, pending: 0, dead_disabled: 0 },
+      { outcome: 'duplicate', event_id: a, endpoint_count: 2, pending: 0, dead_disabled: 0 },
+      { outcome: 'accepted', event_id: b, endpoint_count: 2, pending: 2, dead_disabled: 0 },
+      { outcome: 'stale', event_id: c, endpoint_count: 2, pending: 0, dead_disabled: 0 },
+      { outcome: 'need_ids', event_id: null, endpoint_count: 2, pending: 0, dead_disabled: 0 },
+      { outcome: 'accepted', event_id: e, endpoint_count: 2, pending: 2, dead_disabled: 0 },
+    ]);
+
+    const ids = [a, b, c, d, e];
+    const events = await session.query('SELECT id, stale, body FROM events WHERE id = ANY($1) ORDER BY id', [ids]);
+    expect(events.rows).toEqual([a, b, c, e].sort().map((id) => ({ id, stale: id === c, body: expect.any(String) })));
+    const deliveries = await session.query(
+      `SELECT d.event_id, count(*)::int AS n, count(q.delivery_id)::int AS queued FROM deliveries d
+         LEFT JOIN delivery_queue q ON q.delivery_id = d.id WHERE d.event_id = ANY($1) GROUP BY 1 ORDER BY 1`,
+      [ids],
+    );
+    expect(deliveries.rows).toEqual([a, b, e].sort().map((event_id) => ({ event_id, n: 2, queued: 2 })));
+    const receipts = await session.query(
+      `SELECT event_id, outcome, count(*)::int AS n FROM receipts WHERE event_id = ANY($1) GROUP BY 1, 2 ORDER BY 1, 2`,
+      [ids],
+    );
+    expect(receipts.rows).toEqual(
+      [
+        { event_id: a, outcome: 'accepted', n: 1 },
+        { event_id: a, outcome: 'duplicate', n: 2 },
+        { event_id: b, outcome: 'accepted', n: 1 },
+        { event_id: c, outcome: 'stale', n: 1 },
+        { event_id: e, outcome: 'accepted', n: 1 },
+      ].sort((x, y) => (x.event_id! + x.outcome).localeCompare(y.event_id! + y.outcome)),
+    );
+    const message = await session.query(`SELECT status, status_rank, status_final, last_event_id FROM messages WHERE message_id = 'msg_batch'`);
+    expect(message.rows).toEqual([{ status: 'delivered', status_rank: 3, status_final: true, last_event_id: e }]);
+    const keys = await session.query(`SELECT key FROM event_keys WHERE key = 'key-104'`);
+    expect(keys.rows).toEqual([]);
+  });
+});
 
 /** The plans logged for statements whose text contains `marker`. */
 const plansOf = (marker: string) => plans.filter((p) => p.includes(marker));
 
 describe('intake statement plans', () => {
   it('callbacks, repeats and published events check their event and find their endpoints with one reusable plan each', async () => {
+    plans.length = 0;
     const eventIds: string[] = [];
     // More calls than the five custom plans PostgreSQL makes before it may choose a generic one.
     for (let n = 0; n < 7; n++) {

@@ -1,0 +1,203 @@
+import type { Knex } from 'knex';
+import { up as restoreIntakeAccept } from './20261201000022_intake_repeat_check.js';
+
+/**
+ * `intake_accept_many` decides each callback of a batch in turn, as before, but writes the batch's
+ * events, deliveries and receipts with one statement per table at the end instead of three per
+ * callback. Starting a statement is what a callback's rows cost most after the plans (migration
+ * 20261202000026): the executor opens the table and each of its indexes, reads its check
+ * constraints back from the catalog, and the deliveries' statement-level trigger that fills
+ * `delivery_queue` fires once per statement. Profiled on the bench's intake batches, that start-up
+ * was over a quarter of PostgreSQL's CPU per callback; a batch now pays it once.
+ *
+ * What stays per callback is what decides it, in arrival order: the byte-identical check, the
+ * endpoints the event reaches, the key claim (two callbacks of one batch with one key are one
+ * event; a concurrent batch with the key waits for this one), the message's forward-only status
+ * (a later callback of the same batch sees an earlier one's status) and the event's place in its
+ * message's order. Nothing a later callback decides depends on rows written at the end: a repeat of
+ * an earlier callback of the same batch carries the same key and is answered by the key claim.
+ *
+ * `intake_accept`, the one-callback function the old loop called, has no caller left and goes.
+ */
+const items = `ROWS FROM (jsonb_to_recordset(p_items) AS (
+          "receiptId" text, "eventId" text, "deliveryIds" text[], "tenantId" text, "sourceId" text, origin text,
+          "bodyDigest" text, "receivedAt" timestamptz, type text, "messageId" text, "dedupeKey" text, status text,
+          "statusRank" integer, "statusFinal" boolean, sequence bigint, body text))
+        WITH ORDINALITY AS i("receiptId", "eventId", "deliveryIds", "tenantId", "sourceId", origin, "bodyDigest",
+          "receivedAt", type, "messageId", "dedupeKey", status, "statusRank", "statusFinal", sequence, body, n)`;
+
+const acceptMany = `
+    CREATE OR REPLACE FUNCTION intake_accept_many(p_items jsonb, p_default_max_age_seconds integer)
+    RETURNS TABLE (outcome text, event_id text, endpoint_count integer, pending integer, dead_disabled integer)
+    LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+    DECLARE
+      x record;
+      v_target fan_out_target;
+      v_targets fan_out_target[];
+      v_claimed text;
+      v_advanced integer;
+      v_per_message boolean;
+      -- What the batch writes at the end, by item number (i.n): new events, the deliveries of those
+      -- that are not stale, one receipt per callback that was decided.
+      v_event_items integer[] := '{}';
+      v_event_stale boolean[] := '{}';
+      v_event_order_seqs bigint[] := '{}';
+      v_delivery_items integer[] := '{}';
+      v_delivery_ids text[] := '{}';
+      v_delivery_targets fan_out_target[] := '{}';
+      v_receipt_items integer[] := '{}';
+      v_receipt_events text[] := '{}';
+      v_receipt_outcomes text[] := '{}';
+    BEGIN
+      FOR x IN SELECT * FROM ${items} LOOP
+        pending := 0;
+        dead_disabled := 0;
+        endpoint_count := 0;
+
+        -- A byte-identical repeat of a body this source already sent: the same event, no work.
+        SELECT r.event_id INTO event_id FROM receipts r
+         WHERE r.source_id = x."sourceId" AND r.body_digest = x."bodyDigest" LIMIT 1;
+        IF event_id IS NOT NULL THEN
+          outcome := 'duplicate';
+        ELSE
+          -- Read before anything is written, so that too few ids can be answered without writing.
+          v_targets := fan_out_targets(x."tenantId", x.type);
+          endpoint_count := cardinality(v_targets);
+          IF endpoint_count > cardinality(x."deliveryIds") THEN
+            outcome := 'need_ids';
+            RETURN NEXT;
+            CONTINUE;
+          END IF;
+
+          -- The key is claimed first: a concurrent callback with the same key waits here for ours to
+          -- commit or roll back, then finds the key taken (or takes it).
+          INSERT INTO event_keys (scope_id, key, event_id) VALUES (x."sourceId", x."dedupeKey", x."eventId")
+          ON CONFLICT DO NOTHING
+          RETURNING event_keys.event_id INTO v_claimed;
+
+          IF v_claimed IS NULL THEN
+            outcome := 'duplicate';
+            SELECT k.event_id INTO event_id FROM event_keys k WHERE k.scope_id = x."sourceId" AND k.key = x."dedupeKey";
+          ELSE
+            event_id := v_claimed;
+            v_advanced := 0;
+            IF x."messageId" IS NOT NULL THEN
+              -- The message's status only moves forward: a status of lower or equal rank than the one
+              -- the message has reached changes nothing. An event without a status always updates the
+              -- row. Either way a row that is written stays locked until commit, so the order drawn
+              -- below is the order in which the message's events commit.
+              INSERT INTO messages AS m (tenant_id, source_id, message_id, status, status_rank, status_final, last_event_id, updated_at)
+              VALUES (x."tenantId", x."sourceId", x."messageId", x.status, coalesce(x."statusRank", 0), coalesce(x."statusFinal", false),
+                      v_claimed, now())
+              ON CONFLICT ON CONSTRAINT messages_identity DO UPDATE
+                 SET status = COALESCE(EXCLUDED.status, m.status),
+                     status_rank = GREATEST(EXCLUDED.status_rank, m.status_rank),
+                     status_final = CASE WHEN EXCLUDED.status IS NULL THEN m.status_final ELSE EXCLUDED.status_final END,
+                     last_event_id = EXCLUDED.last_event_id,
+                     updated_at = now()
+               WHERE EXCLUDED.status IS NULL OR m.status_rank < EXCLUDED.status_rank;
+              GET DIAGNOSTICS v_advanced = ROW_COUNT;
+            END IF;
+
+            v_event_items := v_event_items || x.n::integer;
+            IF x.status IS NOT NULL AND x."messageId" IS NOT NULL AND v_advanced = 0 THEN
+              -- Older than what the message already reached: kept as evidence, forwarded to nobody.
+              outcome := 'stale';
+              v_event_stale := v_event_stale || true;
+              v_event_order_seqs := v_event_order_seqs || NULL::bigint;
+            ELSE
+              outcome := 'accepted';
+              v_per_message := false;
+              FOREACH v_target IN ARRAY v_targets LOOP
+                IF v_target.active THEN pending := pending + 1; ELSE dead_disabled := dead_disabled + 1; END IF;
+                v_per_message := v_per_message OR v_target.per_message;
+              END LOOP;
+              v_event_stale := v_event_stale || false;
+              v_event_order_seqs := v_event_order_seqs
+                || CASE WHEN v_per_message AND x."messageId" IS NOT NULL THEN nextval(pg_get_serial_sequence('events', 'seq')) END;
+              v_delivery_items := v_delivery_items || array_fill(x.n::integer, ARRAY[endpoint_count]);
+              v_delivery_ids := v_delivery_ids || x."deliveryIds"[1:endpoint_count];
+              v_delivery_targets := v_delivery_targets || v_targets;
+            END IF;
+          END IF;
+        END IF;
+
+        v_receipt_items := v_receipt_items || x.n::integer;
+        v_receipt_events := v_receipt_events || event_id;
+        v_receipt_outcomes := v_receipt_outcomes || outcome;
+        RETURN NEXT;
+      END LOOP;
+
+      -- Events before what references them: deliveries and receipts check their event.
+      INSERT INTO events (id, tenant_id, source_id, origin, type, message_id, dedupe_key, status, status_rank,
+                          provider_sequence, stale, body, created_at)
+      SELECT i."eventId", i."tenantId", i."sourceId", i.origin, i.type, i."messageId", i."dedupeKey", i.status, i."statusRank",
+             i.sequence, e.stale, i.body, i."receivedAt"
+        FROM unnest(v_event_items, v_event_stale) AS e(n, stale)
+        JOIN ${items} USING (n);
+
+      INSERT INTO deliveries (id, tenant_id, event_id, endpoint_id, status, dead_reason, last_error, next_attempt_at,
+                              deadline_at, order_key, order_hint, order_seq, created_at, updated_at)
+      SELECT d.id, i."tenantId", i."eventId", d.endpoint_id,
+             CASE WHEN d.active THEN 'pending' ELSE 'dead' END,
+             CASE WHEN d.active THEN NULL ELSE 'endpoint_disabled' END,
+             CASE WHEN d.active THEN NULL ELSE 'endpoint was disabled when the event was accepted' END,
+             CASE WHEN d.active THEN i."receivedAt" END,
+             -- The endpoint's retryPolicy.maxEventAgeSeconds, else the platform's MAX_EVENT_AGE_SECONDS.
+             i."receivedAt" + make_interval(secs => coalesce(d.max_age_seconds, p_default_max_age_seconds)),
+             CASE WHEN d.per_message AND i."messageId" IS NOT NULL THEN i."sourceId" || ':' || i."messageId" END,
+             CASE WHEN d.per_message AND i."messageId" IS NOT NULL THEN i.sequence END,
+             CASE WHEN d.per_message AND i."messageId" IS NOT NULL THEN o.order_seq END,
+             i."receivedAt", i."receivedAt"
+        FROM unnest(v_delivery_items, v_delivery_ids, v_delivery_targets)
+             AS d(n, id, endpoint_id, active, per_message, max_age_seconds)
+        JOIN ${items} USING (n)
+        JOIN unnest(v_event_items, v_event_order_seqs) AS o(n, order_seq) USING (n);
+
+      INSERT INTO receipts (id, tenant_id, source_id, event_id, outcome, origin, body_digest, received_at)
+      SELECT i."receiptId", i."tenantId", i."sourceId", r.event_id, r.outcome, i.origin, i."bodyDigest", i."receivedAt"
+        FROM unnest(v_receipt_items, v_receipt_events, v_receipt_outcomes) AS r(n, event_id, outcome)
+        JOIN ${items} USING (n);
+    END
+    $$;
+`;
+
+/** Migration 20261129000011's loop over intake_accept, as migration 20261202000026 left it. */
+const acceptManyLoop = `
+    CREATE OR REPLACE FUNCTION intake_accept_many(p_items jsonb, p_default_max_age_seconds integer)
+    RETURNS TABLE (outcome text, event_id text, endpoint_count integer, pending integer, dead_disabled integer)
+    LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+    DECLARE
+      v_item jsonb;
+      v_result record;
+    BEGIN
+      FOR i IN 0 .. jsonb_array_length(p_items) - 1 LOOP
+        v_item := p_items -> i;
+        SELECT * INTO v_result
+          FROM intake_accept(v_item->>'receiptId', v_item->>'eventId',
+                             ARRAY(SELECT jsonb_array_elements_text(v_item->'deliveryIds')),
+                             v_item->>'tenantId', v_item->>'sourceId', v_item->>'origin', v_item->>'bodyDigest',
+                             (v_item->>'receivedAt')::timestamptz, v_item->>'type', v_item->>'messageId',
+                             v_item->>'dedupeKey', v_item->>'status', (v_item->>'statusRank')::integer,
+                             (v_item->>'statusFinal')::boolean, (v_item->>'sequence')::bigint, v_item->>'body',
+                             p_default_max_age_seconds);
+        outcome := v_result.outcome;
+        event_id := v_result.event_id;
+        endpoint_count := v_result.endpoint_count;
+        pending := v_result.pending;
+        dead_disabled := v_result.dead_disabled;
+        RETURN NEXT;
+      END LOOP;
+    END
+    $$;
+`;
+
+export async function up(knex: Knex): Promise<void> {
+  await knex.raw(acceptMany);
+  await knex.raw('DROP FUNCTION intake_accept');
+}
+
+export async function down(knex: Knex): Promise<void> {
+  await restoreIntakeAccept(knex);
+  await knex.raw(acceptManyLoop);
+}
