@@ -144,3 +144,26 @@ describe('intake statement plans', () => {
     expect(targetLookups[targetLookups.length - 1]).toContain('endpoints_tenant');
   });
 });
+
+describe('deleting the tenant', () => {
+  it('removes every row that names it, the deliveries and receipts through their events', async () => {
+    const { rows: tables } = await session.query(
+      `SELECT c.table_name FROM information_schema.columns c JOIN pg_class r ON r.relname = c.table_name
+        WHERE c.table_schema = current_schema() AND c.column_name = 'tenant_id' AND r.relkind IN ('r', 'p') AND NOT r.relispartition
+        ORDER BY 1`,
+    );
+    const counts = async () => {
+      const found: Record<string, number> = {};
+      for (const { table_name: table } of tables) {
+        const { rows } = await session.query(`SELECT count(*)::int AS n FROM ${table} WHERE tenant_id = $1`, [tenant.id]);
+        found[table] = rows[0].n;
+      }
+      return found;
+    };
+    const before = await counts();
+    for (const table of ['events', 'receipts', 'deliveries', 'delivery_queue', 'messages', 'endpoints', 'sources']) expect(before[table], table).toBeGreaterThan(0);
+    await session.query('DELETE FROM tenants WHERE id = $1', [tenant.id]);
+    expect(Object.values(await counts()).every((n) => n === 0), JSON.stringify(await counts())).toBe(true);
+  });
+});
+
