@@ -100,6 +100,43 @@ export const intakeAcceptFunction = `
     $$;
 `;
 
+/** fan_out_insert as this migration creates it; migration 20261202000027 restores it on the way down. */
+export const fanOutInsertFunction = `
+    CREATE FUNCTION fan_out_insert(
+      p_event_id text, p_tenant_id text, p_created_at timestamptz, p_message_key text, p_provider_sequence bigint,
+      p_default_max_age_seconds integer, p_targets fan_out_target[], p_delivery_ids text[],
+      OUT pending integer, OUT dead_disabled integer)
+    LANGUAGE plpgsql AS $$
+    DECLARE
+      v_order_seq bigint;
+    BEGIN
+      IF cardinality(p_targets) > cardinality(p_delivery_ids) THEN
+        RAISE EXCEPTION 'fan_out_insert: % targets but % delivery ids', cardinality(p_targets), cardinality(p_delivery_ids);
+      END IF;
+      IF p_message_key IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(p_targets) t WHERE t.per_message) THEN
+        v_order_seq := nextval(pg_get_serial_sequence('events', 'seq'));
+      END IF;
+      INSERT INTO deliveries (id, tenant_id, event_id, endpoint_id, status, dead_reason, last_error, next_attempt_at,
+                              deadline_at, order_key, order_hint, order_seq, created_at, updated_at)
+      SELECT p_delivery_ids[t.n], p_tenant_id, p_event_id, t.endpoint_id,
+             CASE WHEN t.active THEN 'pending' ELSE 'dead' END,
+             CASE WHEN t.active THEN NULL ELSE 'endpoint_disabled' END,
+             CASE WHEN t.active THEN NULL ELSE 'endpoint was disabled when the event was accepted' END,
+             CASE WHEN t.active THEN p_created_at END,
+             -- The endpoint's retryPolicy.maxEventAgeSeconds, else the platform's MAX_EVENT_AGE_SECONDS.
+             p_created_at + make_interval(secs => coalesce(t.max_age_seconds, p_default_max_age_seconds)),
+             CASE WHEN t.per_message AND p_message_key IS NOT NULL THEN p_message_key END,
+             CASE WHEN t.per_message AND p_message_key IS NOT NULL THEN p_provider_sequence END,
+             CASE WHEN t.per_message AND p_message_key IS NOT NULL THEN v_order_seq END,
+             p_created_at, p_created_at
+        FROM unnest(p_targets) WITH ORDINALITY AS t(endpoint_id, active, per_message, max_age_seconds, n);
+      SELECT count(*) FILTER (WHERE t.active), count(*) FILTER (WHERE NOT t.active)
+        INTO pending, dead_disabled
+        FROM unnest(p_targets) t;
+    END
+    $$;
+`;
+
 export async function up(knex: Knex): Promise<void> {
   await knex.raw(`
     -- One endpoint an event goes to, as fan-out needs to know it.
@@ -139,40 +176,7 @@ export async function up(knex: Knex): Promise<void> {
     -- \`delivered\`), and ordering by seq handed receivers \`delivered\` before \`sent\`. Positions
     -- are only compared within one message, so any increasing source does; the events.seq sequence
     -- is used because it needs no schema change.
-    CREATE FUNCTION fan_out_insert(
-      p_event_id text, p_tenant_id text, p_created_at timestamptz, p_message_key text, p_provider_sequence bigint,
-      p_default_max_age_seconds integer, p_targets fan_out_target[], p_delivery_ids text[],
-      OUT pending integer, OUT dead_disabled integer)
-    LANGUAGE plpgsql AS $$
-    DECLARE
-      v_order_seq bigint;
-    BEGIN
-      IF cardinality(p_targets) > cardinality(p_delivery_ids) THEN
-        RAISE EXCEPTION 'fan_out_insert: % targets but % delivery ids', cardinality(p_targets), cardinality(p_delivery_ids);
-      END IF;
-      IF p_message_key IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(p_targets) t WHERE t.per_message) THEN
-        v_order_seq := nextval(pg_get_serial_sequence('events', 'seq'));
-      END IF;
-      INSERT INTO deliveries (id, tenant_id, event_id, endpoint_id, status, dead_reason, last_error, next_attempt_at,
-                              deadline_at, order_key, order_hint, order_seq, created_at, updated_at)
-      SELECT p_delivery_ids[t.n], p_tenant_id, p_event_id, t.endpoint_id,
-             CASE WHEN t.active THEN 'pending' ELSE 'dead' END,
-             CASE WHEN t.active THEN NULL ELSE 'endpoint_disabled' END,
-             CASE WHEN t.active THEN NULL ELSE 'endpoint was disabled when the event was accepted' END,
-             CASE WHEN t.active THEN p_created_at END,
-             -- The endpoint's retryPolicy.maxEventAgeSeconds, else the platform's MAX_EVENT_AGE_SECONDS.
-             p_created_at + make_interval(secs => coalesce(t.max_age_seconds, p_default_max_age_seconds)),
-             CASE WHEN t.per_message AND p_message_key IS NOT NULL THEN p_message_key END,
-             CASE WHEN t.per_message AND p_message_key IS NOT NULL THEN p_provider_sequence END,
-             CASE WHEN t.per_message AND p_message_key IS NOT NULL THEN v_order_seq END,
-             p_created_at, p_created_at
-        FROM unnest(p_targets) WITH ORDINALITY AS t(endpoint_id, active, per_message, max_age_seconds, n);
-      SELECT count(*) FILTER (WHERE t.active), count(*) FILTER (WHERE NOT t.active)
-        INTO pending, dead_disabled
-        FROM unnest(p_targets) t;
-    END
-    $$;
-
+    ${fanOutInsertFunction}
     ${intakeAcceptFunction}
     -- Many callbacks in one statement, each exactly as intake_accept takes it, in the order given
     -- (group commit: under load the api process sends the callbacks that arrived while earlier ones

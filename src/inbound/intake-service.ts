@@ -56,9 +56,10 @@ export class IntakeError extends AppError {
  *
  * A byte-identical repeat is recognised twice over. A body this process took recently goes to the
  * receipt-only statement without being parsed (the cheap path of a retry storm). Any other body is
- * parsed and goes to the accept statement, which checks the digest itself (migration
- * 20261201000022), so a new callback costs one round trip and a repeat that another process took,
- * or that this one has forgotten, is still answered with its stored event.
+ * parsed and goes to the accept statement, where a repeat meets the first copy on its dedupe key (a
+ * key is a function of the bytes; migration 20261202000027), so a new callback costs one round trip
+ * and a repeat that another process took, or that this one has forgotten, is still answered with
+ * its stored event.
  */
 export class IntakeService {
   private readonly sources = new Map<string, CachedSource>();

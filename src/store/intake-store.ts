@@ -72,11 +72,11 @@ export class IntakeWriter {
   }
 
   /**
-   * Accepting a callback is `intake_accept` (migrations 20261129000011, 20261201000022), one
+   * Accepting a callback is `intake_accept_many` (migration 20261202000027) for a batch, one
    * statement and so one transaction without BEGIN/COMMIT round trips: the event (unique on source +
    * dedupe key), the message's forward-only status, one delivery per matching endpoint, and the
-   * receipt. Nothing is acknowledged before it commits. A body this source sent before byte for
-   * byte, or a duplicate dedupe key, answers with the stored event and creates no work; an event
+   * receipt. Nothing is acknowledged before it commits. A duplicate dedupe key (every byte-identical
+   * repeat has one) answers with the stored event and creates no work; an event
    * older than what its message already reached is stored as stale evidence and forwarded to nobody.
    */
   async recordCallback(input: CallbackInput): Promise<IntakeRecord> {
