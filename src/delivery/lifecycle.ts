@@ -22,9 +22,10 @@
  *                        step above reads to find rows; migration 20261201000024) quick to walk
  *   sql/operator.ts      endpoint deleted: waiting → dead; replay: dead | succeeded → pending
  *   sql/head-of-line.ts  per-message ordering, shared by admission and hand-off
- *   fan-out              SQL functions `fan_out_insert` (migration 20261129000011), called by
- *                        `intake_accept` and `publish_event`: one pending delivery per matching
- *                        endpoint, or a dead one (`endpoint_disabled`) for a disabled endpoint
+ *   fan-out              SQL function `fan_out_write` (migration 20261202000027), called by
+ *                        `intake_accept_many` for a batch and, through `fan_out_insert`, by
+ *                        `publish_event`: one pending delivery per matching endpoint, or a dead
+ *                        one (`endpoint_disabled`) for a disabled endpoint
  *
  * Side effects (metrics, operational events, disabling an endpoint, waking admission) go through
  * `LifecycleEffects`, which the composition root (platform.ts) wires. Every dead letter is counted
