@@ -52,6 +52,7 @@ export function ReplaysPage({ client, canManage, route }: PageProps) {
   const [busy, setBusy] = useState(false);
   const [failure, setFailure] = useState('');
   const [endpoints] = useLoad(() => client.GET('/v1/endpoints', { params: { query: { limit: 100 } } }), [client]);
+  const listed = endpoints.state === 'ok' ? endpoints.value.data : [];
 
   // A changed filter makes the preview stale: it must be looked at again before replaying.
   const set = (field: keyof FilterForm, value: string) => {
@@ -105,7 +106,10 @@ export function ReplaysPage({ client, canManage, route }: PageProps) {
             <label for="replay-endpoint">Endpoint</label>
             <select id="replay-endpoint" value={form.endpointId} onChange={(e) => set('endpointId', e.currentTarget.value)}>
               <option value="">All endpoints</option>
-              {endpoints.state === 'ok' && endpoints.value.data.map((ep) => <option key={ep.id} value={ep.id}>{ep.url}</option>)}
+              {listed.map((ep) => <option key={ep.id} value={ep.id}>{ep.url}</option>)}
+              {/* The endpoint the form was opened with, until (or unless) the list shows it: the
+                  select must never show "All endpoints" for a form that replays one. */}
+              {form.endpointId && !listed.some((ep) => ep.id === form.endpointId) && <option value={form.endpointId}>{form.endpointId}</option>}
             </select>
           </div>
           <div>
