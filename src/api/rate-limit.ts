@@ -15,11 +15,6 @@ interface Lease {
  * API nor removes the limit. Provider intake is not limited here: refusing a provider's callback
  * would push the retry burden onto a provider that may not retry at all.
  *
- * A process takes the budget from Redis in leases of 1/20 of it (at least 1 request) and spends
- * each lease locally until it runs out or its window ends: a tenant publishing hundreds of events
- * a second costs a Redis round trip per lease, not per request. The price is precision at the
- * edge of a window: the last requests may be refused up to one lease per process early, never late.
- *
  * On a Redis Cluster the keys need no hash tag: each tenant's budget is one key, touched by one
  * single-key script, so no command spans slots, and untagged the tenants spread over all masters
  * (a shared tag would put every tenant's budget on one node).
@@ -32,37 +27,7 @@ export function tenantRateLimit(redis: RedisClient, requestsPerSecond: number, k
     duration: 1,
     insuranceLimiter: new RateLimiterMemory({ points: requestsPerSecond, duration: 1 }),
   });
-  const leaseSize = Math.max(1, Math.floor(requestsPerSecond / 20));
-  const leases = new Map<string, Lease>();
-  /** A lease being taken: requests arriving meanwhile wait for it instead of taking one each. */
-  const taking = new Map<string, Promise<Lease>>();
-
-  const take = (tenantId: string): Promise<Lease> => {
-    let pending = taking.get(tenantId);
-    if (!pending) {
-      pending = limiter.consume(tenantId, leaseSize).then((granted) => {
-        // Tenants come and go; at most an entry per tenant that used the API in the last window.
-        if (leases.size > 10_000) leases.clear();
-        const lease = { left: leaseSize, until: Date.now() + granted.msBeforeNext };
-        leases.set(tenantId, lease);
-        return lease;
-      });
-      taking.set(tenantId, pending);
-      void pending.finally(() => taking.delete(tenantId)).catch(() => undefined);
-    }
-    return pending;
-  };
-
-  const spend = async (tenantId: string): Promise<void> => {
-    for (;;) {
-      const lease = leases.get(tenantId);
-      if (lease && lease.left > 0 && lease.until > Date.now()) {
-        lease.left--;
-        return;
-      }
-      await take(tenantId); // throws RateLimiterRes once the window's budget is spent
-    }
-  };
+  const spend = leasedBudget((tenantId, points) => limiter.consume(tenantId, points), requestsPerSecond);
 
   return (_req, res, next) => {
     const tenantId = (res.locals.scope as { tenantId: string } | undefined)?.tenantId;
@@ -77,5 +42,59 @@ export function tenantRateLimit(redis: RedisClient, requestsPerSecond: number, k
         next(); // a limiter failure must not take the API down with it
       },
     );
+  };
+}
+
+/**
+ * Spends a per-second budget in leases of 1/20 of it (at least 1 request): a process takes a lease
+ * from the shared limiter (`consume`, which rejects once the window's budget is spent) and spends
+ * it locally until it runs out or its window ends, so a tenant publishing hundreds of events a
+ * second costs a round trip per lease, not per request. The price is precision at the edge of a
+ * window: the last requests may be refused up to one lease per process early, and the requests
+ * that waited for a lease granted in a window's last moments still spend it after that window.
+ * A lease is only ever used by requests that found none, or waited for it: a lease that outlived
+ * its window is not renewed in a loop (which, for a lease granted with ~0 ms left, took lease
+ * after lease from the same window until the budget was gone and refused a tenant at 10 % of it).
+ */
+export function leasedBudget(
+  consume: (tenantId: string, points: number) => Promise<{ msBeforeNext: number }>,
+  requestsPerSecond: number,
+): (tenantId: string) => Promise<void> {
+  const leaseSize = Math.max(1, Math.floor(requestsPerSecond / 20));
+  const leases = new Map<string, Lease>();
+  /** A lease being taken: requests arriving meanwhile wait for it instead of taking one each. */
+  const taking = new Map<string, Promise<Lease>>();
+
+  const take = (tenantId: string): Promise<Lease> => {
+    let pending = taking.get(tenantId);
+    if (!pending) {
+      pending = consume(tenantId, leaseSize).then((granted) => {
+        // Tenants come and go; at most an entry per tenant that used the API in the last window.
+        if (leases.size > 10_000) leases.clear();
+        const lease = { left: leaseSize, until: Date.now() + granted.msBeforeNext };
+        leases.set(tenantId, lease);
+        return lease;
+      });
+      taking.set(tenantId, pending);
+      void pending.finally(() => taking.delete(tenantId)).catch(() => undefined);
+    }
+    return pending;
+  };
+
+  return async (tenantId) => {
+    const current = leases.get(tenantId);
+    if (current && current.left > 0 && current.until > Date.now()) {
+      current.left--;
+      return;
+    }
+    for (;;) {
+      // Throws the limiter's rejection once the window's budget is spent.
+      const granted = await take(tenantId);
+      if (granted.left > 0) {
+        granted.left--;
+        return;
+      }
+      // More requests waited for that lease than it holds: the rest wait for the next one.
+    }
   };
 }
