@@ -137,6 +137,36 @@ export const fanOutInsertFunction = `
     $$;
 `;
 
+/** intake_accept_many as this migration creates it; migration 20261202000027 restores it on the way down. */
+export const intakeAcceptManyFunction = `
+    CREATE FUNCTION intake_accept_many(p_items jsonb, p_default_max_age_seconds integer)
+    RETURNS TABLE (outcome text, event_id text, endpoint_count integer, pending integer, dead_disabled integer)
+    LANGUAGE plpgsql AS $$
+    DECLARE
+      v_item jsonb;
+      v_result record;
+    BEGIN
+      FOR i IN 0 .. jsonb_array_length(p_items) - 1 LOOP
+        v_item := p_items -> i;
+        SELECT * INTO v_result
+          FROM intake_accept(v_item->>'receiptId', v_item->>'eventId',
+                             ARRAY(SELECT jsonb_array_elements_text(v_item->'deliveryIds')),
+                             v_item->>'tenantId', v_item->>'sourceId', v_item->>'origin', v_item->>'bodyDigest',
+                             (v_item->>'receivedAt')::timestamptz, v_item->>'type', v_item->>'messageId',
+                             v_item->>'dedupeKey', v_item->>'status', (v_item->>'statusRank')::integer,
+                             (v_item->>'statusFinal')::boolean, (v_item->>'sequence')::bigint, v_item->>'body',
+                             p_default_max_age_seconds);
+        outcome := v_result.outcome;
+        event_id := v_result.event_id;
+        endpoint_count := v_result.endpoint_count;
+        pending := v_result.pending;
+        dead_disabled := v_result.dead_disabled;
+        RETURN NEXT;
+      END LOOP;
+    END
+    $$;
+`;
+
 export async function up(knex: Knex): Promise<void> {
   await knex.raw(`
     -- One endpoint an event goes to, as fan-out needs to know it.
@@ -182,32 +212,7 @@ export async function up(knex: Knex): Promise<void> {
     -- (group commit: under load the api process sends the callbacks that arrived while earlier ones
     -- were being written together, and answers each only after this statement has committed).
     -- p_items is a JSON array of objects whose keys are intake_accept's parameters in camelCase.
-    CREATE FUNCTION intake_accept_many(p_items jsonb, p_default_max_age_seconds integer)
-    RETURNS TABLE (outcome text, event_id text, endpoint_count integer, pending integer, dead_disabled integer)
-    LANGUAGE plpgsql AS $$
-    DECLARE
-      v_item jsonb;
-      v_result record;
-    BEGIN
-      FOR i IN 0 .. jsonb_array_length(p_items) - 1 LOOP
-        v_item := p_items -> i;
-        SELECT * INTO v_result
-          FROM intake_accept(v_item->>'receiptId', v_item->>'eventId',
-                             ARRAY(SELECT jsonb_array_elements_text(v_item->'deliveryIds')),
-                             v_item->>'tenantId', v_item->>'sourceId', v_item->>'origin', v_item->>'bodyDigest',
-                             (v_item->>'receivedAt')::timestamptz, v_item->>'type', v_item->>'messageId',
-                             v_item->>'dedupeKey', v_item->>'status', (v_item->>'statusRank')::integer,
-                             (v_item->>'statusFinal')::boolean, (v_item->>'sequence')::bigint, v_item->>'body',
-                             p_default_max_age_seconds);
-        outcome := v_result.outcome;
-        event_id := v_result.event_id;
-        endpoint_count := v_result.endpoint_count;
-        pending := v_result.pending;
-        dead_disabled := v_result.dead_disabled;
-        RETURN NEXT;
-      END LOOP;
-    END
-    $$;
+    ${intakeAcceptManyFunction}
   `);
 }
 

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { fanOutInsertFunction } from './20261129000011_intake_function.js';
+import { fanOutInsertFunction, intakeAcceptManyFunction } from './20261129000011_intake_function.js';
 import { up as restoreIntakeAccept } from './20261201000022_intake_repeat_check.js';
 
 /**
@@ -218,36 +218,6 @@ const acceptMany = `
     $$;
 `;
 
-/** Migration 20261129000011's loop over intake_accept, as migration 20261202000026 left it. */
-const acceptManyLoop = `
-    CREATE OR REPLACE FUNCTION intake_accept_many(p_items jsonb, p_default_max_age_seconds integer)
-    RETURNS TABLE (outcome text, event_id text, endpoint_count integer, pending integer, dead_disabled integer)
-    LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
-    DECLARE
-      v_item jsonb;
-      v_result record;
-    BEGIN
-      FOR i IN 0 .. jsonb_array_length(p_items) - 1 LOOP
-        v_item := p_items -> i;
-        SELECT * INTO v_result
-          FROM intake_accept(v_item->>'receiptId', v_item->>'eventId',
-                             ARRAY(SELECT jsonb_array_elements_text(v_item->'deliveryIds')),
-                             v_item->>'tenantId', v_item->>'sourceId', v_item->>'origin', v_item->>'bodyDigest',
-                             (v_item->>'receivedAt')::timestamptz, v_item->>'type', v_item->>'messageId',
-                             v_item->>'dedupeKey', v_item->>'status', (v_item->>'statusRank')::integer,
-                             (v_item->>'statusFinal')::boolean, (v_item->>'sequence')::bigint, v_item->>'body',
-                             p_default_max_age_seconds);
-        outcome := v_result.outcome;
-        event_id := v_result.event_id;
-        endpoint_count := v_result.endpoint_count;
-        pending := v_result.pending;
-        dead_disabled := v_result.dead_disabled;
-        RETURN NEXT;
-      END LOOP;
-    END
-    $$;
-`;
-
 export async function up(knex: Knex): Promise<void> {
   await knex.raw(fanOutWrite);
   await knex.raw(fanOutInsert);
@@ -257,7 +227,9 @@ export async function up(knex: Knex): Promise<void> {
 
 export async function down(knex: Knex): Promise<void> {
   await restoreIntakeAccept(knex);
-  await knex.raw(acceptManyLoop);
+  // Migration 20261129000011's loop over intake_accept, with migration 20261202000026's plans.
+  await knex.raw(intakeAcceptManyFunction.replace('CREATE FUNCTION', 'CREATE OR REPLACE FUNCTION'));
+  await knex.raw('ALTER FUNCTION intake_accept_many(jsonb, integer) SET plan_cache_mode = force_generic_plan');
   await knex.raw(fanOutInsertFunction.replace('CREATE FUNCTION', 'CREATE OR REPLACE FUNCTION'));
   await knex.raw('DROP FUNCTION fan_out_write');
 }
