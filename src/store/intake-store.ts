@@ -76,8 +76,8 @@ export class IntakeWriter {
    * statement and so one transaction without BEGIN/COMMIT round trips: the event (unique on source +
    * dedupe key), the message's forward-only status, one delivery per matching endpoint, and the
    * receipt. Nothing is acknowledged before it commits. A duplicate dedupe key (every byte-identical
-   * repeat has one) answers with the stored event and creates no work; an event
-   * older than what its message already reached is stored as stale evidence and forwarded to nobody.
+   * repeat has one) answers with the stored event and creates no work; an event older than what its
+   * message already reached is stored as stale evidence and forwarded to nobody.
    */
   async recordCallback(input: CallbackInput): Promise<IntakeRecord> {
     const { source, event } = input;
@@ -121,7 +121,7 @@ interface RepeatItem {
   bodyDigest: string;
 }
 
-/** intake_accept's parameters, as intake_accept_many reads them. */
+/** One callback as intake_accept_many reads it (a JSON object with these keys). */
 interface AcceptItem {
   receiptId: string;
   eventId: string;
