@@ -1,5 +1,6 @@
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { AppError } from '../domain/errors.js';
+import { RecentMap } from '../infra/recent-set.js';
 import type { RedisClient } from '../infra/redis.js';
 import type { Middleware } from './route.js';
 
@@ -61,7 +62,8 @@ export function leasedBudget(
   requestsPerSecond: number,
 ): (tenantId: string) => Promise<void> {
   const leaseSize = Math.max(1, Math.floor(requestsPerSecond / 20));
-  const leases = new Map<string, Lease>();
+  // Tenants come and go: the leases of those that used the API most recently are kept.
+  const leases = new RecentMap<Lease>(10_000);
   /** A lease being taken: requests arriving meanwhile wait for it instead of taking one each. */
   const taking = new Map<string, Promise<Lease>>();
 
@@ -69,8 +71,6 @@ export function leasedBudget(
     let pending = taking.get(tenantId);
     if (!pending) {
       pending = consume(tenantId, leaseSize).then((granted) => {
-        // Tenants come and go; at most an entry per tenant that used the API in the last window.
-        if (leases.size > 10_000) leases.clear();
         const lease = { left: leaseSize, until: Date.now() + granted.msBeforeNext };
         leases.set(tenantId, lease);
         return lease;
