@@ -26,6 +26,9 @@ RUN npm ci --omit=dev && npm cache clean --force
 
 # The compiled code stays owned by root: the app runs as `node` and must not be able to rewrite it.
 COPY --from=build /app/dist ./dist
+# The SQL functions' sources: `migrate` applies them after the compiled migrations (dist/infra finds
+# them at ../../db/functions, as the sources do).
+COPY db ./db
 COPY --from=build /app/portal/dist ./portal/dist
 
 # `node` (uid and gid 1000 in the official image), given by number so that Kubernetes can check

@@ -3,6 +3,7 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { applyFunctionSources, functionsDirectory } from './function-sources.js';
 import { DirectoryMigrationSource } from './migration-source.js';
 
 // COUNT(*) and bigserial come back as strings by default; every count here fits in a double.
@@ -46,8 +47,13 @@ export function createDb({ url, poolMax = 20, timeoutMs = 5_000, logger }: DbOpt
   });
 }
 
-export async function migrateLatest(db: Knex): Promise<void> {
+/**
+ * `migrate`: knex's versioned migrations (tables, indexes, data), then the SQL functions from their
+ * source files (db/functions), each applied when its file changed. Returns the functions applied.
+ */
+export async function migrateLatest(db: Knex, sources = functionsDirectory): Promise<string[]> {
   await db.migrate.latest();
+  return applyFunctionSources(db, sources);
 }
 
 /** Creates the target database through the server's `postgres` database when it does not exist yet. */

@@ -1,0 +1,34 @@
+-- delivery_queue_changed: statement-level AFTER UPDATE trigger on deliveries
+-- (deliveries_queue_changed), keeping delivery_queue equal to the unfinished deliveries.
+--
+-- Inputs:  the transition table `changed` (REFERENCING NEW TABLE AS changed).
+-- Outputs: none (trigger; returns NULL).
+-- Effects: delivery_queue: deletes the rows of deliveries that finished (succeeded, dead, ...);
+--          inserts or updates the rows of those still pending, queued or in_flight, writing only
+--          rows whose scheduling columns changed.
+-- Locks:   row locks of the queue rows it writes; the caller already holds the deliveries rows,
+--          so locks are taken in one order, deliveries then delivery_queue.
+CREATE OR REPLACE FUNCTION delivery_queue_changed()
+RETURNS trigger
+LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_finished text[];
+BEGIN
+  -- An array, so the delete probes the primary key whatever the planner guesses of `changed`.
+  SELECT array_agg(n.id) INTO v_finished FROM changed n WHERE n.status NOT IN ('pending', 'queued', 'in_flight');
+  IF v_finished IS NOT NULL THEN
+    DELETE FROM delivery_queue WHERE delivery_id = ANY(v_finished);
+  END IF;
+  INSERT INTO delivery_queue AS q (delivery_id, endpoint_id, tenant_id, status, next_attempt_at, lease_until, deadline_at, order_key, order_hint, order_seq)
+  SELECT n.id, n.endpoint_id, n.tenant_id, n.status, n.next_attempt_at, n.lease_until, n.deadline_at, n.order_key, n.order_hint, n.order_seq
+    FROM changed n WHERE n.status IN ('pending', 'queued', 'in_flight')
+  ON CONFLICT (delivery_id) DO UPDATE SET
+    status = EXCLUDED.status, next_attempt_at = EXCLUDED.next_attempt_at, lease_until = EXCLUDED.lease_until,
+    deadline_at = EXCLUDED.deadline_at, order_key = EXCLUDED.order_key, order_hint = EXCLUDED.order_hint, order_seq = EXCLUDED.order_seq
+  WHERE (q.status, q.next_attempt_at, q.lease_until, q.deadline_at, q.order_key, q.order_hint, q.order_seq)
+        IS DISTINCT FROM (EXCLUDED.status, EXCLUDED.next_attempt_at, EXCLUDED.lease_until, EXCLUDED.deadline_at,
+                          EXCLUDED.order_key, EXCLUDED.order_hint, EXCLUDED.order_seq);
+  RETURN NULL;
+END
+$function$;

@@ -1,0 +1,73 @@
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Knex } from 'knex';
+
+/**
+ * The SQL functions' sources, db/functions/<function name>.sql at the repository root: two levels
+ * up from both src/infra and dist/infra, so the sources and a build (and the image, which copies
+ * db/ beside dist/) find the same files.
+ */
+export const functionsDirectory = fileURLToPath(new URL('../../db/functions', import.meta.url));
+
+/** Where each file's checksum is recorded once applied (migration 20261202000029). */
+export const functionsTable = 'schema_functions';
+
+/** Serialises migrators applying sources; a key of its own, apart from the platform's other advisory locks. */
+const applyLock = 727004;
+
+export interface FunctionSource {
+  /** The function's name, which is the file's name without `.sql`. */
+  name: string;
+  sql: string;
+  /** sha256 of the file's bytes, hex. */
+  checksum: string;
+}
+
+export function readFunctionSources(directory = functionsDirectory): FunctionSource[] {
+  return readdirSync(directory)
+    .filter((f) => /^[a-z0-9_]+\.sql$/.test(f))
+    .sort()
+    .map((file) => {
+      const bytes = readFileSync(join(directory, file));
+      return { name: file.slice(0, -'.sql'.length), sql: bytes.toString('utf8'), checksum: createHash('sha256').update(bytes).digest('hex') };
+    });
+}
+
+async function functionExists(db: Knex, name: string): Promise<boolean> {
+  const { rows } = await db.raw<{ rows: unknown[] }>('SELECT 1 FROM pg_proc WHERE proname = ? AND pronamespace = current_schema()::regnamespace', [name]);
+  return rows.length > 0;
+}
+
+/**
+ * The repeatable step of `migrate`, run after the versioned migrations (as Flyway runs its R__
+ * files): every source whose checksum differs from the recorded one, or whose function is missing
+ * (a versioned migration's down may have dropped it), is applied and its checksum recorded, each
+ * in its own transaction. check_function_bodies is off, so no file depends on another's being
+ * applied first. Returns the names applied.
+ */
+export async function applyFunctionSources(db: Knex, directory = functionsDirectory): Promise<string[]> {
+  const sources = readFunctionSources(directory);
+  const recorded = new Map((await db(functionsTable).select<Array<{ name: string; checksum: string }>>('name', 'checksum')).map((r) => [r.name, r.checksum]));
+  const applied: string[] = [];
+  for (const source of sources) {
+    if (recorded.get(source.name) === source.checksum && (await functionExists(db, source.name))) continue;
+    const done = await db.transaction(async (trx) => {
+      // Two migrators starting together: the second waits here, then finds the file applied.
+      await trx.raw('SELECT pg_advisory_xact_lock(?)', [applyLock]);
+      const row = await trx(functionsTable).where({ name: source.name }).first<{ checksum: string } | undefined>('checksum');
+      if (row?.checksum === source.checksum && (await functionExists(trx, source.name))) return false;
+      await trx.raw('SET LOCAL check_function_bodies = off');
+      // Without bindings knex sends the file as written, several statements included.
+      await trx.raw(source.sql);
+      await trx(functionsTable)
+        .insert({ name: source.name, checksum: source.checksum, applied_at: trx.fn.now() })
+        .onConflict('name')
+        .merge();
+      return true;
+    });
+    if (done) applied.push(source.name);
+  }
+  return applied;
+}
