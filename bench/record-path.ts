@@ -31,7 +31,7 @@ const eps = await insertEndpoints(db, tenant, 'rp', endpoints, concurrency, rand
 const total = await insertBacklog(db, tenant, eps.map((endpointId) => ({ endpointId, count: Math.ceil(backlog / endpoints) })), 400);
 await db.raw('CHECKPOINT');
 
-const batcher = new Batcher<SuccessItem, Recorded>({ maxBatch: 64, maxInFlight: 2, run: (items) => recordSuccesses(db, items, leaseMs) });
+const batcher = new Batcher<SuccessItem, Recorded>({ maxBatch: 64, maxInFlight: 2, run: (items) => recordSuccesses(db, items, { circuitFailureThreshold: 5, circuitCooldownSeconds: 30 }, leaseMs) });
 let done = 0;
 async function slot(first: ClaimedDelivery): Promise<void> {
   let d: ClaimedDelivery | undefined = first;

@@ -6,12 +6,11 @@ import type { Logger } from 'pino';
 import { createApp } from './api/app.js';
 import { ConfigError, type Config } from './config/index.js';
 import { checkSecretsKey } from './store/secrets-key-check.js';
-import { DeliveryLifecycle, type LifecycleEffects } from './delivery/lifecycle.js';
+import { DeliveryLifecycle, type LifecycleEffects } from './delivery/index.js';
 import { SecretBox } from './domain/secret-box.js';
 import { Dispatcher } from './dispatch/dispatcher.js';
 import { createDeliveryClient, type DeliveryClient, type LookupFn } from './dispatch/http-client.js';
 import { IntakeService } from './inbound/intake-service.js';
-import { autoDisableEndpoint } from './ops/auto-disable.js';
 import { emitDeliveriesDead, emitEndpointDisabled } from './ops/platform-events.js';
 import { Reconciler } from './ops/reconciler.js';
 import { Retention } from './ops/retention.js';
@@ -90,7 +89,6 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
     deadLettered: (reason, count) => metrics.deadLettered.inc({ reason }, count),
     announceDead: (ids) => emitDeliveriesDead(db, ids, maxAge),
     announceEndpointDisabled: (endpoint) => emitEndpointDisabled(db, endpoint, maxAge),
-    disableEndpoint: (endpoint) => autoDisableEndpoint(db, endpoint),
     newWork: () => (dispatcher ? dispatcher.wake() : announceWork()),
   };
   const lifecycle = new DeliveryLifecycle(db, effects, {

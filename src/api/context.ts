@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { Config } from '../config/index.js';
 import type { SecretBox } from '../domain/secret-box.js';
-import type { DeliveryLifecycle } from '../delivery/lifecycle.js';
+import type { DeliveryLifecycle } from '../delivery/index.js';
 import type { RedisClient } from '../infra/redis.js';
 import type { IntakeService } from '../inbound/intake-service.js';
 
@@ -15,5 +15,5 @@ export interface ApiContext {
   intake: IntakeService;
   logger: Logger;
   /** Accounts for deliveries that API actions create, dead-letter or restart (metrics, dispatcher wake-up). */
-  lifecycle: Pick<DeliveryLifecycle, 'fannedOut' | 'endpointDeleted' | 'replayed'>;
+  lifecycle: Pick<DeliveryLifecycle, 'fannedOut' | 'deleteEndpoint' | 'replayDelivery' | 'startBulkReplay'>;
 }

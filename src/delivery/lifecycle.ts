@@ -1,5 +1,6 @@
 /**
- * The delivery lifecycle: the one place where a delivery changes status.
+ * The delivery lifecycle: the one place where a delivery changes status. Everything outside
+ * src/delivery/ reaches it through ./index.ts.
  *
  *                admit                          claim                    record (2xx)
  *  (fan-out) ─▶ pending ──────▶ queued (Redis) ──────▶ in_flight ────────────────────▶ succeeded
@@ -11,40 +12,40 @@
  *                                     hand-off: pending ─▶ in_flight for the slot a result frees
  *
  * The words (statuses, dead-letter reasons, triggers, the allowed transitions) are in
- * domain/delivery-status.ts. The SQL of each transition is in ./sql/, one file per step, each with
- * a header naming what goes in and what comes out:
+ * domain/delivery-status.ts; the invariant checker of the chaos suite holds every run to them.
+ * Which delivery an endpoint may start next is one SQL function, `next_due`
+ * (db/functions/next_due.sql), asked by admission and by both hand-offs. The SQL of each step:
  *
- *   sql/admit.ts         pending → queued | in_flight   (per-endpoint locks, capacity, rate, probe)
- *   sql/attempts.ts      queued → in_flight (claim); in_flight → succeeded | pending | dead (record);
- *                        pending → in_flight (hand-off, in the record statement)
+ *   sql/admit.ts         pending → queued | in_flight          db/functions/admit_due.sql
+ *   sql/attempts.ts      queued → in_flight (claim); in_flight → succeeded | pending | dead (record),
+ *                        then pending → in_flight (hand-off)   db/functions/record_attempt.sql,
+ *                                                              record_successes.sql, hand_off.sql
  *   sql/sweep.ts         lost leases back to pending; max age and disabled endpoints to dead
  *   sql/queue-vacuum.ts  keeps delivery_queue (the mirror of unfinished deliveries that every
- *                        step above reads to find rows; migration 20261201000024) quick to walk
+ *                        step above reads to find rows) quick to walk
  *   sql/operator.ts      endpoint deleted: waiting → dead; replay: dead | succeeded → pending
- *   sql/head-of-line.ts  per-message ordering, shared by admission and hand-off
- *   fan-out              SQL function `fan_out_write` (migration 20261202000027), called by
- *                        `intake_accept_many` for a batch and, through `fan_out_insert`, by
- *                        `publish_event`: one pending delivery per matching endpoint, or a dead
- *                        one (`endpoint_disabled`) for a disabled endpoint
+ *   fan-out              SQL functions `fan_out_write` and `fan_out_insert`, called by intake and
+ *                        publishing: one pending delivery per matching endpoint, or a dead one
+ *                        (`endpoint_disabled`) for a disabled endpoint
+ *   endpoint-health.ts   the endpoint's status and circuit, which the steps above obey
  *
- * Side effects (metrics, operational events, disabling an endpoint, waking admission) go through
- * `LifecycleEffects`, which the composition root (platform.ts) wires. Every dead letter is counted
- * here and nowhere else.
+ * Side effects (metrics, operational events, waking admission) go through `LifecycleEffects`, which
+ * the composition root (platform.ts) wires. Every dead letter is counted here and nowhere else.
  */
 import type { Knex } from 'knex';
 import type { DeadLetterReason } from '../domain/delivery-status.js';
+import { metrics } from '../metrics/registry.js';
+import { deleteEndpoint } from '../store/endpoints-store.js';
 import type { FanOutResult } from '../store/fan-out.js';
+import { replayDelivery, startBulkReplay, type ReplayFilter, type ReplayPacing } from '../store/replays-store.js';
+import type { TenantScope } from '../store/tenant-scope.js';
+import { disableFailing, disableGone, type DisabledEndpoint } from './endpoint-health.js';
 import { admitDue, type AdmissionLimits, type AdmissionRound, type LocalClaims } from './sql/admit.js';
 import { claimDelivery, recordAttempt, recordSuccesses, type AttemptRecord, type HealthLimits, type Recorded, type SuccessItem } from './sql/attempts.js';
 import type { ClaimedDelivery } from './sql/claimed.js';
+import { deadLetterForDeletedEndpoint, restartDeliveriesPaced, restartDelivery } from './sql/operator.js';
 import { vacuumQueue } from './sql/queue-vacuum.js';
 import { sweep, unqueue, type SweepLimits } from './sql/sweep.js';
-
-export interface DisabledEndpoint {
-  id: string;
-  tenantId: string;
-  reason: string;
-}
 
 /** What the lifecycle asks of the rest of the platform; wired in platform.ts. */
 export interface LifecycleEffects {
@@ -54,8 +55,6 @@ export interface LifecycleEffects {
   announceDead(deliveryIds: string[]): Promise<FanOutResult>;
   /** An operational event for an endpoint the platform disabled; what its fan-out created. */
   announceEndpointDisabled(endpoint: DisabledEndpoint): Promise<FanOutResult>;
-  /** Disables an endpoint that answered 410 Gone (audited); true for the one call that changed it. */
-  disableEndpoint(endpoint: DisabledEndpoint): Promise<boolean>;
   /** New pending work exists: admission should run. */
   newWork(): void;
 }
@@ -75,14 +74,35 @@ export class DeliveryLifecycle {
     if (result.pending > 0) this.effects.newWork();
   }
 
-  /** An endpoint was deleted; its waiting deliveries were dead-lettered in that transaction. */
-  endpointDeleted(deadLettered: number): void {
-    if (deadLettered > 0) this.effects.deadLettered('endpoint_disabled', deadLettered);
+  /**
+   * Deletes an endpoint; its waiting deliveries are dead-lettered in the same transaction. Answers
+   * whether there was such an endpoint.
+   */
+  async deleteEndpoint(scope: TenantScope, endpointId: string): Promise<boolean> {
+    const deleted = await deleteEndpoint(scope, endpointId, deadLetterForDeletedEndpoint);
+    if (deleted && deleted.deadLettered > 0) this.effects.deadLettered('endpoint_disabled', deleted.deadLettered);
+    return deleted !== null;
   }
 
-  /** Deliveries were replayed (back to pending). */
-  replayed(count: number): void {
-    if (count > 0) this.effects.newWork();
+  /** Replays one dead or succeeded delivery (back to pending, audited); answers why not when it cannot. */
+  async replayDelivery(scope: TenantScope, deliveryId: string, reason: string, pacing: ReplayPacing) {
+    const result = await replayDelivery(scope, deliveryId, reason, pacing, restartDelivery);
+    if (result === 'replayed') this.replayed('single', 1);
+    return result;
+  }
+
+  /** Starts a bulk replay: the matching deliveries go back to pending, paced. */
+  async startBulkReplay(scope: TenantScope, filter: ReplayFilter, reason: string, limit: number, pacing: ReplayPacing) {
+    const started = await startBulkReplay(scope, filter, reason, limit, pacing, restartDeliveriesPaced);
+    this.replayed('bulk', started.count);
+    return started;
+  }
+
+  private replayed(kind: 'single' | 'bulk', count: number): void {
+    if (count === 0) return;
+    // One count per delivery, so the rate reads as "deliveries replayed".
+    metrics.replays.inc({ kind }, count);
+    this.effects.newWork();
   }
 
   admit(local?: LocalClaims): Promise<AdmissionRound> {
@@ -103,7 +123,7 @@ export class DeliveryLifecycle {
 
   /** Disables the endpoint that answered 410 before its attempt is recorded (see deliver.ts). */
   disableGoneEndpoint(endpoint: DisabledEndpoint): Promise<boolean> {
-    return this.effects.disableEndpoint(endpoint);
+    return disableGone(this.db, endpoint);
   }
 
   /** Records one attempt's result (any outcome); see sql/attempts.ts for the hand-off. */
@@ -115,7 +135,7 @@ export class DeliveryLifecycle {
 
   /** Records the successes of several slots in one statement (group commit). */
   recordSuccesses(items: SuccessItem[], handOffLeaseMs: number): Promise<Recorded[]> {
-    return recordSuccesses(this.db, items, handOffLeaseMs);
+    return recordSuccesses(this.db, items, this.limits, handOffLeaseMs);
   }
 
   /**
@@ -129,7 +149,7 @@ export class DeliveryLifecycle {
 
   /** Takes back lost leases and dead-letters what can no longer be delivered; returns what it did. */
   async sweep() {
-    const r = await sweep(this.db, this.limits);
+    const r = { ...(await sweep(this.db, this.limits)), disabledEndpoints: await disableFailing(this.db, this.limits.autoDisableAfterSeconds) };
     if (r.deadMaxAge) this.effects.deadLettered('max_age', r.deadMaxAge);
     if (r.deadMaxAttempts) this.effects.deadLettered('max_attempts', r.deadMaxAttempts);
     if (r.deadDisabled) this.effects.deadLettered('endpoint_disabled', r.deadDisabled);

@@ -1,7 +1,5 @@
 import type { Logger } from 'pino';
-import type { DeliveryLifecycle } from '../delivery/lifecycle.js';
-import type { AttemptRecord, Recorded, SuccessItem } from '../delivery/sql/attempts.js';
-import type { ClaimedDelivery } from '../delivery/sql/claimed.js';
+import type { AttemptRecord, ClaimedDelivery, DeliveryLifecycle, Recorded, SuccessItem } from '../delivery/index.js';
 import { decide, resolvePolicy, type AttemptOutcome, type RetryPolicy } from '../domain/retry-policy.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import { signatureHeader } from '../domain/signing.js';

@@ -2,9 +2,7 @@ import { Worker, type Queue } from 'bullmq';
 import type { Logger } from 'pino';
 import type { Config } from '../config/index.js';
 import type { SecretBox } from '../domain/secret-box.js';
-import type { DeliveryLifecycle } from '../delivery/lifecycle.js';
-import type { Recorded, SuccessItem } from '../delivery/sql/attempts.js';
-import type { ClaimedDelivery } from '../delivery/sql/claimed.js';
+import type { ClaimedDelivery, DeliveryLifecycle, Recorded, SuccessItem } from '../delivery/index.js';
 import { Batcher } from '../infra/batcher.js';
 import { mayBeOneRowsFault } from '../infra/db.js';
 import type { RedisClient } from '../infra/redis.js';
@@ -211,7 +209,7 @@ export class Dispatcher {
       for (const ep of r.disabledEndpoints) this.deps.logger.warn({ endpointId: ep.id }, 'endpoint auto-disabled');
       await this.deps.lifecycle.announce(
         r.deadIds,
-        r.disabledEndpoints.map((ep) => ({ id: ep.id, tenantId: ep.tenant_id, reason: ep.reason })),
+        r.disabledEndpoints,
       );
     } catch (err) {
       this.deps.logger.warn({ err }, 'sweep failed; will retry');

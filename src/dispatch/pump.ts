@@ -1,7 +1,5 @@
 import type { Logger } from 'pino';
-import type { AdmissionRound } from '../delivery/sql/admit.js';
-import type { ClaimedDelivery } from '../delivery/sql/claimed.js';
-import type { AdmittedDelivery } from '../delivery/sql/admit.js';
+import type { AdmissionRound, AdmittedDelivery, ClaimedDelivery } from '../delivery/index.js';
 
 export interface PumpDeps {
   /** One admission round, given how many deliveries this process can start itself right now. */

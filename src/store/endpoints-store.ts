@@ -1,6 +1,7 @@
+import type { Knex } from 'knex';
+import { setEndpointStatus } from '../delivery/index.js';
 import { newId } from '../domain/ids.js';
 import type { SecretBox } from '../domain/secret-box.js';
-import { deadLetterForDeletedEndpoint } from '../delivery/sql/operator.js';
 import { recordAudit } from './audit-store.js';
 import type { TenantScope } from './tenant-scope.js';
 
@@ -111,16 +112,11 @@ export async function updateEndpoint(scope: TenantScope, id: string, input: Endp
     if (input.retryPolicy !== undefined) changes.retry_policy = JSON.stringify(input.retryPolicy);
     if (input.ordering !== undefined) changes.ordering = input.ordering;
     const statusChanged = input.status !== undefined && input.status !== current.status;
-    if (statusChanged) {
-      changes.status = input.status;
-      changes.disabled_reason = input.status === 'disabled' ? 'disabled by the tenant' : null;
-      // A re-enabled endpoint starts with a clean bill of health and a closed circuit.
-      changes.consecutive_failures = 0;
-      changes.failing_since = null;
-      changes.circuit_open_until = null;
-    }
+    // The status is endpoint health's to write (src/delivery/endpoint-health.ts); the audit entry is this update's.
+    if (statusChanged) await setEndpointStatus(trx, id, input.status!, 'disabled by the tenant');
     const [row] = await trx('endpoints').where({ id }).update(changes).returning('*');
-    const { updated_at: _, ...changed } = changes;
+    const { updated_at: _, ...fields } = changes;
+    const changed = { ...fields, ...(statusChanged && { status: true, disabled_reason: true }) };
     // Read from the rows, not the request, so values are as stored (retry_policy as an object, not its JSON text).
     const valuesIn = (source: Record<string, unknown>) => Object.fromEntries(Object.keys(changed).map((column) => [column, auditValue(source[column])]));
     const before = valuesIn(current as unknown as Record<string, unknown>);
@@ -137,12 +133,20 @@ export async function updateEndpoint(scope: TenantScope, id: string, input: Endp
   });
 }
 
-/** Deletes (soft) an endpoint; answers how many waiting deliveries it dead-lettered, or null if there was none. */
-export async function deleteEndpoint(scope: TenantScope, id: string): Promise<{ deadLettered: number } | null> {
+/**
+ * Deletes (soft) an endpoint, with `deadLetterWaiting` (the lifecycle's transition, which calls
+ * this) in the same transaction; answers how many deliveries that dead-lettered, or null if there
+ * was no such endpoint.
+ */
+export async function deleteEndpoint(
+  scope: TenantScope,
+  id: string,
+  deadLetterWaiting: (trx: Knex.Transaction, endpointId: string) => Promise<number>,
+): Promise<{ deadLettered: number } | null> {
   return scope.transaction(async (s, trx) => {
     const count = await live(s).where('endpoints.id', id).update({ deleted_at: trx.fn.now(), updated_at: trx.fn.now() });
     if (count === 0) return null;
-    const deadLettered = await deadLetterForDeletedEndpoint(trx, id);
+    const deadLettered = await deadLetterWaiting(trx, id);
     await recordAudit(trx, { tenantId: s.tenantId, actor: s.actor, action: 'endpoint.deleted', targetType: 'endpoint', targetId: id });
     return { deadLettered };
   });

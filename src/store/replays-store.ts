@@ -1,5 +1,4 @@
 import type { Knex } from 'knex';
-import { restartDelivery, restartDeliveriesPaced } from '../delivery/sql/operator.js';
 import { newId } from '../domain/ids.js';
 import type { RetentionPolicy } from '../domain/retention.js';
 import { recordAudit } from './audit-store.js';
@@ -33,7 +32,8 @@ const withinWindow = `((deliveries.status = 'dead' AND deliveries.updated_at >= 
 const windowBindings = (r: RetentionPolicy) => ({ deadDays: r.deadLetterRetentionDays, succeededDays: r.retentionDays });
 
 /**
- * Replays one dead or succeeded delivery through the normal dispatcher: same delivery row, same
+ * Replays one dead or succeeded delivery through the normal dispatcher (called by the lifecycle, which
+ * passes its `restart` transition): same delivery row, same
  * event (so the same webhook-id and body bytes), trigger `replay`, audited with its reason.
  */
 export async function replayDelivery(
@@ -41,6 +41,7 @@ export async function replayDelivery(
   id: string,
   reason: string,
   pacing: ReplayPacing,
+  restart: (trx: Knex.Transaction, id: string, defaultMaxAgeSeconds: number) => Promise<void>,
 ): Promise<'replayed' | 'not_found' | 'busy' | 'endpoint_disabled' | 'expired'> {
   return scope.transaction(async (s, trx) => {
     const current: { status: string; ep_status: string; deleted_at: Date | null; in_window: boolean } | undefined = await s
@@ -53,7 +54,7 @@ export async function replayDelivery(
     if (current.status !== 'dead' && current.status !== 'succeeded') return 'busy';
     if (!current.in_window) return 'expired';
     if (current.ep_status !== 'active' || current.deleted_at) return 'endpoint_disabled';
-    await restartDelivery(trx, id, pacing.defaultMaxAgeSeconds);
+    await restart(trx, id, pacing.defaultMaxAgeSeconds);
     await recordAudit(trx, { tenantId: s.tenantId, actor: s.actor, action: 'delivery.replayed', targetType: 'delivery', targetId: id, reason });
     return 'replayed';
   });
@@ -89,7 +90,14 @@ export async function previewReplay(scope: TenantScope, filter: ReplayFilter, li
  * customer sees a steady stream rather than a spike; each endpoint's own concurrency and rate limit
  * still apply on top, because replayed deliveries go through normal admission.
  */
-export async function startBulkReplay(scope: TenantScope, filter: ReplayFilter, reason: string, limit: number, pacing: ReplayPacing) {
+export async function startBulkReplay(
+  scope: TenantScope,
+  filter: ReplayFilter,
+  reason: string,
+  limit: number,
+  pacing: ReplayPacing,
+  restartPaced: (trx: Knex.Transaction, ids: string[], pacing: { replayId: string; ratePerSecond: number; defaultMaxAgeSeconds: number }) => Promise<void>,
+) {
   return scope.transaction(async (s, trx) => {
     const id = newId('replay');
     const ids: string[] = await filtered(s, filter, pacing.retention).orderBy('deliveries.id').limit(limit).forUpdate(['deliveries']).pluck('deliveries.id');
@@ -102,7 +110,7 @@ export async function startBulkReplay(scope: TenantScope, filter: ReplayFilter, 
       filter: JSON.stringify(filter),
       total: ids.length,
     });
-    await restartDeliveriesPaced(trx, ids, { replayId: id, ...pacing });
+    await restartPaced(trx, ids, { replayId: id, ratePerSecond: pacing.ratePerSecond, defaultMaxAgeSeconds: pacing.defaultMaxAgeSeconds });
     await recordAudit(trx, {
       tenantId: s.tenantId,
       actor: s.actor,

@@ -67,7 +67,7 @@ describe('delivery_queue mirrors the unfinished deliveries through every transit
     expect(m.queue.filter((r) => r.status === 'in_flight').map((r) => r.id).sort()).toEqual(round.claimed.map((c) => c.id).sort());
 
     // Both succeed; each hands its slot to the next due delivery. The succeeded ones leave the queue.
-    const recorded = await recordSuccesses(db, round.claimed.map(success), 30_000);
+    const recorded = await recordSuccesses(db, round.claimed.map(success), { circuitFailureThreshold: 5, circuitCooldownSeconds: 30 }, 30_000);
     expect(recorded.every((r) => r.applied && r.next?.status === 'in_flight')).toBe(true);
     m = await mirror(ep.id);
     expect(m.deliveries).toHaveLength(4);

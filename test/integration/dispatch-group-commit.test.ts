@@ -11,6 +11,7 @@ import { startTestPlatform, type TestPlatform, type TestTenant } from '../helper
 let t: TestPlatform;
 let tenant: TestTenant;
 const lease = 30_000;
+const health = { circuitFailureThreshold: 5, circuitCooldownSeconds: 30 };
 
 beforeAll(async () => {
   t = await startTestPlatform({ role: 'api' });
@@ -62,7 +63,7 @@ describe('recording successes together', () => {
       { record: success(inA[1]!, a.id), handOff: true },
       { record: late, handOff: true },
     ];
-    const results = await recordSuccesses(t.platform.db, items, lease);
+    const results = await recordSuccesses(t.platform.db, items, health, lease);
 
     expect(results.map((r) => r.applied)).toEqual([true, true, true, false]);
     const nextA = [results[0]!.next!, results[2]!.next!];
@@ -87,6 +88,7 @@ describe('recording successes together', () => {
     const results = await recordSuccesses(
       t.platform.db,
       inC.map((d, i) => ({ record: success(d, c.id), handOff: i !== 1 })),
+      health,
       lease,
     );
     expect(results.map((r) => r.applied)).toEqual([true, true, true]);

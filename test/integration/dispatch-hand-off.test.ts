@@ -82,9 +82,15 @@ describe('a failure hands its slot on', () => {
     const gone = failure(first!, ep.id, {
       statusCode: 410, outcome: 'terminal', errorClass: 'http_410', next: { status: 'dead', reason: 'terminal' }, endpointFailure: false, disableEndpoint: 'endpoint answered 410 Gone',
     });
+    // As the worker does it: the 410 disables the endpoint (audited once), then the attempt is recorded.
+    const disabled = { id: ep.id, tenantId: tenant.id, reason: gone.disableEndpoint! };
+    expect(await t.platform.lifecycle.disableGoneEndpoint(disabled)).toBe(true);
+    expect(await t.platform.lifecycle.disableGoneEndpoint(disabled)).toBe(false);
     const r = await recordAttempt(t.platform.db, gone, health, lease);
     expect(r.applied).toBe(true);
     expect(r.next).toBeUndefined();
+    expect(await t.platform.db('endpoints').where({ id: ep.id }).first('status', 'disabled_reason')).toEqual({ status: 'disabled', disabled_reason: 'endpoint answered 410 Gone' });
+    expect(await t.platform.db('audit_log').where({ target_id: ep.id, action: 'endpoint.auto_disabled' }).count({ n: '*' })).toEqual([{ n: 1 }]);
   });
 
   it('per-message ordering: a retry keeps its line, so the slot goes to another message, never to the same one', async () => {

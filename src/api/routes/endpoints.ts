@@ -7,7 +7,6 @@ import { resolvePolicy } from '../../domain/retry-policy.js';
 import { generateWebhookSecret } from '../../domain/signing.js';
 import { checkTargetUrl } from '../../dispatch/address-guard.js';
 import {
-  deleteEndpoint,
   getEndpoint,
   insertEndpoint,
   listEndpointsQuery,
@@ -156,9 +155,7 @@ export function endpointRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       errors: [404],
     },
     async ({ params, scope }) => {
-      const deleted = await deleteEndpoint(scope, params.id);
-      if (!deleted) throw notFound('endpoint');
-      ctx.lifecycle.endpointDeleted(deleted.deadLettered);
+      if (!(await ctx.lifecycle.deleteEndpoint(scope, params.id))) throw notFound('endpoint');
       return { status: 204 };
     },
   );

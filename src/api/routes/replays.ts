@@ -1,9 +1,8 @@
 import { AppError, conflict, notFound } from '../../domain/errors.js';
-import { metrics } from '../../metrics/registry.js';
 import { rowToAudit, type AuditRow } from '../../store/audit-store.js';
 import { rowToDelivery } from '../../store/deliveries-store.js';
 import { paginate } from '../../store/pagination.js';
-import { previewReplay, replayDelivery, replayProgress, startBulkReplay } from '../../store/replays-store.js';
+import { previewReplay, replayProgress } from '../../store/replays-store.js';
 import type { ApiContext } from '../context.js';
 import type { ApiRoutes } from '../route.js';
 import { auditEntrySchema, auditQuery, bulkReplayBody, bulkReplayResult, idParams, page, replayAccepted, replayBody, replayProgressSchema } from '../schemas.js';
@@ -25,13 +24,11 @@ export function replayRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       errors: [404, 409],
     },
     async ({ params, body, scope }) => {
-      const result = await replayDelivery(scope, params.id, body.reason, pacing);
+      const result = await ctx.lifecycle.replayDelivery(scope, params.id, body.reason, pacing);
       if (result === 'not_found') throw notFound('delivery');
       if (result === 'busy') throw conflict('delivery_in_progress', 'the delivery is already pending or in flight');
       if (result === 'endpoint_disabled') throw conflict('endpoint_disabled', 'the endpoint is disabled; re-enable it first');
       if (result === 'expired') throw conflict('expired', 'the delivery is past its retention window (RETENTION_DAYS, DEAD_LETTER_RETENTION_DAYS) and can no longer be replayed');
-      metrics.replays.inc({ kind: 'single' });
-      ctx.lifecycle.replayed(1);
       return { status: 202, body: { status: 'replaying', deliveryId: params.id } };
     },
   );
@@ -61,10 +58,7 @@ export function replayRoutes(routes: ApiRoutes, ctx: ApiContext): void {
         const preview = await previewReplay(scope, body.filter, limit, ctx.config.retention);
         return { status: 200, body: { dryRun: true, count: preview.count, matching: preview.matching, sample: preview.sample.map((d) => rowToDelivery(d)) } };
       }
-      const started = await startBulkReplay(scope, body.filter, body.reason, limit, pacing);
-      // One count per delivery, like a single replay, so the rate reads as "deliveries replayed".
-      if (started.count > 0) metrics.replays.inc({ kind: 'bulk' }, started.count);
-      ctx.lifecycle.replayed(started.count);
+      const started = await ctx.lifecycle.startBulkReplay(scope, body.filter, body.reason, limit, pacing);
       return { status: 202, body: { dryRun: false, id: started.id, count: started.count } };
     },
   );

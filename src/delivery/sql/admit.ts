@@ -1,31 +1,9 @@
 /**
- * admit: pending → queued (for Redis) or pending → in_flight (for a slot of this process)
+ * admit: pending → queued (for Redis) or pending → in_flight (for a slot of this process).
  *
- * Inputs:  limits (lease lengths, circuit threshold, per-endpoint batch) and `local`, how many
- *          admitted deliveries this process can start at once without Redis.
- * Outputs: the admitted deliveries; up to `local` of them (spread round-robin over endpoints, at
- *          most half of an endpoint's concurrency unless Redis is failing) are already `in_flight`
- *          with their attempt counted and come with everything an attempt needs (`ClaimedDelivery`);
- *          the rest are `queued` and need a BullMQ job each (none while Redis is failing).
- *          `skipped`: endpoints another process was admitting at that moment.
- *
- * Cost follows endpoints with pending work, not endpoints that exist: candidates come from a skip
- * scan over `delivery_queue_due` (one index descent per endpoint that has a pending delivery), so
- * 100,000 endpoints with nothing pending cost nothing. Rows are found in `delivery_queue`, the
- * mirror of unfinished deliveries (migration 20261201000024), and locked and checked on `deliveries`.
- *
- * No platform-wide lock. Each endpoint is admitted under its own transaction-scoped advisory lock,
- * taken with `pg_try_advisory_xact_lock`: two processes admit different endpoints in parallel, and
- * an endpoint that another process is admitting right now is skipped (the caller runs another round
- * shortly, so what that process's snapshot could not see yet is not left waiting for a timer).
- * Capacity is then counted by a second statement whose snapshot is taken after the locks are held,
- * so it sees everything the previous admitter of each endpoint committed: `maxConcurrency`, rate
- * tokens and the half-open circuit's single probe stay exact across processes. Nothing else raises
- * an endpoint's busy count (a claim keeps it, a slot hand-off swaps one busy delivery for another,
- * a result lowers it), so admission is the only place that needs the lock.
- *
- * The round does not wait for its commit's WAL flush: admitted rows promise nobody anything, and
- * lost in a crash of PostgreSQL they are simply pending again.
+ * The round is the SQL function `admit_due` (db/functions/admit_due.sql, whose header says what goes
+ * in and out and which locks it takes); how much each endpoint may take is `next_due`, the rule the
+ * slot hand-offs use too. This module checks the limits and shapes the rows.
  */
 import type { Knex } from 'knex';
 import { run, statement } from '../../infra/sql.js';
@@ -67,13 +45,6 @@ export interface AdmissionRound {
   skipped: number;
 }
 
-/**
- * The round itself is the SQL function `admit_due` (migration 20261201000024_delivery_queue):
- * one round trip, plans cached per connection. Its first statement finds the candidates and
- * try-locks each (`pg_try_advisory_xact_lock(727002, hashtext(endpoint_id))`); its second admits for
- * the locked ones in a snapshot taken after the locks are held. Its head-of-line condition is
- * `headOfLine` in ./head-of-line.ts. Every row carries `skipped`; a row without an id only says it.
- */
 const admitStatement = statement(
   'admit_due',
   'SELECT * FROM admit_due(:threshold, :batch, :queuedLeaseSeconds, :localCount, :inFlightLeaseMs, :allLocal)',

@@ -11,7 +11,6 @@ import type { DeadLetterReason, Trigger } from '../../domain/delivery-status.js'
 import { newId } from '../../domain/ids.js';
 import { run, statement } from '../../infra/sql.js';
 import { claimedColumns, rowToClaimed, type ClaimedDelivery } from './claimed.js';
-import { headOfLine } from './head-of-line.js';
 
 /**
  * Takes a queued delivery for one attempt. Only one worker can win: the row moves queued -> in_flight
@@ -76,83 +75,31 @@ export interface Recorded {
   next?: ClaimedDelivery;
 }
 
+/** The SQL function `record_attempt` (db/functions/record_attempt.sql): one round trip, plans cached. */
 const recordStatement = statement(
   'record_attempt',
-  `WITH done AS (
-       UPDATE deliveries SET
-         status = :status, next_attempt_at = :nextAt, lease_until = NULL, next_trigger = 'retry',
-         dead_reason = :deadReason, last_status_code = :statusCode, last_error = :lastError,
-         succeeded_at = CASE WHEN :succeeded THEN COALESCE(succeeded_at, now()) ELSE succeeded_at END,
-         updated_at = now()
-       WHERE id = :deliveryId AND status = 'in_flight' AND attempt_count = :attemptNumber
-       RETURNING id
-     ), logged AS (
-       INSERT INTO attempts (id, delivery_id, tenant_id, attempt_number, trigger, started_at, duration_ms, status_code,
-                             outcome, error_class, error_message, response_excerpt, next_attempt_at)
-       SELECT :attemptId, done.id, :tenantId, :attemptNumber, :trigger, :startedAt, :durationMs, :statusCode,
-              :outcome, :errorClass, :errorMessage, :responseExcerpt, :nextAt FROM done
-     ), health AS (
-       UPDATE endpoints e SET
-         consecutive_failures = CASE WHEN :failure THEN e.consecutive_failures + 1 ELSE 0 END,
-         failing_since = CASE WHEN :failure THEN COALESCE(e.failing_since, now()) ELSE NULL END,
-         circuit_open_until = CASE WHEN :failure AND e.consecutive_failures + 1 >= :threshold
-                                   THEN now() + make_interval(secs => :cooldown) ELSE NULL END,
-         status = CASE WHEN :disable::text IS NOT NULL THEN 'disabled' ELSE e.status END,
-         disabled_reason = COALESCE(:disable::text, e.disabled_reason),
-         updated_at = CASE WHEN :disable::text IS NOT NULL THEN now() ELSE e.updated_at END
-       WHERE e.id = :endpointId AND EXISTS (SELECT 1 FROM done)
-         AND (:failure OR e.consecutive_failures <> 0 OR e.circuit_open_until IS NOT NULL OR :disable::text IS NOT NULL)
-       RETURNING e.circuit_open_until
-     ), handed AS (
-       UPDATE deliveries d
-          SET status = 'in_flight', attempt_count = d.attempt_count + 1,
-              lease_until = now() + make_interval(secs => :lease / 1000.0), updated_at = now()
-         FROM events ev, endpoints ep
-        WHERE :handOff AND EXISTS (SELECT 1 FROM done) AND :disable::text IS NULL
-          -- A failure hands on only while the circuit stays closed, judged by the health update above,
-          -- which read the endpoint's latest row under its lock: the failure that opens the circuit
-          -- ends the chain, so the open circuit and the half-open single probe stay exact.
-          AND (NOT :failure OR EXISTS (SELECT 1 FROM health h WHERE h.circuit_open_until IS NULL))
-          AND d.id = (
-                SELECT q.delivery_id FROM delivery_queue q
-                  JOIN deliveries n ON n.id = q.delivery_id JOIN endpoints e ON e.id = q.endpoint_id
-                 WHERE q.endpoint_id = :endpointId AND q.status = 'pending' AND q.next_attempt_at <= now() AND n.status = 'pending'
-                   AND e.status = 'active' AND e.deleted_at IS NULL AND e.rate_limit_per_second IS NULL
-                   -- A retry keeps its place at the head of its message's line; success or dead releases it.
-                   AND ${headOfLine('q', "(CASE WHEN :status = 'pending' THEN '' ELSE :deliveryId END)")}
-                 ORDER BY q.next_attempt_at, q.delivery_id
-                 LIMIT 1
-                 FOR UPDATE OF n SKIP LOCKED)
-          AND ev.id = d.event_id AND ep.id = d.endpoint_id
-       RETURNING ${claimedColumns}
-     )
-     SELECT (SELECT count(*) FROM done)::int AS applied, handed.* FROM (SELECT 1) one LEFT JOIN handed ON true`,
+  `SELECT * FROM record_attempt(:deliveryId, :attemptNumber, :status, :nextAt, :deadReason, :statusCode, :lastError,
+                                :attemptId, :tenantId, :trigger, :startedAt, :durationMs, :outcome, :errorClass,
+                                :errorMessage, :responseExcerpt, :endpointId, :failure, :threshold, :cooldown, :handOffLeaseMs)`,
 );
 
 /**
- * Records one attempt and its consequence in one statement. The guard on status and attempt number
+ * Records one attempt and its consequence in one call. The guard on status and attempt number
  * makes a late result (from a worker whose lease was taken back) change nothing.
  *
- * With `handOffLeaseMs`, the slot is handed on whatever the outcome: the same statement takes the
- * endpoint's next due delivery straight to in_flight, so the endpoint's busy count never changes
- * and no admission round or Redis job is needed. A failure is as cheap as a success: it does not
- * send its endpoint back through admission, and a retry that has come due rides the same chain as
- * fresh work. Only for an endpoint without a rate limit (the token bucket is admission's), never by
- * the failure that opens the circuit or the 410 that disables the endpoint, and only the head of a
- * message's line where the endpoint orders per message, exactly as admission would choose; a
- * delivery going back to `pending` for a retry still holds its line.
+ * With `handOffLeaseMs`, the slot is handed on whatever the outcome: the endpoint's next due
+ * delivery goes straight to in_flight when `next_due` (the rule admission uses too) gives the
+ * endpoint room, so no admission round or Redis job is needed.
  */
 export async function recordAttempt(db: Knex, a: AttemptRecord, limits: HealthLimits, handOffLeaseMs?: number): Promise<Recorded> {
   const next = a.next;
   const lastError = a.errorMessage ?? (a.statusCode && a.outcome !== 'success' ? `HTTP ${a.statusCode}` : null);
-  const disable = a.disableEndpoint ?? null;
   const rows = await run(db, recordStatement, {
     status: next.status,
     nextAt: next.status === 'pending' ? next.at : null,
     deadReason: next.status === 'dead' ? next.reason : null,
     statusCode: a.statusCode,
     lastError: next.status === 'succeeded' ? null : lastError,
-    succeeded: next.status === 'succeeded',
     deliveryId: a.deliveryId,
     attemptNumber: a.attemptNumber,
     attemptId: newId('attempt'),
@@ -167,13 +114,11 @@ export async function recordAttempt(db: Knex, a: AttemptRecord, limits: HealthLi
     failure: a.endpointFailure,
     threshold: limits.circuitFailureThreshold,
     cooldown: limits.circuitCooldownSeconds,
-    disable,
     endpointId: a.endpointId,
-    handOff: handOffLeaseMs !== undefined,
-    lease: handOffLeaseMs ?? 0,
+    handOffLeaseMs: handOffLeaseMs === undefined ? null : Math.round(handOffLeaseMs),
   });
   const row = rows[0];
-  return { applied: row?.applied === 1, next: row?.id ? rowToClaimed(row) : undefined };
+  return { applied: row?.applied === true, next: row?.id ? rowToClaimed(row) : undefined };
 }
 
 /** A success of a healthy endpoint, as the batched record statement takes it. */
@@ -183,77 +128,19 @@ export interface SuccessItem {
   handOff: boolean;
 }
 
+/** The SQL function `record_successes` (db/functions/record_successes.sql). */
 const successesStatement = statement(
   'record_successes',
-  `WITH input AS (
-       SELECT * FROM unnest(:deliveryIds::text[], :attemptNumbers::int[], :attemptIds::text[], :tenantIds::text[],
-                            :triggers::text[], :startedAts::timestamptz[], :durations::int[], :statusCodes::int[],
-                            :excerpts::text[], :endpointIds::text[], :handOffs::boolean[])
-              WITH ORDINALITY AS i(delivery_id, attempt_number, attempt_id, tenant_id, trigger, started_at, duration_ms,
-                                   status_code, response_excerpt, endpoint_id, hand_off, n)
-     ), done AS (
-       UPDATE deliveries d SET
-         status = 'succeeded', next_attempt_at = NULL, lease_until = NULL, next_trigger = 'retry',
-         dead_reason = NULL, last_status_code = i.status_code, last_error = NULL,
-         succeeded_at = COALESCE(d.succeeded_at, now()), updated_at = now()
-         FROM input i
-        WHERE d.id = i.delivery_id AND d.status = 'in_flight' AND d.attempt_count = i.attempt_number
-       RETURNING i.n, i.endpoint_id, i.hand_off
-     ), logged AS (
-       INSERT INTO attempts (id, delivery_id, tenant_id, attempt_number, trigger, started_at, duration_ms, status_code,
-                             outcome, response_excerpt)
-       SELECT i.attempt_id, i.delivery_id, i.tenant_id, i.attempt_number, i.trigger, i.started_at, i.duration_ms,
-              i.status_code, 'success', i.response_excerpt
-         FROM input i JOIN done ON done.n = i.n
-     ), health AS (
-       UPDATE endpoints e SET consecutive_failures = 0, failing_since = NULL, circuit_open_until = NULL
-        WHERE e.id IN (SELECT endpoint_id FROM done) AND (e.consecutive_failures <> 0 OR e.circuit_open_until IS NOT NULL)
-     ), want AS (
-       SELECT endpoint_id, count(*)::int AS k FROM done WHERE hand_off GROUP BY endpoint_id
-     ), picked AS (
-       SELECT p.id, w.endpoint_id AS slot_endpoint, row_number() OVER (PARTITION BY w.endpoint_id ORDER BY p.next_attempt_at, p.id) AS slot_rank
-         FROM want w
-         JOIN endpoints e ON e.id = w.endpoint_id
-         CROSS JOIN LATERAL (
-           SELECT q.delivery_id AS id, q.next_attempt_at FROM delivery_queue q JOIN deliveries n ON n.id = q.delivery_id
-            WHERE q.endpoint_id = w.endpoint_id AND q.status = 'pending' AND q.next_attempt_at <= now() AND n.status = 'pending'
-              AND ${headOfLine('q', 'ALL(:deliveryIds::text[])')}
-            ORDER BY q.next_attempt_at, q.delivery_id
-            LIMIT w.k
-            FOR UPDATE OF n SKIP LOCKED) p
-        -- Success closes the circuit (health above), so only being live and unthrottled matters here.
-        WHERE e.status = 'active' AND e.deleted_at IS NULL AND e.rate_limit_per_second IS NULL
-     ), handed AS (
-       UPDATE deliveries d
-          SET status = 'in_flight', attempt_count = d.attempt_count + 1,
-              lease_until = now() + make_interval(secs => :lease / 1000.0), updated_at = now()
-         FROM picked, events ev, endpoints ep
-        WHERE d.id = picked.id AND ev.id = d.event_id AND ep.id = d.endpoint_id
-       RETURNING ${claimedColumns}, picked.slot_endpoint, picked.slot_rank
-     )
-     -- Which items were applied comes in one row, not repeated in every handed row. The commit does
-     -- not wait for its WAL flush (see recordSuccesses).
-     SELECT CASE WHEN row_number() OVER () = 1 THEN (SELECT coalesce(array_agg(n), '{}') FROM done) END AS applied, handed.*
-       FROM (SELECT set_config('synchronous_commit', 'off', true)) one LEFT JOIN handed ON true`,
+  `SELECT * FROM record_successes(:deliveryIds, :attemptNumbers, :attemptIds, :tenantIds, :triggers, :startedAts,
+                                  :durations, :statusCodes, :excerpts, :endpointIds, :handOffs, :threshold, :lease)`,
 );
 
 /**
- * Records the successes of several slots in one statement (group commit, see src/infra/batcher.ts),
- * exactly as `recordAttempt` records each: the same guard against late results, the health reset,
- * and the hand-off. An endpoint with k successes in the batch hands on up to k deliveries, each to
- * one of those slots; several slots can never be given the same delivery, because one statement
- * picks them all for the endpoint. Results are in the order of `items`.
- *
- * Its commit does not wait for the WAL flush (`synchronous_commit = off` for this transaction only),
- * because nothing depends on it being durable at once: a success record that a crash of PostgreSQL
- * loses (the last ~600 ms at most, 3 × wal_writer_delay) leaves its delivery in flight, and the lease
- * sends it again, exactly as when a worker dies between the receiver's answer and the record.
- * Delivery is at-least-once either way and receivers dedupe by webhook-id. Waiting for the flush was
- * half of the statement's time (docs/performance.md, "Dispatch, round two"), and a slot waits for
- * the statement before it sends again. Failures, dead letters and everything an operator does keep
- * the synchronous commit: what they announce or audit must not be undone.
+ * Records the successes of several slots in one call (group commit, see src/infra/batcher.ts),
+ * exactly as `recordAttempt` records each; what it skips and why (the WAL flush) is in the
+ * function's header. Results are in the order of `items`.
  */
-export async function recordSuccesses(db: Knex, items: SuccessItem[], handOffLeaseMs: number): Promise<Recorded[]> {
+export async function recordSuccesses(db: Knex, items: SuccessItem[], limits: HealthLimits, handOffLeaseMs: number): Promise<Recorded[]> {
   const rs = items.map((i) => i.record);
   const rows = await run(db, successesStatement, {
     deliveryIds: rs.map((r) => r.deliveryId),
@@ -267,15 +154,16 @@ export async function recordSuccesses(db: Knex, items: SuccessItem[], handOffLea
     excerpts: rs.map((r) => r.responseExcerpt),
     endpointIds: rs.map((r) => r.endpointId),
     handOffs: items.map((i) => i.handOff),
-    lease: handOffLeaseMs,
+    threshold: limits.circuitFailureThreshold,
+    lease: Math.round(handOffLeaseMs),
   });
-  const applied = new Set<number>((rows.find((r) => r.applied)?.applied as Array<number | string> | undefined)?.map(Number) ?? []);
-  // The handed deliveries of each endpoint, in the order they were picked.
+  // The first row says which items were applied; the rest are the handed deliveries.
+  const applied = new Set<number>(((rows[0]?.applied ?? []) as Array<number | string>).map(Number));
   const handed = new Map<string, ClaimedDelivery[]>();
-  for (const row of rows.filter((r) => r.id).sort((a, b) => Number(a.slot_rank) - Number(b.slot_rank))) {
-    const list = handed.get(row.slot_endpoint) ?? [];
+  for (const row of rows.slice(1)) {
+    const list = handed.get(row.ep_id) ?? [];
     list.push(rowToClaimed(row));
-    handed.set(row.slot_endpoint, list);
+    handed.set(row.ep_id, list);
   }
   return items.map((item, i) => {
     if (!applied.has(i + 1)) return { applied: false };

@@ -4,17 +4,17 @@
  *                               Redis refused it (`unqueue`, at once)
  *   in_flight → pending | dead  the worker died mid-attempt (lease expired): a `worker_lost` attempt row
  *   pending → dead              past its deadline (`max_age`), or its endpoint is disabled or deleted
- * and endpoints failing continuously for too long are disabled (audited).
+ * (Endpoints failing for too long are disabled by ../endpoint-health.ts, in the same sweep.)
  *
- * Inputs: the default attempt budget and the auto-disable window. Outputs: counts and ids per
+ * Inputs: the default attempt budget. Outputs: counts and ids per
  * transition, for the lifecycle's side effects (metrics, operational events, a new admission round).
  */
 import type { Knex } from 'knex';
 import { newId } from '../../domain/ids.js';
-import { recordAudit } from '../../store/audit-store.js';
 
 export interface SweepLimits {
   defaultMaxAttempts: number;
+  /** Endpoints failing continuously for longer are disabled (../endpoint-health.ts). */
   autoDisableAfterSeconds: number;
 }
 
@@ -26,7 +26,6 @@ export interface SweepResult {
   /** Deliveries this sweep dead-lettered for max_age or max_attempts, for operational events. */
   deadIds: string[];
   deadDisabled: number;
-  disabledEndpoints: Array<{ id: string; tenant_id: string; reason: string }>;
 }
 
 /**
@@ -102,27 +101,6 @@ export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult>
         AND q.endpoint_id = ep.id AND q.status = 'pending' AND d.id = q.delivery_id AND d.status = 'pending'`,
   );
 
-  const disabledEndpoints = await db.transaction(async (trx) => {
-    const { rows } = await trx.raw<{ rows: Array<{ id: string; tenant_id: string; failing_since: Date; disabled_reason: string }> }>(
-      `UPDATE endpoints SET status = 'disabled', updated_at = now(),
-              disabled_reason = 'failing continuously since ' || to_char(failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
-        WHERE status = 'active' AND deleted_at IS NULL AND failing_since < now() - make_interval(secs => ?)
-        RETURNING id, tenant_id, failing_since, disabled_reason`,
-      [limits.autoDisableAfterSeconds],
-    );
-    for (const ep of rows) {
-      await recordAudit(trx, {
-        tenantId: ep.tenant_id,
-        actor: { type: 'system', id: null },
-        action: 'endpoint.auto_disabled',
-        targetType: 'endpoint',
-        targetId: ep.id,
-        reason: `failing continuously since ${ep.failing_since.toISOString()}`,
-      });
-    }
-    return rows.map(({ id, tenant_id, disabled_reason }) => ({ id, tenant_id, reason: disabled_reason }));
-  });
-
   return {
     requeued,
     lostInFlight: lost.length,
@@ -130,7 +108,6 @@ export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult>
     deadMaxAttempts: lost.filter((l) => l.status === 'dead').length,
     deadIds: [...deadMaxAge, ...lost.filter((l) => l.status === 'dead').map((l) => l.id)],
     deadDisabled: deadDisabled ?? 0,
-    disabledEndpoints,
   };
 }
 
