@@ -68,7 +68,7 @@ export interface AdmissionRound {
 }
 
 /**
- * The round itself is the SQL function `admit_due` (migration 20261201000024_delivery_queue):
+ * The round itself is the SQL function `admit_due` (db/functions/admit_due.sql):
  * one round trip, plans cached per connection. Its first statement finds the candidates and
  * try-locks each (`pg_try_advisory_xact_lock(727002, hashtext(endpoint_id))`); its second admits for
  * the locked ones in a snapshot taken after the locks are held. Its head-of-line condition is

@@ -2,7 +2,7 @@
  * Per-message ordering, as a SQL condition on a row of `delivery_queue` aliased `q`: only the head
  * of a message's line may go, and only when nothing of that message is already on its way to the
  * endpoint. Dead or succeeded releases the next (the queue holds only unfinished deliveries). Slot
- * hand-off uses it; admission (the SQL function `admit_due`, migration 20261201000024) has it
+ * hand-off uses it; admission (the SQL function `admit_due`, db/functions/admit_due.sql) has it
  * written out, and test/integration/ordering*.test.ts hold both to it.
  */
 export function headOfLine(q: string, settledId?: string): string {
