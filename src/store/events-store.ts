@@ -106,7 +106,7 @@ interface PublishRow extends EventRow {
   request_hash: string | null;
 }
 
-/** `publish_event` (migration 20261129000012): event, message row and fan-out in one statement. */
+/** `publish_event` (db/functions/publish_event.sql): event, message row and fan-out in one statement. */
 const publishStatement = statement(
   'publish_event',
   `SELECT * FROM publish_event(:eventId, :deliveryIds::text[], :tenantId, :origin, :type, :messageId, :idempotencyKey,

@@ -72,7 +72,7 @@ export class IntakeWriter {
   }
 
   /**
-   * Accepting a callback is `intake_accept_many` (migration 20261202000027) for a batch, one
+   * Accepting a callback is `intake_accept_many` (db/functions/intake_accept_many.sql) for a batch, one
    * statement and so one transaction without BEGIN/COMMIT round trips: the event (unique on source +
    * dedupe key), the message's forward-only status, one delivery per matching endpoint, and the
    * receipt. Nothing is acknowledged before it commits. A duplicate dedupe key (every byte-identical
@@ -149,7 +149,7 @@ interface IntakeRow {
   dead_disabled: number;
 }
 
-/** Receipts for repeats, against the event each digest's first receipt names (migration 20261202000026). */
+/** Receipts for repeats, against the event each digest's first receipt names (db/functions/intake_record_repeats.sql). */
 const repeatsStatement = statement(
   'intake_repeats',
   'SELECT * FROM intake_record_repeats(:receiptIds::text[], :tenantIds::text[], :sourceIds::text[], :origins::text[], :digests::text[])',
