@@ -33,7 +33,7 @@
  */
 import type { Knex } from 'knex';
 import type { DeadLetterReason } from '../domain/delivery-status.js';
-import type { FanOutResult } from '../store/fan-out.js';
+import type { FanOutResult } from '../domain/fan-out.js';
 import { admitDue, type AdmissionLimits, type AdmissionRound, type LocalClaims } from './sql/admit.js';
 import { claimDelivery, recordAttempt, recordSuccesses, type AttemptRecord, type HealthLimits, type Recorded, type SuccessItem } from './sql/attempts.js';
 import type { ClaimedDelivery } from './sql/claimed.js';
