@@ -18,7 +18,7 @@
  *   sql/attempts.ts      queued → in_flight (claim); in_flight → succeeded | pending | dead (record);
  *                        pending → in_flight (hand-off, in the record statement)
  *   sql/sweep.ts         lost leases back to pending; max age and disabled endpoints to dead
- *   sql/queue-vacuum.ts  keeps delivery_queue (the mirror of unfinished deliveries that every
+ *   sql/mirror-vacuum.ts keeps delivery_queue (the mirror of unfinished deliveries that every
  *                        step above reads to find rows; migration 20261201000024) quick to walk
  *   sql/operator.ts      endpoint deleted: waiting → dead; replay: dead | succeeded → pending
  *   sql/head-of-line.ts  per-message ordering, shared by admission and hand-off
@@ -37,7 +37,7 @@ import type { FanOutResult } from '../domain/fan-out.js';
 import { admitDue, type AdmissionLimits, type AdmissionRound, type LocalClaims } from './sql/admit.js';
 import { claimDelivery, recordAttempt, recordSuccesses, type AttemptRecord, type HealthLimits, type Recorded, type SuccessItem } from './sql/attempts.js';
 import type { ClaimedDelivery } from './sql/claimed.js';
-import { vacuumQueue } from './sql/queue-vacuum.js';
+import { vacuumMirror } from './sql/mirror-vacuum.js';
 import { sweep, unqueue, type SweepLimits } from './sql/sweep.js';
 
 export interface DisabledEndpoint {
@@ -137,8 +137,8 @@ export class DeliveryLifecycle {
     return r;
   }
 
-  /** Keeps delivery_queue quick to walk (see sql/queue-vacuum.ts); true when this call vacuumed. */
-  vacuumQueue(): Promise<boolean> {
-    return vacuumQueue(this.db);
+  /** Keeps delivery_queue quick to walk (see sql/mirror-vacuum.ts); true when this call vacuumed. */
+  vacuumMirror(): Promise<boolean> {
+    return vacuumMirror(this.db);
   }
 }

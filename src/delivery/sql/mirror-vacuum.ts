@@ -14,11 +14,11 @@
 import type { Knex } from 'knex';
 
 /**
- * Vacuums the queue unless any process (or autovacuum) finished doing so less than `minIntervalMs`
+ * Vacuums delivery_queue unless any process (or autovacuum) finished doing so less than `minIntervalMs`
  * ago: every worker sweeps every second, and ten workers each vacuuming a queue that holds a large
  * backlog would keep a core busy for one vacuum's worth of benefit. Answers whether it vacuumed.
  */
-export async function vacuumQueue(db: Knex, minIntervalMs = 1_000): Promise<boolean> {
+export async function vacuumMirror(db: Knex, minIntervalMs = 1_000): Promise<boolean> {
   const { rows } = await db.raw<{ rows: Array<{ ago_ms: number | null }> }>(
     `SELECT (extract(epoch FROM now() - greatest(last_vacuum, last_autovacuum)) * 1000)::float8 AS ago_ms
        FROM pg_stat_user_tables WHERE relid = 'delivery_queue'::regclass`,
