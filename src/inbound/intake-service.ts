@@ -31,9 +31,9 @@ interface CachedSource {
 
 const sourceCacheMs = 30_000;
 /**
- * Bodies this process took recently, by source and digest (~150 bytes each): a provider retry
- * storm repeats the same few bodies within seconds, and each repeat recognised here skips the
- * parse and the accept statement.
+ * Bodies this process took recently, by source and digest, bounded so the memory stays small (see
+ * docs/performance.md, "Memory"): a provider retry storm repeats the same few bodies within
+ * seconds, and each repeat recognised here skips the parse and the accept statement.
  */
 const recentBodiesKept = 10_000;
 
