@@ -28,7 +28,7 @@ const contendedRetryMs = 5;
 /** After Redis refused a hand-off, how long every admitted delivery runs in this process instead. */
 const redisFailingMs = 5_000;
 /**
- * A queue connection waits for Redis to come back instead of failing (BullMQ needs it so), so a
+ * A job queue's connection waits for Redis to come back instead of failing (BullMQ needs it so), so a
  * hand-off to an unreachable Redis would hang the loop. Past this, it counts as refused.
  */
 const enqueueTimeoutMs = 2_000;

@@ -18,14 +18,14 @@ export interface DispatcherDeps {
   lifecycle: DeliveryLifecycle;
   box: SecretBox;
   logger: Logger;
-  /** The queues' and workers' Redis connection (role `worker`); the dispatcher closes it when it stops. */
+  /** The job queues' and workers' Redis connection (role `worker`); the dispatcher closes it when it stops. */
   connection: RedisClient;
-  /** Separates queues of parallel test runs sharing one Redis (default: QUEUE_PREFIX). */
+  /** Separates job queues of parallel test runs sharing one Redis (default: QUEUE_PREFIX). */
   queuePrefix?: string;
   lookup?: LookupFn;
 }
 
-/** How often a worker counts the worker processes on its queue. */
+/** How often a worker counts the worker processes on its job queue. */
 const workerCountIntervalMs = 5_000;
 
 /**
@@ -64,7 +64,7 @@ export function shardConcurrency(total: number, shards: number): number[] {
  * puts a delivery straight in flight for a free slot of this process (the live path: no Redis), or a
  * BullMQ job claims a queued one. Both count against `WORKER_CONCURRENCY`.
  *
- * Work admitted to Redis is spread over `QUEUE_SHARDS` queues (src/dispatch/job-queue.ts), and every
+ * Work admitted to Redis is spread over `QUEUE_SHARDS` job queues (src/dispatch/job-queue.ts), and every
  * worker process runs one BullMQ worker per shard.
  */
 export class Dispatcher {
@@ -77,7 +77,7 @@ export class Dispatcher {
   private sweepTimer: NodeJS.Timeout | undefined;
   private workersTimer: NodeJS.Timeout | undefined;
   private recountTimer: NodeJS.Timeout | undefined;
-  /** Whether other worker processes serve the queue (counted every few seconds; assumed at start). */
+  /** Whether other worker processes serve the job queue (counted every few seconds; assumed at start). */
   private otherWorkers = true;
   /** Consecutive counts that found this worker alone; two in a row make it believe it. */
   private aloneCounts = 0;
@@ -186,7 +186,7 @@ export class Dispatcher {
   }
 
   /**
-   * Counts the worker processes connected to the queue (BullMQ names its connections). Every
+   * Counts the worker processes connected to the job queue (BullMQ names its connections). Every
    * worker process serves every shard, so the first shard's workers are the processes. Unknown,
    * for instance where CLIENT LIST is not allowed, counts as "others may be there".
    */
