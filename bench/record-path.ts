@@ -12,7 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { createDb } from '../src/infra/db.js';
 import { Batcher } from '../src/infra/batcher.js';
 import { admitDue } from '../src/delivery/sql/admit.js';
-import { vacuumQueue } from '../src/delivery/sql/queue-vacuum.js';
+import { vacuumMirror } from '../src/delivery/sql/mirror-vacuum.js';
 import { recordSuccesses, type Recorded, type SuccessItem } from '../src/delivery/sql/attempts.js';
 import type { ClaimedDelivery } from '../src/delivery/sql/claimed.js';
 import { CpuBudget } from './lib/cpu-budget.js';
@@ -60,7 +60,7 @@ let vacuuming = false;
 const vacuumer = vacuumEveryMs > 0 ? setInterval(() => {
   if (vacuuming) return;
   vacuuming = true;
-  void vacuumQueue(db, 0).finally(() => { vacuuming = false; });
+  void vacuumMirror(db, 0).finally(() => { vacuuming = false; });
 }, vacuumEveryMs) : undefined;
 const budget = new CpuBudget(db, {});
 await budget.start();

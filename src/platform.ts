@@ -1,5 +1,5 @@
 import { once } from 'node:events';
-import { createServer, type Server } from 'node:http';
+import { createServer, type RequestListener, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
@@ -61,6 +61,45 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   // A channel is not a key: on a cluster every node relays a PUBLISH to its subscribers, whatever
   // the name, so the channel needs no hash tag.
   const wakeChannel = `${prefix}:wake`;
+  const { db, redis, box, retention } = await openStorage(config, role, logger);
+
+  // New work wakes this process's dispatcher directly, or (api role) the workers through Redis. An api
+  // process announces at most once per Redis round trip: a worker's admission round takes everything
+  // committed before it, so announcements made meanwhile need one more, not one each.
+  let dispatcher: Dispatcher | undefined;
+  const announceWork = coalesced(() => redis.publish(wakeChannel, '1'));
+  const lifecycle = buildLifecycle(config, db, () => (dispatcher ? dispatcher.wake() : announceWork()));
+  let subscriber: RedisClient | undefined;
+  if (role !== 'api') ({ dispatcher, subscriber } = buildDispatcher(opts, { lifecycle, box, logger, prefix, wakeChannel }));
+
+  const maxAge = config.retry.maxEventAgeSeconds;
+  const intake = new IntakeService({ db, box, defaultMaxAgeSeconds: maxAge, batching: config.intakeBatching, fannedOut: (r) => lifecycle.fannedOut(r) });
+  const app = createApp({ config, db, redis, box, intake, logger, lifecycle }, { opsOnly: role === 'worker', portalAssetsDir: opts.portalAssetsDir });
+  const polling = role === 'api' ? undefined : buildReconciler(opts, { db, box, intake, logger });
+
+  const server = createHttpServer(config, app);
+  server.listen(config.port, '0.0.0.0');
+  const listenFailure = await once(server, 'listening').then(() => undefined, (err: unknown) => err);
+  const stop = shutdown({ server, dispatcher, reconciler: polling?.reconciler, reconcileClient: polling?.client, retention, subscriber, redis, db });
+  if (listenFailure !== undefined) {
+    // Everything built so far is let go of, so the process can exit with the one line below.
+    await stop();
+    throw cannotListen(listenFailure, config.port);
+  }
+  // Background work starts once the port is ours: a process that cannot serve has nothing running
+  // to stop (and nothing to log) on its way out.
+  dispatcher?.start();
+  polling?.reconciler.start();
+  const port = (server.address() as AddressInfo).port;
+  logger.info({ role, port }, 'listening');
+  return { url: `http://127.0.0.1:${port}`, port, db, redis, lifecycle, dispatcher, reconciler: polling?.reconciler, retention, stop };
+}
+
+/**
+ * Connects to PostgreSQL and Redis, checks that SECRETS_KEY opens the stored secrets, and makes
+ * sure the partitions intake writes into exist before anything is served.
+ */
+async function openStorage(config: Config, role: Role, logger: Logger) {
   const db = createDb({ url: config.databaseUrl, poolMax: config.dbPoolMax, logger });
   const redis = connectRedis(config, 'request');
   redis.on('error', (err) => logger.debug({ err }, 'redis connection error'));
@@ -78,20 +117,19 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   }
   await retention.ensureAhead();
   retention.start({ remove: role !== 'api' });
+  return { db, redis, box, retention };
+}
 
-  // New work wakes this process's dispatcher directly, or (api role) the workers through Redis. An api
-  // process announces at most once per Redis round trip: a worker's admission round takes everything
-  // committed before it, so announcements made meanwhile need one more, not one each.
-  let dispatcher: Dispatcher | undefined;
-  const announceWork = coalesced(() => redis.publish(wakeChannel, '1'));
+/** The delivery lifecycle with its side effects: metrics, operational events, wake-ups. */
+function buildLifecycle(config: Config, db: Knex, newWork: () => void): DeliveryLifecycle {
   const maxAge = config.retry.maxEventAgeSeconds;
   const effects: LifecycleEffects = {
     deadLettered: (reason, count) => metrics.deadLettered.inc({ reason }, count),
     announceDead: (ids) => emitDeliveriesDead(db, ids, maxAge),
     announceEndpointDisabled: (endpoint) => emitEndpointDisabled(db, endpoint, maxAge),
-    newWork: () => (dispatcher ? dispatcher.wake() : announceWork()),
+    newWork,
   };
-  const lifecycle = new DeliveryLifecycle(db, effects, {
+  return new DeliveryLifecycle(db, effects, {
     queuedLeaseSeconds: config.queuedLeaseSeconds,
     circuitFailureThreshold: config.circuitFailureThreshold,
     circuitCooldownSeconds: config.circuitCooldownSeconds,
@@ -99,45 +137,58 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
     defaultMaxAttempts: config.retry.maxAttempts,
     autoDisableAfterSeconds: config.autoDisableAfterSeconds,
   });
+}
 
-  let subscriber: RedisClient | undefined;
-  if (role !== 'api') {
-    const connection = connectRedis(config, 'worker');
-    connection.on('error', (err) => logger.debug({ err }, 'redis queue connection error'));
-    dispatcher = new Dispatcher({ config, lifecycle, box, logger, connection, queuePrefix: prefix, lookup: opts.lookup });
-    if (role === 'worker') {
-      // API processes announce new work here; polling covers any announcement that is lost. A
-      // cluster client subscribes on one node and moves to another when that node goes away.
-      subscriber = connectRedis(config, 'worker');
-      subscriber.on('error', (err) => logger.debug({ err }, 'redis subscriber error'));
-      subscriber.on('message', () => dispatcher?.wake());
-      void subscriber.subscribe(wakeChannel).catch((err: unknown) => logger.warn({ err }, 'wake subscription failed'));
-    }
-  }
-  const intake = new IntakeService({ db, box, defaultMaxAgeSeconds: maxAge, batching: config.intakeBatching, fannedOut: (r) => lifecycle.fannedOut(r) });
-  const app = createApp({ config, db, redis, box, intake, logger, lifecycle }, { opsOnly: role === 'worker', portalAssetsDir: opts.portalAssetsDir });
-  let reconciler: Reconciler | undefined;
-  let reconcileClient: DeliveryClient | undefined;
-  if (role !== 'api') {
-    // Provider polling goes through the same SSRF guard as deliveries: baseUrl is tenant input.
-    reconcileClient = createDeliveryClient({
-      allowPrivateTargets: config.allowPrivateTargets,
-      connectTimeoutMs: config.connectTimeoutMs,
-      attemptTimeoutMs: Math.min(config.attemptTimeoutMs, 10_000),
-      maxResponseBytes: 16 * 1024,
-      excerptBytes: 16 * 1024,
-      lookup: opts.lookup,
-    });
-    reconciler = new Reconciler({ db, box, intake, client: reconcileClient, logger, intervalSeconds: config.reconcileIntervalSeconds });
-  }
+/**
+ * The dispatcher on a Redis connection of its own; in the worker role also the subscriber that
+ * hears the api processes announce new work.
+ */
+function buildDispatcher(
+  opts: PlatformOptions,
+  parts: { lifecycle: DeliveryLifecycle; box: SecretBox; logger: Logger; prefix: string; wakeChannel: string },
+): { dispatcher: Dispatcher; subscriber?: RedisClient } {
+  const { config, role } = opts;
+  const { lifecycle, box, logger, prefix, wakeChannel } = parts;
+  const connection = connectRedis(config, 'worker');
+  connection.on('error', (err) => logger.debug({ err }, 'redis queue connection error'));
+  const dispatcher = new Dispatcher({ config, lifecycle, box, logger, connection, queuePrefix: prefix, lookup: opts.lookup });
+  if (role !== 'worker') return { dispatcher };
+  // API processes announce new work here; polling covers any announcement that is lost. A
+  // cluster client subscribes on one node and moves to another when that node goes away.
+  const subscriber = connectRedis(config, 'worker');
+  subscriber.on('error', (err) => logger.debug({ err }, 'redis subscriber error'));
+  subscriber.on('message', () => dispatcher.wake());
+  void subscriber.subscribe(wakeChannel).catch((err: unknown) => logger.warn({ err }, 'wake subscription failed'));
+  return { dispatcher, subscriber };
+}
 
+/** Polling of providers for messages their callbacks left unfinished, with an HTTP client of its own. */
+function buildReconciler(
+  opts: PlatformOptions,
+  parts: { db: Knex; box: SecretBox; intake: IntakeService; logger: Logger },
+): { reconciler: Reconciler; client: DeliveryClient } {
+  const { config } = opts;
+  // Provider polling goes through the same SSRF guard as deliveries: baseUrl is tenant input.
+  const client = createDeliveryClient({
+    allowPrivateTargets: config.allowPrivateTargets,
+    connectTimeoutMs: config.connectTimeoutMs,
+    attemptTimeoutMs: Math.min(config.attemptTimeoutMs, 10_000),
+    maxResponseBytes: 16 * 1024,
+    excerptBytes: 16 * 1024,
+    lookup: opts.lookup,
+  });
+  const reconciler = new Reconciler({ ...parts, client, intervalSeconds: config.reconcileIntervalSeconds });
+  return { reconciler, client };
+}
+
+function createHttpServer(config: Config, app: RequestListener): Server {
   // Slow or stalled clients cannot hold a connection forever (slow-loris): the headers must arrive
   // within headersTimeout and the whole request within requestTimeout, or Node answers 408 and
   // closes. Node enforces both only when it sweeps its connections, every
   // connectionsCheckingInterval (30 s by default, which would let a slow client stay up to 30 s
   // past its deadline), so the sweep runs every second. The header block is capped at Node's
   // 16 KiB (431 above it). See docs/security.md.
-  const server: Server = createServer(
+  const server = createServer(
     {
       headersTimeout: config.httpHeadersTimeoutMs,
       requestTimeout: config.httpRequestTimeoutMs,
@@ -147,11 +198,23 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
     app,
   );
   server.keepAliveTimeout = 5_000;
-  server.listen(config.port, '0.0.0.0');
-  const listenFailure = await once(server, 'listening').then(() => undefined, (err: unknown) => err);
+  return server;
+}
 
+/** What `stop()` lets go of, in order; calling it again returns the same promise. */
+function shutdown(parts: {
+  server: Server;
+  dispatcher?: Dispatcher;
+  reconciler?: Reconciler;
+  reconcileClient?: DeliveryClient;
+  retention: Retention;
+  subscriber?: RedisClient;
+  redis: RedisClient;
+  db: Knex;
+}): () => Promise<void> {
+  const { server, dispatcher, reconciler, reconcileClient, retention, subscriber, redis, db } = parts;
   let stopping: Promise<void> | undefined;
-  const stop = () =>
+  return () =>
     (stopping ??= (async () => {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
@@ -171,18 +234,6 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
       await redis.quit().catch(() => undefined);
       await db.destroy();
     })());
-  if (listenFailure !== undefined) {
-    // Everything built so far is let go of, so the process can exit with the one line below.
-    await stop();
-    throw cannotListen(listenFailure, config.port);
-  }
-  // Background work starts once the port is ours: a process that cannot serve has nothing running
-  // to stop (and nothing to log) on its way out.
-  dispatcher?.start();
-  reconciler?.start();
-  const port = (server.address() as AddressInfo).port;
-  logger.info({ role, port }, 'listening');
-  return { url: `http://127.0.0.1:${port}`, port, db, redis, lifecycle, dispatcher, reconciler, retention, stop };
 }
 
 /**

@@ -1,6 +1,6 @@
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { AppError } from '../domain/errors.js';
-import { RecentMap } from '../infra/recent-set.js';
+import { RecentMap } from '../infra/recent.js';
 import type { RedisClient } from '../infra/redis.js';
 import type { Middleware } from './route.js';
 
@@ -54,8 +54,9 @@ export function tenantRateLimit(redis: RedisClient, requestsPerSecond: number, k
  * window: the last requests may be refused up to one lease per process early, and the requests
  * that waited for a lease granted in a window's last moments still spend it after that window.
  * A lease is only ever used by requests that found none, or waited for it: a lease that outlived
- * its window is not renewed in a loop (which, for a lease granted with ~0 ms left, took lease
- * after lease from the same window until the budget was gone and refused a tenant at 10 % of it).
+ * its window is not renewed in a loop (which, for a lease granted at the very end of its window,
+ * took lease after lease from that window until the budget was gone and refused a tenant far below
+ * it).
  */
 export function leasedBudget(
   consume: (tenantId: string, points: number) => Promise<{ msBeforeNext: number }>,

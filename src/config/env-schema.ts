@@ -91,7 +91,7 @@ export const envSchema = z.object({
   // Prefix of every Redis key (queues, wake-up channel): lets several deployments or test runs
   // share one Redis without sharing work. All processes of one deployment must use the same one.
   QUEUE_PREFIX: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1-64 letters, digits, - or _').default('whr'),
-  // Delivery queues, each in its own hash slot. Unset: 1 on a single Redis, 16 on a cluster (see
+  // Job queues (BullMQ), each in its own hash slot. Unset: 1 on a single Redis, 16 on a cluster (see
   // loadConfig). Every worker process of one deployment must use the same number.
   QUEUE_SHARDS: int(1, maxQueueShards).optional(),
   // Who may frame /portal/ (CSP frame-ancestors): space-separated origins such as https://app.example.com.

@@ -43,7 +43,7 @@ export interface Config {
   intakeBatching: { maxBatch: number; maxInFlight: number };
   tenantRateLimitPerSecond: number;
   queuePrefix: string;
-  /** Number of delivery queues, each in its own hash slot (see src/dispatch/queue.ts). */
+  /** Number of job queues (BullMQ), each in its own hash slot (see src/dispatch/job-queue.ts). */
   queueShards: number;
   /** The portal page: who may frame it, and the name and colour it shows. */
   portal: { frameAncestors: string; brandName: string; accentColor: string };

@@ -21,8 +21,8 @@
  *                        then pending → in_flight (hand-off)   db/functions/record_attempt.sql,
  *                                                              record_successes.sql, hand_off.sql
  *   sql/sweep.ts         lost leases back to pending; max age and disabled endpoints to dead
- *   sql/queue-vacuum.ts  keeps delivery_queue (the mirror of unfinished deliveries that every
- *                        step above reads to find rows) quick to walk
+ *   sql/mirror-vacuum.ts keeps delivery_queue (the mirror of unfinished deliveries that every
+ *                        step above reads to find rows; migration 20261201000024) quick to walk
  *   sql/operator.ts      endpoint deleted: waiting → dead; replay: dead | succeeded → pending
  *   fan-out              SQL functions `fan_out_write` and `fan_out_insert`, called by intake and
  *                        publishing: one pending delivery per matching endpoint, or a dead one
@@ -36,7 +36,7 @@ import type { Knex } from 'knex';
 import type { DeadLetterReason } from '../domain/delivery-status.js';
 import { metrics } from '../metrics/registry.js';
 import { deleteEndpoint } from '../store/endpoints-store.js';
-import type { FanOutResult } from '../store/fan-out.js';
+import type { FanOutResult } from '../domain/fan-out.js';
 import { replayDelivery, startBulkReplay, type ReplayFilter, type ReplayPacing } from '../store/replays-store.js';
 import type { TenantScope } from '../store/tenant-scope.js';
 import { disableFailing, disableGone, type DisabledEndpoint } from './endpoint-health.js';
@@ -44,7 +44,7 @@ import { admitDue, type AdmissionLimits, type AdmissionRound, type LocalClaims }
 import { claimDelivery, recordAttempt, recordSuccesses, type AttemptRecord, type HealthLimits, type Recorded, type SuccessItem } from './sql/attempts.js';
 import type { ClaimedDelivery } from './sql/claimed.js';
 import { deadLetterForDeletedEndpoint, restartDeliveriesPaced, restartDelivery } from './sql/operator.js';
-import { vacuumQueue } from './sql/queue-vacuum.js';
+import { vacuumMirror } from './sql/mirror-vacuum.js';
 import { sweep, unqueue, type SweepLimits } from './sql/sweep.js';
 
 /** What the lifecycle asks of the rest of the platform; wired in platform.ts. */
@@ -157,8 +157,8 @@ export class DeliveryLifecycle {
     return r;
   }
 
-  /** Keeps delivery_queue quick to walk (see sql/queue-vacuum.ts); true when this call vacuumed. */
-  vacuumQueue(): Promise<boolean> {
-    return vacuumQueue(this.db);
+  /** Keeps delivery_queue quick to walk (see sql/mirror-vacuum.ts); true when this call vacuumed. */
+  vacuumMirror(): Promise<boolean> {
+    return vacuumMirror(this.db);
   }
 }

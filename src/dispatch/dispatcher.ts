@@ -6,24 +6,24 @@ import type { ClaimedDelivery, DeliveryLifecycle, Recorded, SuccessItem } from '
 import { Batcher } from '../infra/batcher.js';
 import { mayBeOneRowsFault } from '../infra/db.js';
 import type { RedisClient } from '../infra/redis.js';
+import { AdmissionLoop } from './admission-loop.js';
 import { deliverQueued, runSlot, type DeliverDeps } from './deliver.js';
 import { createDeliveryClient, type DeliveryClient, type LookupFn } from './http-client.js';
-import { Pump } from './pump.js';
-import { createDeliveryQueue, deliveryJobId, deliveryQueueName, shardOf, shardPrefixes, type DeliveryJob } from './queue.js';
+import { createJobQueue, deliveryJobId, jobQueueName, shardOf, shardPrefixes, type DeliveryJob } from './job-queue.js';
 
 export interface DispatcherDeps {
   config: Config;
   lifecycle: DeliveryLifecycle;
   box: SecretBox;
   logger: Logger;
-  /** The queues' and workers' Redis connection (role `worker`); the dispatcher closes it when it stops. */
+  /** The job queues' and workers' Redis connection (role `worker`); the dispatcher closes it when it stops. */
   connection: RedisClient;
-  /** Separates queues of parallel test runs sharing one Redis (default: QUEUE_PREFIX). */
+  /** Separates job queues of parallel test runs sharing one Redis (default: QUEUE_PREFIX). */
   queuePrefix?: string;
   lookup?: LookupFn;
 }
 
-/** How often a worker counts the worker processes on its queue. */
+/** How often a worker counts the worker processes on its job queue. */
 const workerCountIntervalMs = 5_000;
 
 /**
@@ -54,7 +54,7 @@ export function shardConcurrency(total: number, shards: number): number[] {
 }
 
 /**
- * The worker role: admission (Pump), the slots that make attempts, the BullMQ worker for work admitted
+ * The worker role: admission (AdmissionLoop), the slots that make attempts, the BullMQ worker for work admitted
  * to Redis, and the sweeper that takes back lost work. PostgreSQL holds the truth; Redis only carries
  * admitted work that no slot of the admitting process was free to start.
  *
@@ -62,20 +62,20 @@ export function shardConcurrency(total: number, shards: number): number[] {
  * puts a delivery straight in flight for a free slot of this process (the live path: no Redis), or a
  * BullMQ job claims a queued one. Both count against `WORKER_CONCURRENCY`.
  *
- * Work admitted to Redis is spread over `QUEUE_SHARDS` queues (src/dispatch/queue.ts), and every
+ * Work admitted to Redis is spread over `QUEUE_SHARDS` job queues (src/dispatch/job-queue.ts), and every
  * worker process runs one BullMQ worker per shard.
  */
 export class Dispatcher {
-  /** The delivery queues, one per shard; a delivery's jobs go to `queues[shardOf(id)]`. */
-  readonly queues: Queue<DeliveryJob>[];
+  /** The job queues, one per shard; a delivery's jobs go to `jobQueues[shardOf(id)]`. */
+  readonly jobQueues: Queue<DeliveryJob>[];
   private readonly prefixes: string[];
-  private readonly pump: Pump;
+  private readonly admission: AdmissionLoop;
   private readonly client: DeliveryClient;
   private workers: Worker<DeliveryJob>[] = [];
   private sweepTimer: NodeJS.Timeout | undefined;
   private workersTimer: NodeJS.Timeout | undefined;
   private recountTimer: NodeJS.Timeout | undefined;
-  /** Whether other worker processes serve the queue (counted every few seconds; assumed at start). */
+  /** Whether other worker processes serve the job queue (counted every few seconds; assumed at start). */
   private otherWorkers = true;
   /** Consecutive counts that found this worker alone; two in a row make it believe it. */
   private aloneCounts = 0;
@@ -93,16 +93,16 @@ export class Dispatcher {
     const { config, lifecycle } = deps;
     this.inFlightLeaseMs = config.attemptTimeoutMs + 10_000;
     this.prefixes = shardPrefixes(deps.queuePrefix ?? config.queuePrefix, config.queueShards, config.redisClusterNodes !== undefined);
-    this.queues = this.prefixes.map((prefix) => createDeliveryQueue(deps.connection, prefix));
-    for (const queue of this.queues) queue.on('error', (err) => deps.logger.warn({ err }, 'queue connection error'));
-    this.pump = new Pump({
+    this.jobQueues = this.prefixes.map((prefix) => createJobQueue(deps.connection, prefix));
+    for (const queue of this.jobQueues) queue.on('error', (err) => deps.logger.warn({ err }, 'queue connection error'));
+    this.admission = new AdmissionLoop({
       admit: (localSlots, mode) => lifecycle.admit({ count: localSlots, inFlightLeaseMs: this.inFlightLeaseMs, mode }),
       freeSlots: () => (this.stopping ? 0 : Math.max(0, config.workerConcurrency - this.slots.size)),
       othersWorking: () => config.shareViaRedis === 'always' || this.otherWorkers,
       startLocal: (claimed) => this.startSlot(() => runSlot(this.deliverDeps, claimed)),
-      shardOf: (d) => shardOf(d.id, this.queues.length),
+      shardOf: (d) => shardOf(d.id, this.jobQueues.length),
       enqueue: async (shard, queued) => {
-        await this.queues[shard]!.addBulk(
+        await this.jobQueues[shard]!.addBulk(
           queued.map((d) => ({ name: 'deliver', data: { deliveryId: d.id }, opts: { jobId: deliveryJobId(d.id, d.attempt_count + 1) } })),
         );
       },
@@ -136,7 +136,7 @@ export class Dispatcher {
   }
 
   /** Lets intake in the same process start dispatch without waiting for the next timer tick. */
-  wake = (): void => this.pump.wake();
+  wake = (): void => this.admission.wake();
 
   start(): void {
     const { config, logger } = this.deps;
@@ -147,7 +147,7 @@ export class Dispatcher {
     };
     const concurrency = shardConcurrency(config.workerConcurrency, this.prefixes.length);
     this.workers = this.prefixes.map((prefix, shard) => {
-      const worker = new Worker<DeliveryJob>(deliveryQueueName, processor, {
+      const worker = new Worker<DeliveryJob>(jobQueueName, processor, {
         connection: this.deps.connection,
         prefix,
         concurrency: concurrency[shard],
@@ -159,7 +159,7 @@ export class Dispatcher {
       worker.on('failed', (job, err) => logger.warn({ err, deliveryId: job?.data.deliveryId }, 'attempt could not be recorded; its lease will bring it back'));
       return worker;
     });
-    this.pump.start();
+    this.admission.start();
     this.sweepTimer = setInterval(() => void this.sweepOnce(), config.sweepIntervalMs);
     this.sweepTimer.unref();
     // Counted at once and again a second later, then every few seconds; alone only when two counts
@@ -175,7 +175,7 @@ export class Dispatcher {
   private startSlot(run: () => Promise<void>): Promise<void> {
     const slot = run().finally(() => {
       this.slots.delete(slot);
-      this.pump.slotFreed();
+      this.admission.slotFreed();
     });
     this.slots.add(slot);
     // A local slot's failure is a storage failure; the delivery's lease brings it back.
@@ -184,13 +184,13 @@ export class Dispatcher {
   }
 
   /**
-   * Counts the worker processes connected to the queue (BullMQ names its connections). Every
+   * Counts the worker processes connected to the job queue (BullMQ names its connections). Every
    * worker process serves every shard, so the first shard's workers are the processes. Unknown,
    * for instance where CLIENT LIST is not allowed, counts as "others may be there".
    */
   private async countWorkers(): Promise<void> {
     try {
-      const alone = (await this.queues[0]!.getWorkersCount()) <= 1;
+      const alone = (await this.jobQueues[0]!.getWorkersCount()) <= 1;
       this.aloneCounts = alone ? this.aloneCounts + 1 : 0;
     } catch {
       this.aloneCounts = 0;
@@ -215,7 +215,7 @@ export class Dispatcher {
       this.deps.logger.warn({ err }, 'sweep failed; will retry');
     }
     // On its own: a vacuum that fails must not cost the sweep its metrics and announcements.
-    await this.deps.lifecycle.vacuumQueue().catch((err: unknown) => this.deps.logger.warn({ err }, 'vacuum of delivery_queue failed; will retry'));
+    await this.deps.lifecycle.vacuumMirror().catch((err: unknown) => this.deps.logger.warn({ err }, 'vacuum of delivery_queue failed; will retry'));
     this.sweeping = false;
   }
 
@@ -229,13 +229,13 @@ export class Dispatcher {
   async stop(): Promise<void> {
     this.stopping = true;
     // A round already running finishes first: what it claims becomes slots, awaited below.
-    await this.pump.stop();
+    await this.admission.stop();
     clearInterval(this.sweepTimer);
     clearTimeout(this.recountTimer);
     clearInterval(this.workersTimer);
     await Promise.allSettled([...this.slots]);
     await Promise.all(this.workers.map((worker) => worker.close(true)));
-    await Promise.all(this.queues.map((queue) => queue.close()));
+    await Promise.all(this.jobQueues.map((queue) => queue.close()));
     this.deps.connection.disconnect();
     await this.client.close();
   }

@@ -8,7 +8,7 @@ import { performance } from 'node:perf_hooks';
 import type { Readable } from 'node:stream';
 import { Agent, buildConnector, errors as undiciErrors } from 'undici';
 import type { AttemptOutcome, ErrorClass } from '../domain/retry-policy.js';
-import { RecentMap } from '../infra/recent-set.js';
+import { RecentMap } from '../infra/recent.js';
 import { classifyAddress, isLocalhostName, targetRefusal } from './address-guard.js';
 
 export interface LookupAddress {

@@ -3,8 +3,8 @@ import { digestHex } from '../domain/dedupe.js';
 import { AppError, notFound } from '../domain/errors.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import { isStorageUnavailable } from '../infra/db.js';
-import { RecentSet } from '../infra/recent-set.js';
-import type { FanOutResult } from '../store/fan-out.js';
+import { RecentSet } from '../infra/recent.js';
+import type { FanOutResult } from '../domain/fan-out.js';
 import { IntakeWriter, type IntakeRecord } from '../store/intake-store.js';
 import { findSourceForIntake, verificationSecrets, type SourceRow } from '../store/sources-store.js';
 import type { InboundRequest, ParsedEvent, SourceType } from './adapter.js';
@@ -31,9 +31,9 @@ interface CachedSource {
 
 const sourceCacheMs = 30_000;
 /**
- * Bodies this process took recently, by source and digest (~150 bytes each): a provider retry
- * storm repeats the same few bodies within seconds, and each repeat recognised here skips the
- * parse and the accept statement.
+ * Bodies this process took recently, by source and digest, bounded so the memory stays small (see
+ * docs/performance.md, "Memory"): a provider retry storm repeats the same few bodies within
+ * seconds, and each repeat recognised here skips the parse and the accept statement.
  */
 const recentBodiesKept = 10_000;
 

@@ -4,7 +4,8 @@ import type pg from 'pg';
 /**
  * A statement on a hot path (claim, record, intake), sent to PostgreSQL directly as a named
  * prepared statement: each pooled connection parses and plans it once instead of on every call,
- * and the per-call work of knex's raw bindings (5-9 % of busy time in profiles) is skipped.
+ * and the per-call work of knex's raw bindings is skipped (its share of busy time is in
+ * docs/performance.md, "Profile findings").
  * Written with `:name` parameters for readability; they become `$n` once, when the module loads.
  */
 export interface Statement {

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { RawJson } from '../domain/raw-json.js';
 import { publishEvent } from '../store/events-store.js';
-import type { FanOutResult } from '../store/fan-out.js';
+import type { FanOutResult } from '../domain/fan-out.js';
 import { TenantScope } from '../store/tenant-scope.js';
 
 export const platformEventTypes = { endpointDisabled: 'platform.endpoint.disabled', deliveryDead: 'platform.delivery.dead' } as const;

@@ -3,10 +3,11 @@ import type { Knex } from 'knex';
 import { canonicalJson } from '../domain/dedupe.js';
 import { conflict } from '../domain/errors.js';
 import { eventTypePrefix } from '../domain/event-types.js';
+import type { FanOutResult } from '../domain/fan-out.js';
 import { newId } from '../domain/ids.js';
 import { RawJson } from '../domain/raw-json.js';
 import { run, statement } from '../infra/sql.js';
-import { withDeliveryIds, type FanOutResult } from './fan-out.js';
+import { withDeliveryIds } from './delivery-ids.js';
 import { outboundBody } from './intake-store.js';
 import type { TenantScope } from './tenant-scope.js';
 

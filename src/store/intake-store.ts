@@ -1,11 +1,12 @@
 import type { Knex } from 'knex';
+import type { FanOutResult } from '../domain/fan-out.js';
 import { newId } from '../domain/ids.js';
 import { stringifyJson } from '../domain/raw-json.js';
 import { Batcher } from '../infra/batcher.js';
 import { mayBeOneRowsFault } from '../infra/db.js';
 import { run, statement } from '../infra/sql.js';
 import type { ParsedEvent } from '../inbound/adapter.js';
-import { withDeliveryIds, type FanOutResult } from './fan-out.js';
+import { withDeliveryIds } from './delivery-ids.js';
 
 export type IntakeOutcome = 'accepted' | 'duplicate' | 'stale';
 

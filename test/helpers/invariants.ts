@@ -126,7 +126,7 @@ interface DeliveryRow {
   dead_reason: string | null;
 }
 
-/** The same rule as fan-out (src/store/fan-out.ts): empty = every type except `platform.*`; `x.*` is a prefix. */
+/** The same rule as fan-out (src/domain/fan-out.ts): empty = every type except `platform.*`; `x.*` is a prefix. */
 export function filterMatches(eventTypes: string[], type: string): boolean {
   if (eventTypes.length === 0) return !type.startsWith('platform.');
   return eventTypes.some((f) => f === type || (f.endsWith('.*') && type.startsWith(f.slice(0, -1))));

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admitDue } from '../../src/delivery/sql/admit.js';
 import { recordSuccesses, type SuccessItem } from '../../src/delivery/sql/attempts.js';
 import { sweep } from '../../src/delivery/sql/sweep.js';
-import { vacuumQueue } from '../../src/delivery/sql/queue-vacuum.js';
+import { vacuumMirror } from '../../src/delivery/sql/mirror-vacuum.js';
 import { replayOne } from '../helpers/replay.js';
 import { createEndpoint, publishMany } from '../helpers/dispatch.js';
 import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
@@ -125,12 +125,12 @@ describe('the sweep vacuums the queue', () => {
     // Whatever vacuumed last (this platform's own sweep, autovacuum), a second later it is due.
     await new Promise((r) => setTimeout(r, 1_100));
     const before = await count();
-    expect(await vacuumQueue(db)).toBe(true);
+    expect(await vacuumMirror(db)).toBe(true);
     // VACUUM reports its statistics as it ends, so the next process sees that it just ran.
-    expect(await vacuumQueue(db)).toBe(false);
+    expect(await vacuumMirror(db)).toBe(false);
     expect(await count()).toBe(before + 1);
     await new Promise((r) => setTimeout(r, 1_100));
-    expect(await vacuumQueue(db)).toBe(true);
+    expect(await vacuumMirror(db)).toBe(true);
     expect(await count()).toBe(before + 2);
   });
 });

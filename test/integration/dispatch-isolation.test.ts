@@ -94,7 +94,7 @@ describe('isolation between endpoints', () => {
       const c = await statusCounts(t, fineEndpoint.id);
       return (c.pending ?? 0) + (c.queued ?? 0) + (c.in_flight ?? 0) === 0;
     }, 'healthy batch recorded');
-    const counts = await Promise.all(t.platform.dispatcher!.queues.map((q) => q.getJobCounts('waiting', 'active', 'delayed', 'prioritized')));
+    const counts = await Promise.all(t.platform.dispatcher!.jobQueues.map((q) => q.getJobCounts('waiting', 'active', 'delayed', 'prioritized')));
     expect(counts.flatMap((c) => Object.values(c)).reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(10);
 
     console.info(`isolation: ${HEALTHY} healthy deliveries took ${baseline} ms alone, ${loaded} ms beside a hanging backlog of ${BACKLOG}`);

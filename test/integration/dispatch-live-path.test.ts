@@ -22,7 +22,7 @@ afterAll(async () => {
 /** Counts jobs the dispatcher hands to Redis, by watching its queues' addBulk. */
 function countQueuedJobs(t: TestPlatform): { jobs: number } {
   const seen = { jobs: 0 };
-  for (const queue of t.platform.dispatcher!.queues) {
+  for (const queue of t.platform.dispatcher!.jobQueues) {
     const addBulk = queue.addBulk.bind(queue);
     queue.addBulk = (jobs) => {
       seen.jobs += jobs.length;

@@ -7,7 +7,7 @@ import { Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { workerLockOptions } from '../../src/dispatch/dispatcher.js';
-import { deliveryQueueName } from '../../src/dispatch/queue.js';
+import { jobQueueName } from '../../src/dispatch/job-queue.js';
 import { createRedis } from '../../src/infra/redis.js';
 import { createEndpoint, publishMany, slowResponder, statusCounts } from '../helpers/dispatch.js';
 import { clearRedisPrefix, eventually, redisUrl, startTestPlatform, type TestPlatform } from '../helpers/platform.js';
@@ -82,7 +82,7 @@ describe('recovery from Redis data loss (shared Redis)', { timeout: 60_000 }, ()
     // dies before claiming them: its jobs stay `active` in Redis, and re-admitting those attempts
     // finds the same job ids there.
     let taken = 0;
-    const rogue = new Worker(deliveryQueueName, () => (taken++, new Promise<never>(() => {})), {
+    const rogue = new Worker(jobQueueName, () => (taken++, new Promise<never>(() => {})), {
       connection: createRedis(redisUrl, 'worker'),
       prefix: t.queuePrefix,
       concurrency: 100,

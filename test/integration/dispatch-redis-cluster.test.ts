@@ -5,7 +5,7 @@
 import { Cluster } from 'ioredis';
 import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { deliveryQueueName, hashTagSlot, shardPrefixes } from '../../src/dispatch/queue.js';
+import { jobQueueName, hashTagSlot, shardPrefixes } from '../../src/dispatch/job-queue.js';
 import { createEndpoint, metricValue, publish, publishMany, settledDelivery, slowResponder, startWorkerProcess, statusCounts, type WorkerProcess } from '../helpers/dispatch.js';
 import { expectNoViolations, metricsOf } from '../helpers/invariants.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../helpers/platform.js';
@@ -41,7 +41,7 @@ describe('dispatch on a Redis Cluster', { timeout: 60_000 }, () => {
   const jobsAdded = (prefixes: string[]) =>
     Promise.all(
       prefixes.map(async (prefix) => {
-        const entries = await inspector.xrange(`${prefix}:${deliveryQueueName}:events`, '-', '+');
+        const entries = await inspector.xrange(`${prefix}:${jobQueueName}:events`, '-', '+');
         return entries.filter(([, fields]) => fields[0] === 'event' && fields[1] === 'added').length;
       }),
     );
@@ -88,7 +88,7 @@ describe('dispatch on a Redis Cluster', { timeout: 60_000 }, () => {
     });
 
     it('a backlog goes through the shards, whose keys live on more than one master, each in the slot of its hash tag', async () => {
-      const queues = t.platform.dispatcher!.queues;
+      const queues = t.platform.dispatcher!.jobQueues;
       const prefixes = queues.map((q) => q.opts.prefix!);
       expect(prefixes).toEqual(shardPrefixes(t.queuePrefix, SHARDS, true));
       const before = await jobsAdded(prefixes);
@@ -118,10 +118,10 @@ describe('dispatch on a Redis Cluster', { timeout: 60_000 }, () => {
       // that slot belongs to the master that holds them.
       const masters = new Set<number>();
       for (const prefix of used) {
-        const key = `${prefix}:${deliveryQueueName}:events`;
+        const key = `${prefix}:${jobQueueName}:events`;
         const slot = Number(await cluster.cli(cluster.ports[0]!, 'cluster', 'keyslot', key));
         expect(slot, prefix).toBe(hashTagSlot(prefix.slice(1, -1)));
-        expect(Number(await cluster.cli(cluster.ports[0]!, 'cluster', 'keyslot', `${prefix}:${deliveryQueueName}:wait`))).toBe(slot);
+        expect(Number(await cluster.cli(cluster.ports[0]!, 'cluster', 'keyslot', `${prefix}:${jobQueueName}:wait`))).toBe(slot);
         const master = await cluster.masterOf(slot);
         expect(Number(await cluster.cli(master, 'exists', key)), `${key} on ${master}`).toBe(1);
         masters.add(master);
@@ -170,7 +170,7 @@ describe('dispatch on a Redis Cluster', { timeout: 60_000 }, () => {
 
       // Both processes serve every shard, so the first shard's queue counts them both: neither
       // believes it is alone.
-      const firstShard = new Queue(deliveryQueueName, { connection: inspector, prefix: shardPrefixes(t.queuePrefix, SHARDS, true)[0] });
+      const firstShard = new Queue(jobQueueName, { connection: inspector, prefix: shardPrefixes(t.queuePrefix, SHARDS, true)[0] });
       try {
         await eventually(async () => (await firstShard.getWorkersCount()) === 2, 'two workers on the first shard', 10_000, 100);
       } finally {

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { initialDeliveryIdGuess } from '../../src/store/fan-out.js';
+import { initialDeliveryIdGuess } from '../../src/store/delivery-ids.js';
 import { publish } from '../helpers/api.js';
 import { createEndpoint, createSource, expectOutcome, postCallback, readMetrics, rowsOfEvent, sampleOf, sign, type TestSource } from '../helpers/intake.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';

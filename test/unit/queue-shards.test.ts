@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/index.js';
 import { configError, requiredEnv } from '../helpers/config.js';
 import { shardConcurrency } from '../../src/dispatch/dispatcher.js';
-import { hashTagSlot, shardOf, shardPrefixes } from '../../src/dispatch/queue.js';
+import { hashTagSlot, shardOf, shardPrefixes } from '../../src/dispatch/job-queue.js';
 import { clusterOptions } from '../../src/infra/redis.js';
 
 const required = requiredEnv;

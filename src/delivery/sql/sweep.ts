@@ -36,7 +36,7 @@ export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult>
   // Queued but never claimed within the lease: the job was lost with Redis. Admit it again.
   // Rows are found through delivery_queue (small, vacuumed often) and judged again on `deliveries`.
   const requeued = await db('deliveries')
-    .whereIn('id', queued(db, 'queued').where('lease_until', '<', db.fn.now()))
+    .whereIn('id', waitingIds(db, 'queued').where('lease_until', '<', db.fn.now()))
     .where('status', 'queued')
     .where('lease_until', '<', db.fn.now())
     .update({ status: 'pending', lease_until: null, updated_at: db.fn.now() });
@@ -85,7 +85,7 @@ export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult>
   });
 
   const deadMaxAge: string[] = await db('deliveries')
-    .whereIn('id', queued(db, 'pending').where('deadline_at', '<', db.fn.now()))
+    .whereIn('id', waitingIds(db, 'pending').where('deadline_at', '<', db.fn.now()))
     .where('status', 'pending')
     .where('deadline_at', '<', db.fn.now())
     .update({ status: 'dead', dead_reason: 'max_age', lease_until: null, updated_at: db.fn.now() })
@@ -111,8 +111,8 @@ export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult>
   };
 }
 
-/** Ids of unfinished deliveries in one status, from the queue's mirror (see migration 20261201000024). */
-function queued(db: Knex, status: 'pending' | 'queued') {
+/** Ids of waiting deliveries (pending or queued) in one status, from delivery_queue (migration 20261201000024). */
+function waitingIds(db: Knex, status: 'pending' | 'queued') {
   return db('delivery_queue').select('delivery_id').where('status', status);
 }
 

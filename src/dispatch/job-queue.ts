@@ -1,6 +1,10 @@
 import { Queue, type ConnectionOptions } from 'bullmq';
 
-export const deliveryQueueName = 'deliveries';
+/**
+ * The BullMQ job queue that carries admitted (`queued`) deliveries to any worker process. Its name
+ * is part of every Redis key (`<prefix>:deliveries:*`), so it stays as deployed queues know it.
+ */
+export const jobQueueName = 'deliveries';
 
 export interface DeliveryJob {
   deliveryId: string;
@@ -13,8 +17,8 @@ export interface DeliveryJob {
  */
 export const deliveryJobId = (deliveryId: string, attemptNumber: number) => `${deliveryId}.${attemptNumber}`;
 
-export function createDeliveryQueue(connection: ConnectionOptions, prefix: string): Queue<DeliveryJob> {
-  return new Queue<DeliveryJob>(deliveryQueueName, {
+export function createJobQueue(connection: ConnectionOptions, prefix: string): Queue<DeliveryJob> {
+  return new Queue<DeliveryJob>(jobQueueName, {
     connection,
     prefix,
     defaultJobOptions: { removeOnComplete: true, removeOnFail: true, attempts: 1 },
@@ -27,7 +31,7 @@ export function createDeliveryQueue(connection: ConnectionOptions, prefix: strin
 // BullMQ's scripts touch several keys of a queue at once, so on a Redis Cluster all of a queue's
 // keys must share one hash slot: its prefix carries a hash tag (`{…}`), as BullMQ's cluster guide
 // says. One tagged queue would put all delivery traffic on one slot of one master (Svix keeps its
-// whole queue in one `{queue}` slot that way). So the delivery queue is split into QUEUE_SHARDS
+// whole queue in one `{queue}` slot that way). So the job queue is split into QUEUE_SHARDS
 // queues, each with a tag of its own, and every delivery goes to the shard its id hashes to.
 
 const slotCount = 16_384;

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { AdmissionRound, AdmittedDelivery, ClaimedDelivery } from '../delivery/index.js';
 
-export interface PumpDeps {
+export interface AdmissionLoopDeps {
   /** One admission round, given how many deliveries this process can start itself right now. */
   admit(localSlots: number, mode: 'share' | 'all'): Promise<AdmissionRound>;
   /** Free slots of this process: admitted work beyond them goes to Redis for any worker. */
@@ -10,7 +10,7 @@ export interface PumpDeps {
   othersWorking(): boolean;
   /** Starts a slot for a delivery admitted straight to in_flight. */
   startLocal(claimed: ClaimedDelivery): void;
-  /** The delivery queue (shard) a queued delivery goes to. */
+  /** The job queue (shard) a queued delivery goes to. */
   shardOf(delivery: AdmittedDelivery): number;
   /** Hands queued deliveries of one shard to Redis (one job each). */
   enqueue(shard: number, queued: AdmittedDelivery[]): Promise<void>;
@@ -26,8 +26,8 @@ const contendedRetryMs = 5;
 /** After Redis refused a hand-off, how long every admitted delivery runs in this process instead. */
 const redisFailingMs = 5_000;
 /**
- * A queue connection waits for Redis to come back instead of failing (BullMQ needs it so), so a
- * hand-off to an unreachable Redis would hang the pump. Past this, it counts as refused.
+ * A job queue's connection waits for Redis to come back instead of failing (BullMQ needs it so), so a
+ * hand-off to an unreachable Redis would hang the loop. Past this, it counts as refused.
  */
 const enqueueTimeoutMs = 2_000;
 /**
@@ -52,7 +52,7 @@ const minRoundGapMs = 3;
  * A live event therefore goes: commit → wake → one admission round that puts it in flight for a
  * free slot of this process → HTTP attempt. No Redis round trip and no polling interval on the way.
  */
-export class Pump {
+export class AdmissionLoop {
   private running = false;
   /** The round in progress, so that stop() can wait for it. */
   private round: Promise<void> = Promise.resolve();
@@ -65,7 +65,7 @@ export class Pump {
   private stopped = false;
   private redisFailingUntil = 0;
 
-  constructor(private readonly deps: PumpDeps) {}
+  constructor(private readonly deps: AdmissionLoopDeps) {}
 
   start(): void {
     this.timer = setInterval(() => this.wake(), this.deps.intervalMs ?? 250);

@@ -1,3 +1,8 @@
+/*
+ * Bounded memories of recent keys: RecentSet (was this key seen lately?) and RecentMap (what was
+ * set for it lately?). Both forget the key touched longest ago when full.
+ */
+
 /**
  * The most recently added keys, at most `capacity` of them: adding a key past that forgets the one
  * added longest ago. A hint, never the truth: a key forgotten or never seen here only means the

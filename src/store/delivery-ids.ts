@@ -1,27 +1,11 @@
 import { newId } from '../domain/ids.js';
 
-/** What fan-out created for one event. */
-export interface FanOutResult {
-  pending: number;
-  deadDisabled: number;
-}
-
-/*
- * Fan-out itself lives in SQL (`fan_out_targets` and `fan_out_write`, each in db/functions/<name>.sql),
- * used by callback intake (`intake_accept_many`, a batch at a time) and by
- * publishing (`publish_event` through `fan_out_insert`, one event), so the two cannot drift apart:
- * one delivery per endpoint of the tenant whose filter matches the event type; disabled endpoints
- * get a dead `endpoint_disabled` delivery instead of none, so what piles up while an endpoint is off
- * can be replayed once it is back; operational events (`platform.*`) only reach endpoints that name
- * them, so a catch-all endpoint never receives a type it did not know existed. What is left here is the ids.
- */
-
 /**
  * Delivery ids are TypeIDs made here, not in SQL: they must sort by creation time, and ids made in
  * SQL were not monotonic within a millisecond. How many an event needs (its matching endpoints) is
- * only known in the database, so the caller guesses; the fan-out functions write nothing when the
- * guess is short and answer how many they need. The guess is the number the last event of the same
- * tenant and type needed (filters match by type, so one number per tenant would keep missing for a
+ * only known in the database, so the caller guesses; the fan-out functions (domain/fan-out.ts)
+ * write nothing when the guess is short and answer how many they need. The guess is the number the
+ * last event of the same tenant and type needed (filters match by type, so one number per tenant would keep missing for a
  * tenant whose types reach different numbers of endpoints): the steady state is one call, and an
  * endpoint added or removed costs one extra call for the next event of each type.
  */
