@@ -16,6 +16,17 @@ export const FINAL_STATUSES = ['succeeded', 'dead'] as const satisfies readonly 
 export const DEAD_LETTER_REASONS = ['max_attempts', 'max_age', 'terminal', 'endpoint_disabled'] as const;
 export type DeadLetterReason = (typeof DEAD_LETTER_REASONS)[number];
 
+/** The reasons an attempt's own result can give; the endpoint's state gives the others. */
+export type AttemptDeadReason = Extract<DeadLetterReason, 'max_attempts' | 'max_age' | 'terminal'>;
+
+/** What one recorded attempt came to: the `attempts.outcome` column and the attempts metric label. */
+export const ATTEMPT_OUTCOMES = ['success', 'retry', 'terminal'] as const;
+export type AttemptOutcome = (typeof ATTEMPT_OUTCOMES)[number];
+
+/** Why a pending delivery is not being sent yet: an open circuit, a retry's delay, a paced start. */
+export const WAIT_REASONS = ['circuit', 'retry_delay', 'scheduled'] as const;
+export type WaitReason = (typeof WAIT_REASONS)[number];
+
 /** What the next attempt of a delivery is: its first, a retry, or one after a replay. */
 export const TRIGGERS = ['initial', 'retry', 'replay'] as const;
 export type Trigger = (typeof TRIGGERS)[number];

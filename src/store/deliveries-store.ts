@@ -1,3 +1,4 @@
+import type { WaitReason } from '../domain/delivery-status.js';
 import { whereEventType } from './events-store.js';
 import type { TenantScope } from './tenant-scope.js';
 
@@ -16,7 +17,7 @@ export interface DeliveryRow {
   updated_at: Date;
   event_type?: string;
   /** Only from listDeliveriesQuery (see there). */
-  waiting_for?: 'circuit' | 'retry_delay' | 'scheduled' | null;
+  waiting_for?: WaitReason | null;
 }
 
 export interface AttemptRow {

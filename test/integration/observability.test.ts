@@ -13,7 +13,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import type { SourceType } from '../../src/inbound/adapter.js';
+import type { SourceType } from '../../src/domain/sources.js';
 import { METRIC_NAMES, RECEIPT_OUTCOMES, SOURCE_TYPES } from '../../src/metrics/registry.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 import { createEndpoint, publish, settledDelivery, startWorkerProcess, type WorkerProcess } from '../helpers/dispatch.js';
