@@ -13,7 +13,7 @@ export const UNFINISHED_STATUSES = ['pending', 'queued', 'in_flight'] as const s
 export const FINAL_STATUSES = ['succeeded', 'dead'] as const satisfies readonly DeliveryStatus[];
 
 /** Why a delivery was dead-lettered: the `dead_reason` column and the metric label. */
-export const DEAD_LETTER_REASONS = ['max_attempts', 'max_age', 'terminal', 'endpoint_disabled'] as const;
+export const DEAD_LETTER_REASONS = ['max_attempts', 'max_age', 'terminal', 'endpoint_disabled', 'endpoint_deleted'] as const;
 export type DeadLetterReason = (typeof DEAD_LETTER_REASONS)[number];
 
 /** The reasons an attempt's own result can give; the endpoint's state gives the others. */
