@@ -106,7 +106,7 @@ const endpointFields = {
   maxConcurrency: z.number().int().min(1).max(1000),
   rateLimitPerSecond: z.number().int().min(1).max(100_000).nullable(),
   retryPolicy: retryPolicySchema,
-  ordering: z.enum(ORDERINGS),
+  ordering: z.enum(ORDERINGS).meta({ id: 'Ordering' }),
 };
 export const createEndpointBody = z.strictObject({
   url: endpointFields.url,
@@ -151,7 +151,7 @@ export const endpointSchema = z
     maxConcurrency: z.number(),
     rateLimitPerSecond: z.number().nullable(),
     retryPolicy: retryPolicySchema,
-    ordering: z.enum(ORDERINGS),
+    ordering: endpointFields.ordering,
     createdAt: z.string(),
     updatedAt: z.string(),
     circuit: circuitSchema,
@@ -241,13 +241,17 @@ export const listEventsQuery = z.strictObject({
   type: z.string().max(200).optional().describe('An event type, or a prefix ending in .* as in endpoint subscriptions: invoice.* matches invoice.paid'),
   messageId: z.string().max(200).optional(),
 });
+// Named, so the OpenAPI document (and the portal's generated types) carry each list once.
+export const deliveryStatusSchema = z.enum(DELIVERY_STATUSES).meta({ id: 'DeliveryStatus' });
+export const deadLetterReasonSchema = z.enum(DEAD_LETTER_REASONS).meta({ id: 'DeadLetterReason' });
+export const finalStatusSchema = z.enum(FINAL_STATUSES).meta({ id: 'FinalDeliveryStatus' });
 export const deliverySummarySchema = z.object({
   id: z.string(),
   endpointId: z.string(),
-  status: z.string(),
+  status: deliveryStatusSchema,
   attemptCount: z.number(),
   nextAttemptAt: z.string().nullable(),
-  deadReason: z.string().nullable(),
+  deadReason: z.union([deadLetterReasonSchema, z.null()]),
   lastError: z.string().nullable(),
   lastStatusCode: z.number().nullable(),
 });
@@ -269,7 +273,6 @@ export const eventSchema = z
 export const publishedSchema = eventSchema.extend({ duplicate: z.boolean() });
 
 // --- deliveries --------------------------------------------------------------------------------
-export const deliveryStatusSchema = z.enum(DELIVERY_STATUSES);
 export const listDeliveriesQuery = z.strictObject({
   ...pageQuery,
   ...timeRange,
@@ -277,7 +280,7 @@ export const listDeliveriesQuery = z.strictObject({
   endpointId: z.string().max(100).optional(),
   eventId: z.string().max(100).optional(),
   eventType: z.string().max(200).optional().describe('An event type, or a prefix ending in .*'),
-  reason: z.enum(DEAD_LETTER_REASONS).optional(),
+  reason: deadLetterReasonSchema.optional(),
 });
 export const attemptSchema = z
   .object({
@@ -336,10 +339,10 @@ export const inboundAccepted = z
 // --- replay and audit --------------------------------------------------------------------------
 export const replayBody = z.strictObject({ reason: z.string().trim().min(1).max(1000) });
 export const replayFilterSchema = z.strictObject({
-  status: z.enum(FINAL_STATUSES).optional(),
+  status: finalStatusSchema.optional(),
   endpointId: z.string().max(100).optional(),
   eventType: z.string().max(200).optional().describe('An event type, or a prefix ending in .*'),
-  reason: z.enum(DEAD_LETTER_REASONS).optional(),
+  reason: deadLetterReasonSchema.optional(),
   since: isoDate.optional(),
   until: isoDate.optional(),
 });
