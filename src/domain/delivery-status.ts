@@ -8,6 +8,10 @@ export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
 
 /** Not finished: the platform still owes an attempt or a result. */
 export const UNFINISHED_STATUSES = ['pending', 'queued', 'in_flight'] as const satisfies readonly DeliveryStatus[];
+export type UnfinishedStatus = (typeof UNFINISHED_STATUSES)[number];
+
+export const isUnfinished = (status: string | undefined): status is UnfinishedStatus =>
+  (UNFINISHED_STATUSES as readonly string[]).includes(status ?? '');
 
 /** Finished for now; only a replay (an explicit operator action) moves one back to `pending`. */
 export const FINAL_STATUSES = ['succeeded', 'dead'] as const satisfies readonly DeliveryStatus[];

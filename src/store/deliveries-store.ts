@@ -1,4 +1,4 @@
-import type { WaitReason } from '../domain/delivery-status.js';
+import { isUnfinished, type WaitReason } from '../domain/delivery-status.js';
 import { whereEventType } from './events-store.js';
 import type { TenantScope } from './tenant-scope.js';
 
@@ -101,7 +101,7 @@ export function filteredDeliveries(scope: TenantScope, f: DeliveryFilter) {
   if (f.status) q.where('deliveries.status', f.status);
   // The indexes that find these statuses quickly: deliveries_dead, and the queue's tenant index.
   if (f.status === 'dead') q.whereNotNull('deliveries.dead_reason');
-  if (f.status === 'pending' || f.status === 'queued' || f.status === 'in_flight') {
+  if (isUnfinished(f.status)) {
     q.whereIn('deliveries.id', scope.db('delivery_queue').select('delivery_id').where({ tenant_id: scope.tenantId, status: f.status }));
   }
   if (f.endpointId) q.where('deliveries.endpoint_id', f.endpointId);

@@ -6,6 +6,7 @@ import { vacuumQueue } from '../../src/delivery/sql/queue-vacuum.js';
 import { replayOne } from '../helpers/replay.js';
 import { createEndpoint, publishMany } from '../helpers/dispatch.js';
 import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
+import { UNFINISHED_STATUSES } from '../../src/domain/delivery-status.js';
 
 /**
  * delivery_queue (migration 20261201000024): the mirror of unfinished deliveries that the scheduler
@@ -24,7 +25,7 @@ afterAll(async () => {
   await t?.stop();
 });
 
-const unfinished = ['pending', 'queued', 'in_flight'];
+const unfinished = UNFINISHED_STATUSES;
 
 /** Every unfinished delivery of the endpoint next to its queue row, as the scheduler would read it. */
 async function mirror(endpointId: string) {
