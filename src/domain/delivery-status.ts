@@ -36,8 +36,9 @@ export const TRIGGERS = ['initial', 'retry', 'replay'] as const;
 export type Trigger = (typeof TRIGGERS)[number];
 
 /**
- * Every transition the platform makes, by who makes it. Anything not listed never happens; the unit
- * test of this table and the invariant checker (test/helpers/invariants.ts) hold the SQL to it.
+ * Every transition the platform makes, by who makes it. Anything not listed never happens: the test
+ * databases record every status change of every delivery, and the invariant checker
+ * (test/helpers/invariants.ts, run by the chaos suite) reports any change no entry allows.
  */
 export const TRANSITIONS = {
   fanOut: { from: null, to: ['pending', 'dead'] },
