@@ -94,7 +94,7 @@ describe('delivery_queue mirrors the unfinished deliveries through every transit
     expect((await tenant.call('DELETE', `/v1/endpoints/${ep.id}`)).status).toBe(204);
     m = await mirror(ep.id);
     expect(m).toEqual({ deliveries: [], queue: [] });
-    expect(await db('deliveries').where({ endpoint_id: ep.id, status: 'dead', dead_reason: 'endpoint_disabled' }).count('* as n').first()).toEqual({ n: 5 });
+    expect(await db('deliveries').where({ endpoint_id: ep.id, status: 'dead', dead_reason: 'endpoint_deleted' }).count('* as n').first()).toEqual({ n: 5 });
   });
 });
 
