@@ -2,6 +2,7 @@ import { Router, type Request, type Response } from 'express';
 import type { OpenAPIRegistry, ResponseConfig, RouteConfig } from '@asteasolutions/zod-to-openapi';
 import { z, type ZodType } from 'zod';
 import { forbidden, ValidationError, type Problem } from '../domain/errors.js';
+import type { PortalCapability } from '../domain/portal.js';
 import { stringifyJson } from '../domain/raw-json.js';
 import type { TenantScope } from '../store/tenant-scope.js';
 import { errorSchema } from './schemas.js';
@@ -58,7 +59,6 @@ export interface RouteSpec<B extends ZodType, Q extends ZodType, P extends ZodTy
 }
 
 export type PortalAccess = 'scoped' | 'tenant-wide';
-export type PortalCapability = 'read' | 'manage';
 
 const portalCapabilityOf = (spec: { method: string; portalCapability?: PortalCapability }): PortalCapability =>
   spec.portalCapability ?? (spec.method === 'get' ? 'read' : 'manage');

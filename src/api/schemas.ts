@@ -1,7 +1,11 @@
 import { z } from 'zod';
 import { eventTypeFilterPattern } from '../domain/event-types.js';
-import type { SourceType } from '../inbound/adapter.js';
-import { sourceTypes } from '../inbound/adapters/index.js';
+import { CIRCUIT_STATES } from '../domain/circuit.js';
+import { ATTEMPT_OUTCOMES, DEAD_LETTER_REASONS, DELIVERY_STATUSES, FINAL_STATUSES, TRIGGERS, WAIT_REASONS } from '../domain/delivery-status.js';
+import { ENDPOINT_STATUSES, ORDERINGS } from '../domain/endpoints.js';
+import { INTAKE_OUTCOMES } from '../domain/events.js';
+import { REPLAY_STATUSES } from '../domain/replays.js';
+import { SOURCE_TYPES } from '../domain/sources.js';
 
 export const errorSchema = z
   .object({
@@ -51,7 +55,7 @@ export const apiKeySchema = z
 export const tenantDetailSchema = tenantSchema.extend({ apiKeys: z.array(apiKeySchema).describe('The live keys, newest first') }).meta({ id: 'TenantDetail' });
 
 // --- sources -----------------------------------------------------------------------------------
-export const sourceTypeSchema = z.enum(sourceTypes as [SourceType, ...SourceType[]]);
+export const sourceTypeSchema = z.enum(SOURCE_TYPES);
 export const createSourceBody = z.strictObject({
   type: sourceTypeSchema,
   name: z.string().trim().min(1).max(200),
@@ -102,7 +106,7 @@ const endpointFields = {
   maxConcurrency: z.number().int().min(1).max(1000),
   rateLimitPerSecond: z.number().int().min(1).max(100_000).nullable(),
   retryPolicy: retryPolicySchema,
-  ordering: z.enum(['none', 'per-message']),
+  ordering: z.enum(ORDERINGS).meta({ id: 'Ordering' }),
 };
 export const createEndpointBody = z.strictObject({
   url: endpointFields.url,
@@ -116,11 +120,11 @@ export const createEndpointBody = z.strictObject({
 // Every field is optional on PATCH (only what is sent changes), but an empty change is refused.
 export const patchEndpointBody = createEndpointBody
   .partial()
-  .extend({ status: z.enum(['active', 'disabled']).optional() })
+  .extend({ status: z.enum(ENDPOINT_STATUSES).optional() })
   .refine((body) => Object.keys(body).length > 0, 'at least one field is required');
 export const circuitSchema = z
   .object({
-    state: z.enum(['closed', 'open', 'half_open']).describe('half_open: the cooldown has passed, one probe at a time until one succeeds'),
+    state: z.enum(CIRCUIT_STATES).describe('half_open: the cooldown has passed, one probe at a time until one succeeds'),
     openUntil: z.string().nullable().describe('Only while open: when the next probe may go'),
     consecutiveFailures: z.number(),
   })
@@ -142,12 +146,12 @@ export const endpointSchema = z
     url: z.string(),
     description: z.string().nullable(),
     eventTypes: z.array(z.string()),
-    status: z.enum(['active', 'disabled']),
+    status: z.enum(ENDPOINT_STATUSES),
     disabledReason: z.string().nullable(),
     maxConcurrency: z.number(),
     rateLimitPerSecond: z.number().nullable(),
     retryPolicy: retryPolicySchema,
-    ordering: z.enum(['none', 'per-message']),
+    ordering: endpointFields.ordering,
     createdAt: z.string(),
     updatedAt: z.string(),
     circuit: circuitSchema,
@@ -237,13 +241,17 @@ export const listEventsQuery = z.strictObject({
   type: z.string().max(200).optional().describe('An event type, or a prefix ending in .* as in endpoint subscriptions: invoice.* matches invoice.paid'),
   messageId: z.string().max(200).optional(),
 });
+// Named, so the OpenAPI document (and the portal's generated types) carry each list once.
+export const deliveryStatusSchema = z.enum(DELIVERY_STATUSES).meta({ id: 'DeliveryStatus' });
+export const deadLetterReasonSchema = z.enum(DEAD_LETTER_REASONS).meta({ id: 'DeadLetterReason' });
+export const finalStatusSchema = z.enum(FINAL_STATUSES).meta({ id: 'FinalDeliveryStatus' });
 export const deliverySummarySchema = z.object({
   id: z.string(),
   endpointId: z.string(),
-  status: z.string(),
+  status: deliveryStatusSchema,
   attemptCount: z.number(),
   nextAttemptAt: z.string().nullable(),
-  deadReason: z.string().nullable(),
+  deadReason: z.union([deadLetterReasonSchema, z.null()]),
   lastError: z.string().nullable(),
   lastStatusCode: z.number().nullable(),
 });
@@ -265,7 +273,6 @@ export const eventSchema = z
 export const publishedSchema = eventSchema.extend({ duplicate: z.boolean() });
 
 // --- deliveries --------------------------------------------------------------------------------
-export const deliveryStatusSchema = z.enum(['pending', 'queued', 'in_flight', 'succeeded', 'dead']);
 export const listDeliveriesQuery = z.strictObject({
   ...pageQuery,
   ...timeRange,
@@ -273,17 +280,17 @@ export const listDeliveriesQuery = z.strictObject({
   endpointId: z.string().max(100).optional(),
   eventId: z.string().max(100).optional(),
   eventType: z.string().max(200).optional().describe('An event type, or a prefix ending in .*'),
-  reason: z.enum(['max_attempts', 'max_age', 'terminal', 'endpoint_disabled']).optional(),
+  reason: deadLetterReasonSchema.optional(),
 });
 export const attemptSchema = z
   .object({
     id: z.string(),
     attemptNumber: z.number(),
-    trigger: z.enum(['initial', 'retry', 'replay']),
+    trigger: z.enum(TRIGGERS),
     startedAt: z.string(),
     durationMs: z.number(),
     statusCode: z.number().nullable(),
-    outcome: z.enum(['success', 'retry', 'terminal']),
+    outcome: z.enum(ATTEMPT_OUTCOMES),
     errorClass: z.string().nullable(),
     error: z.string().nullable(),
     responseExcerpt: z.string().nullable(),
@@ -298,7 +305,7 @@ export const deliverySchema = deliverySummarySchema
     updatedAt: z.string(),
     succeededAt: z.string().nullable(),
     waitingFor: z
-      .enum(['circuit', 'retry_delay', 'scheduled'])
+      .enum(WAIT_REASONS)
       .nullable()
       .optional()
       .describe("Why a pending delivery is not being sent: its endpoint's circuit is open, a retry's delay, or a later start (a paced replay); null when nothing holds it"),
@@ -326,16 +333,16 @@ export const messageSchema = z
 // --- inbound -----------------------------------------------------------------------------------
 export const inboundParams = z.object({ sourceId: z.string().min(1).max(100) });
 export const inboundAccepted = z
-  .object({ status: z.enum(['accepted', 'duplicate', 'stale']), receiptId: z.string(), eventId: z.string() })
+  .object({ status: z.enum(INTAKE_OUTCOMES), receiptId: z.string(), eventId: z.string() })
   .meta({ id: 'InboundResult' });
 
 // --- replay and audit --------------------------------------------------------------------------
 export const replayBody = z.strictObject({ reason: z.string().trim().min(1).max(1000) });
 export const replayFilterSchema = z.strictObject({
-  status: z.enum(['dead', 'succeeded']).optional(),
+  status: finalStatusSchema.optional(),
   endpointId: z.string().max(100).optional(),
   eventType: z.string().max(200).optional().describe('An event type, or a prefix ending in .*'),
-  reason: z.enum(['max_attempts', 'max_age', 'terminal', 'endpoint_disabled']).optional(),
+  reason: deadLetterReasonSchema.optional(),
   since: isoDate.optional(),
   until: isoDate.optional(),
 });
@@ -356,7 +363,7 @@ export const bulkReplayResult = z
   })
   .meta({ id: 'BulkReplayResult' });
 export const replayProgressSchema = z
-  .object({ id: z.string(), status: z.enum(['running', 'completed']), total: z.number(), done: z.number(), failed: z.number(), reason: z.string(), filter: z.unknown(), createdAt: z.string() })
+  .object({ id: z.string(), status: z.enum(REPLAY_STATUSES), total: z.number(), done: z.number(), failed: z.number(), reason: z.string(), filter: z.unknown(), createdAt: z.string() })
   .meta({ id: 'ReplayProgress' });
 export const auditQuery = z.strictObject({
   ...pageQuery,

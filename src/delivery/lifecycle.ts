@@ -8,7 +8,7 @@
  *                 │  │                                         │  ├────────▶ pending       │
  *                 │  └──── sweep: lease lost (queued/in_flight)┘  │ record (terminal,      │
  *                 │                                              │  max attempts, max age) │
- *                 └── sweep: max age, endpoint disabled ─────────┴────────▶ dead ◀─────────┘ (replay: → pending)
+ *                 └── sweep: max age, endpoint disabled/deleted ─┴────────▶ dead ◀─────────┘ (replay: → pending)
  *                                     hand-off: pending ─▶ in_flight for the slot a result frees
  *
  * The words (statuses, dead-letter reasons, triggers, the allowed transitions) are in
@@ -80,7 +80,7 @@ export class DeliveryLifecycle {
    */
   async deleteEndpoint(scope: TenantScope, endpointId: string): Promise<boolean> {
     const deleted = await deleteEndpoint(scope, endpointId, deadLetterForDeletedEndpoint);
-    if (deleted && deleted.deadLettered > 0) this.effects.deadLettered('endpoint_disabled', deleted.deadLettered);
+    if (deleted && deleted.deadLettered > 0) this.effects.deadLettered('endpoint_deleted', deleted.deadLettered);
     return deleted !== null;
   }
 
@@ -114,10 +114,10 @@ export class DeliveryLifecycle {
     return unqueue(this.db, deliveryIds);
   }
 
-  /** queued → in_flight; a delivery whose endpoint was disabled since admission comes back `dead`, unsent. */
+  /** queued → in_flight; a delivery whose endpoint was disabled or deleted since admission comes back `dead`, unsent. */
   async claim(deliveryId: string, leaseMs: number): Promise<ClaimedDelivery | undefined> {
     const claimed = await claimDelivery(this.db, deliveryId, leaseMs);
-    if (claimed?.status === 'dead') this.effects.deadLettered('endpoint_disabled', 1);
+    if (claimed?.status === 'dead') this.effects.deadLettered(claimed.endpoint.deleted_at ? 'endpoint_deleted' : 'endpoint_disabled', 1);
     return claimed;
   }
 
@@ -153,6 +153,7 @@ export class DeliveryLifecycle {
     if (r.deadMaxAge) this.effects.deadLettered('max_age', r.deadMaxAge);
     if (r.deadMaxAttempts) this.effects.deadLettered('max_attempts', r.deadMaxAttempts);
     if (r.deadDisabled) this.effects.deadLettered('endpoint_disabled', r.deadDisabled);
+    if (r.deadDeleted) this.effects.deadLettered('endpoint_deleted', r.deadDeleted);
     if (r.requeued || r.lostInFlight) this.effects.newWork();
     return r;
   }

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { AttemptRecord, ClaimedDelivery, DeliveryLifecycle, Recorded, SuccessItem } from '../delivery/index.js';
-import { decide, resolvePolicy, type AttemptOutcome, type RetryPolicy } from '../domain/retry-policy.js';
+import { decide, resolvePolicy, type AttemptResult, type RetryPolicy } from '../domain/retry-policy.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import { signatureHeader } from '../domain/signing.js';
 import { metrics, statusClass } from '../metrics/registry.js';
@@ -79,7 +79,7 @@ async function attemptClaimed(deps: DeliverDeps, claimed: ClaimedDelivery, mayHa
     headers: outboundHeaders(claimed, signingSecrets(deps.box, ep, startedAt), timestampSec),
     body: claimed.body,
   });
-  const outcome: AttemptOutcome = result.outcome;
+  const outcome: AttemptResult = result.outcome;
   const policy = resolvePolicy(deps.defaults, ep.retry_policy);
   const decision = decide(outcome, {
     attemptNumber: claimed.attempt_count - claimed.attempt_base,

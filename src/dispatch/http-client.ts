@@ -1,13 +1,13 @@
 // Outbound HTTP for deliveries: one keep-alive undici Agent, an SSRF-checking connector that pins
 // each socket to the address it checked, hard time limits and a bounded body read. send() never
-// throws for anything the network or the receiver does; every failure becomes an AttemptOutcome.
+// throws for anything the network or the receiver does; every failure becomes an AttemptResult.
 import dns from 'node:dns/promises';
 import { EventEmitter } from 'node:events';
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { Readable } from 'node:stream';
 import { Agent, buildConnector, errors as undiciErrors } from 'undici';
-import type { AttemptOutcome, ErrorClass } from '../domain/retry-policy.js';
+import type { AttemptResult, ErrorClass } from '../domain/retry-policy.js';
 import { RecentMap } from '../infra/recent.js';
 import { classifyAddress, isLocalhostName, targetRefusal } from './address-guard.js';
 
@@ -40,7 +40,7 @@ export interface DeliveryRequest {
   method?: 'POST' | 'GET';
 }
 export interface DeliveryResult {
-  outcome: AttemptOutcome;
+  outcome: AttemptResult;
   durationMs: number;
   responseExcerpt?: string;
 }
@@ -146,7 +146,7 @@ export function createDeliveryClient(opts: DeliveryClientOptions): DeliveryClien
       // The status line is the receiver's verdict; the body is only informational, so a body
       // that is cut off (cap, timeout, reset) still leaves the outcome as that status.
       const excerpt = await readExcerpt(res.body, opts.maxResponseBytes, opts.excerptBytes);
-      const outcome: AttemptOutcome = { kind: 'response', statusCode: res.statusCode };
+      const outcome: AttemptResult = { kind: 'response', statusCode: res.statusCode };
       if (retryAfter !== undefined) outcome.retryAfter = retryAfter.slice(0, 128);
       return { outcome, durationMs: elapsed(), responseExcerpt: excerpt };
     } catch (err) {

@@ -9,7 +9,8 @@
  *   lets one probe through at a time; its success closes the circuit, its failure opens it again.
  * - `closed`: anything else.
  */
-export type CircuitState = 'closed' | 'open' | 'half_open';
+export const CIRCUIT_STATES = ['closed', 'open', 'half_open'] as const;
+export type CircuitState = (typeof CIRCUIT_STATES)[number];
 
 export interface CircuitView {
   state: CircuitState;

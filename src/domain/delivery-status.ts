@@ -8,21 +8,37 @@ export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
 
 /** Not finished: the platform still owes an attempt or a result. */
 export const UNFINISHED_STATUSES = ['pending', 'queued', 'in_flight'] as const satisfies readonly DeliveryStatus[];
+export type UnfinishedStatus = (typeof UNFINISHED_STATUSES)[number];
+
+export const isUnfinished = (status: string | undefined): status is UnfinishedStatus =>
+  (UNFINISHED_STATUSES as readonly string[]).includes(status ?? '');
 
 /** Finished for now; only a replay (an explicit operator action) moves one back to `pending`. */
 export const FINAL_STATUSES = ['succeeded', 'dead'] as const satisfies readonly DeliveryStatus[];
 
 /** Why a delivery was dead-lettered: the `dead_reason` column and the metric label. */
-export const DEAD_LETTER_REASONS = ['max_attempts', 'max_age', 'terminal', 'endpoint_disabled'] as const;
+export const DEAD_LETTER_REASONS = ['max_attempts', 'max_age', 'terminal', 'endpoint_disabled', 'endpoint_deleted'] as const;
 export type DeadLetterReason = (typeof DEAD_LETTER_REASONS)[number];
+
+/** The reasons an attempt's own result can give; the endpoint's state gives the others. */
+export type AttemptDeadReason = Extract<DeadLetterReason, 'max_attempts' | 'max_age' | 'terminal'>;
+
+/** What one recorded attempt came to: the `attempts.outcome` column and the attempts metric label. */
+export const ATTEMPT_OUTCOMES = ['success', 'retry', 'terminal'] as const;
+export type AttemptOutcome = (typeof ATTEMPT_OUTCOMES)[number];
+
+/** Why a pending delivery is not being sent yet: an open circuit, a retry's delay, a paced start. */
+export const WAIT_REASONS = ['circuit', 'retry_delay', 'scheduled'] as const;
+export type WaitReason = (typeof WAIT_REASONS)[number];
 
 /** What the next attempt of a delivery is: its first, a retry, or one after a replay. */
 export const TRIGGERS = ['initial', 'retry', 'replay'] as const;
 export type Trigger = (typeof TRIGGERS)[number];
 
 /**
- * Every transition the platform makes, by who makes it. Anything not listed never happens; the unit
- * test of this table and the invariant checker (test/helpers/invariants.ts) hold the SQL to it.
+ * Every transition the platform makes, by who makes it. Anything not listed never happens: the test
+ * databases record every status change of every delivery, and the invariant checker
+ * (test/helpers/invariants.ts, run by the chaos suite) reports any change no entry allows.
  */
 export const TRANSITIONS = {
   fanOut: { from: null, to: ['pending', 'dead'] },

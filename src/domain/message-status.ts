@@ -1,4 +1,10 @@
-import type { MessageStatus } from '../inbound/adapter.js';
+/** A message status as the contract orders it; rank only ever grows for one message. */
+export interface MessageStatus {
+  value: string;
+  rank: number;
+  /** Final statuses end reconciliation for the message. */
+  final: boolean;
+}
 
 /**
  * The momo-communication message status order: accepted < sent < delivered | failed | undelivered.

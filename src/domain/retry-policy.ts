@@ -2,6 +2,8 @@
 // Pure: no I/O, no clock and no randomness of its own (both are injected), so every decision is
 // reproducible in tests.
 
+import type { AttemptDeadReason } from './delivery-status.js';
+
 export interface RetryPolicy {
   maxAttempts: number;
   baseDelayMs: number;
@@ -21,7 +23,8 @@ export type ErrorClass =
   | 'invalid_target'
   | 'network_other';
 
-export type AttemptOutcome =
+/** What one HTTP try produced, before the policy judges it (see classify and decide). */
+export type AttemptResult =
   | { kind: 'response'; statusCode: number; retryAfter?: string } // any HTTP response
   | { kind: 'error'; errorClass: ErrorClass; message: string }; // no usable response
 
@@ -30,7 +33,7 @@ export type Decision =
   | { action: 'retry'; delayMs: number; at: Date; reason: string }
   | {
       action: 'dead';
-      reason: 'max_attempts' | 'max_age' | 'terminal';
+      reason: AttemptDeadReason;
       disableEndpoint: boolean;
       detail: string;
     };
@@ -66,7 +69,7 @@ const RETRYABLE_ERRORS: ReadonlySet<ErrorClass> = new Set<ErrorClass>([
 ]);
 
 /** The failure matrix. */
-export function classify(outcome: AttemptOutcome): Classification {
+export function classify(outcome: AttemptResult): Classification {
   if (outcome.kind === 'error') {
     return RETRYABLE_ERRORS.has(outcome.errorClass) ? 'retryable' : 'terminal';
   }
@@ -135,7 +138,7 @@ export interface DecideContext {
   random: () => number;
 }
 
-export function decide(outcome: AttemptOutcome, ctx: DecideContext): Decision {
+export function decide(outcome: AttemptResult, ctx: DecideContext): Decision {
   const cls = classify(outcome);
   if (cls === 'success') return { action: 'succeed' };
   const detail = describe(outcome);
@@ -155,7 +158,7 @@ export function decide(outcome: AttemptOutcome, ctx: DecideContext): Decision {
 }
 
 /** Backoff, raised to the floors, then to a (clamped) Retry-After: never shorter than asked. */
-function retryDelayMs(outcome: AttemptOutcome, ctx: DecideContext): number {
+function retryDelayMs(outcome: AttemptResult, ctx: DecideContext): number {
   const { policy } = ctx;
   let delay = backoffDelayMs(ctx.attemptNumber, policy, ctx.random);
   let retryAfter: number | undefined;
@@ -175,11 +178,11 @@ function retryDelayMs(outcome: AttemptOutcome, ctx: DecideContext): number {
   return delay;
 }
 
-function reasonOf(outcome: AttemptOutcome): string {
+function reasonOf(outcome: AttemptResult): string {
   return outcome.kind === 'response' ? `http_${outcome.statusCode}` : outcome.errorClass;
 }
 
-function describe(outcome: AttemptOutcome): string {
+function describe(outcome: AttemptResult): string {
   if (outcome.kind === 'response') {
     const s = outcome.statusCode;
     if (s === 410) return 'HTTP 410 Gone: endpoint disabled';

@@ -1,11 +1,10 @@
-import type { RawJson } from '../domain/raw-json.js';
+import type { ParsedEvent } from '../domain/events.js';
+import type { SourceType } from '../domain/sources.js';
 
 /**
  * The contract every provider adapter implements. Adding a provider means adding one file under
  * adapters/ and listing it in adapters/index.ts; the intake service never names a provider.
  */
-export type SourceType = 'momo-communication' | 'momo-automation' | 'standard-webhooks';
-
 export interface InboundRequest {
   /** Exact bytes as received; signatures are checked against these, never against re-encoded JSON. */
   rawBody: Buffer;
@@ -16,29 +15,6 @@ export interface InboundRequest {
 
 export type VerifyFailure = 'missing_signature' | 'bad_signature' | 'timestamp_out_of_range';
 export type VerifyResult = { ok: true } | { ok: false; reason: VerifyFailure; message: string };
-
-/** A message status as the contract orders it; rank only ever grows for one message. */
-export interface MessageStatus {
-  value: string;
-  rank: number;
-  /** Final statuses end reconciliation for the message. */
-  final: boolean;
-}
-
-export interface ParsedEvent {
-  /** Event type forwarded to endpoints and matched against their eventTypes filters. */
-  type: string;
-  /** Unique per source for one logical event: the same provider event always yields the same key. */
-  dedupeKey: string;
-  /** The business resource the event concerns (message, order, group...), if any. */
-  messageId?: string;
-  /** Set only where the contract defines an ordered status for the resource. */
-  status?: MessageStatus;
-  /** Provider's own ordering hint when it has one (sequence/version); used for per-message ordering. */
-  sequence?: number;
-  /** The provider's business payload as it wrote it, forwarded as `data` without being re-serialised. */
-  data: RawJson;
-}
 
 export type ParseResult = { ok: true; event: ParsedEvent } | { ok: false; code: 'malformed_json' | 'missing_field' | 'invalid_field'; message: string };
 

@@ -7,7 +7,9 @@ import { RecentSet } from '../infra/recent.js';
 import type { FanOutResult } from '../domain/fan-out.js';
 import { IntakeWriter, type IntakeRecord } from '../store/intake-store.js';
 import { findSourceForIntake, verificationSecrets, type SourceRow } from '../store/sources-store.js';
-import type { InboundRequest, ParsedEvent, SourceType } from './adapter.js';
+import type { InboundRequest } from './adapter.js';
+import type { ParsedEvent } from '../domain/events.js';
+import type { SourceType } from '../domain/sources.js';
 import { getAdapter } from './adapters/index.js';
 import { verifyWithAny } from './verify-any.js';
 

@@ -15,15 +15,17 @@
  *   must aggregate them with `max()`, never `sum()`.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { DEAD_LETTER_REASONS, type DeadLetterReason } from '../domain/delivery-status.js';
+import { ATTEMPT_OUTCOMES, DEAD_LETTER_REASONS, type AttemptOutcome, type DeadLetterReason } from '../domain/delivery-status.js';
+import { INTAKE_OUTCOMES } from '../domain/events.js';
 import { RETAINED_TABLES, type RetainedTable } from '../domain/retention.js';
+import { SOURCE_TYPES, type SourceType } from '../domain/sources.js';
 
 // ---------------------------------------------------------------------------------------------
 // Label values (bounded, from the contract)
 // ---------------------------------------------------------------------------------------------
 
-export const SOURCE_TYPES = ['momo-communication', 'momo-automation', 'standard-webhooks'] as const;
-export type SourceType = (typeof SOURCE_TYPES)[number];
+/** Defined in domain/; re-exported because these lists are the metrics' label sets. */
+export { ATTEMPT_OUTCOMES, DEAD_LETTER_REASONS, SOURCE_TYPES, type AttemptOutcome, type DeadLetterReason, type SourceType };
 
 /**
  * Outcome of one inbound callback (one link of the provider retry chain).
@@ -32,25 +34,16 @@ export type SourceType = (typeof SOURCE_TYPES)[number];
  * counted here.
  */
 export const RECEIPT_OUTCOMES = [
-  'accepted',
-  'duplicate',
-  'stale',
+  ...INTAKE_OUTCOMES,
   'rejected_signature',
   'rejected_malformed',
   'unavailable',
 ] as const;
 export type ReceiptOutcome = (typeof RECEIPT_OUTCOMES)[number];
 
-/** Outcome of one outbound attempt (one link of the platform retry chain). */
-export const ATTEMPT_OUTCOMES = ['success', 'retry', 'terminal'] as const;
-export type AttemptOutcome = (typeof ATTEMPT_OUTCOMES)[number];
-
 /** HTTP status class of an attempt's response; `network` when no HTTP response was received. */
 export const STATUS_CLASSES = ['2xx', '3xx', '4xx', '5xx', 'network'] as const;
 export type StatusClass = (typeof STATUS_CLASSES)[number];
-
-/** Defined with the delivery lifecycle; re-exported because the metric's label set is these reasons. */
-export { DEAD_LETTER_REASONS, type DeadLetterReason };
 
 /** `single`: POST /v1/deliveries/:id/replay; `bulk`: one count per delivery replayed by POST /v1/replays. */
 export const REPLAY_KINDS = ['single', 'bulk'] as const;

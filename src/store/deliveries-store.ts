@@ -1,3 +1,4 @@
+import { isUnfinished, type WaitReason } from '../domain/delivery-status.js';
 import { whereEventType } from './events-store.js';
 import type { TenantScope } from './tenant-scope.js';
 
@@ -16,7 +17,7 @@ export interface DeliveryRow {
   updated_at: Date;
   event_type?: string;
   /** Only from listDeliveriesQuery (see there). */
-  waiting_for?: 'circuit' | 'retry_delay' | 'scheduled' | null;
+  waiting_for?: WaitReason | null;
 }
 
 export interface AttemptRow {
@@ -100,7 +101,7 @@ export function filteredDeliveries(scope: TenantScope, f: DeliveryFilter) {
   if (f.status) q.where('deliveries.status', f.status);
   // The indexes that find these statuses quickly: deliveries_dead, and the queue's tenant index.
   if (f.status === 'dead') q.whereNotNull('deliveries.dead_reason');
-  if (f.status === 'pending' || f.status === 'queued' || f.status === 'in_flight') {
+  if (isUnfinished(f.status)) {
     q.whereIn('deliveries.id', scope.db('delivery_queue').select('delivery_id').where({ tenant_id: scope.tenantId, status: f.status }));
   }
   if (f.endpointId) q.where('deliveries.endpoint_id', f.endpointId);

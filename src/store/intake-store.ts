@@ -5,10 +5,9 @@ import { stringifyJson } from '../domain/raw-json.js';
 import { Batcher } from '../infra/batcher.js';
 import { mayBeOneRowsFault } from '../infra/db.js';
 import { run, statement } from '../infra/sql.js';
-import type { ParsedEvent } from '../inbound/adapter.js';
+import type { IntakeOutcome, ParsedEvent } from '../domain/events.js';
 import { withDeliveryIds } from './delivery-ids.js';
 
-export type IntakeOutcome = 'accepted' | 'duplicate' | 'stale';
 
 export interface SourceRef {
   id: string;

@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import { AppError, ValidationError } from '../domain/errors.js';
 import { newId } from '../domain/ids.js';
+import type { PortalCapability } from '../domain/portal.js';
 import { hashSecretToken, newSecretToken } from '../domain/secret-token.js';
 import { recordAudit } from './audit-store.js';
 import { paginate, type Page } from './pagination.js';
@@ -10,7 +11,6 @@ import type { Actor, SessionRestriction } from './tenant-scope.js';
 export const PORTAL_LINK_PREFIX = 'psl_';
 export const PORTAL_SESSION_PREFIX = 'pst_';
 
-export type PortalCapability = 'read' | 'manage';
 
 export interface PortalSessionRow {
   id: string;

@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { UNFINISHED_STATUSES } from '../domain/delivery-status.js';
 import { newId } from '../domain/ids.js';
 import type { RetentionPolicy } from '../domain/retention.js';
 import { recordAudit } from './audit-store.js';
@@ -144,7 +145,7 @@ export async function replayProgress(scope: TenantScope, id: string) {
   const by = (status: string) => rows.find((r) => r.status === status)?.count ?? 0;
   const done = by('succeeded');
   const failed = by('dead');
-  const outstanding = by('pending') + by('queued') + by('in_flight');
+  const outstanding = UNFINISHED_STATUSES.reduce((n, status) => n + by(status), 0);
   return {
     id: replay.id,
     status: outstanding > 0 ? 'running' : 'completed',

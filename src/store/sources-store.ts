@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { newId } from '../domain/ids.js';
 import type { SecretBox } from '../domain/secret-box.js';
-import type { SourceType } from '../inbound/adapter.js';
+import type { SourceType } from '../domain/sources.js';
 import { recordAudit } from './audit-store.js';
 import type { TenantScope } from './tenant-scope.js';
 

@@ -63,13 +63,13 @@ async function world(): Promise<World> {
   const event = (id: string, type: string, extra: Record<string, unknown> = {}) =>
     ({ id, tenant_id: tenantId, source_id: sourceId, origin: 'callback', type, dedupe_key: `sub:${id}`, body: JSON.stringify({ id, type, data: { n: 1 } }), ...extra });
   await db('events').insert([event(ids.e1, 'order.created'), event(ids.e2, 'invoice.paid'), event(ids.stale, 'order.created', { stale: true })]);
-  const delivery = (id: string, eventId: string, endpointId: string, status: string, deadReason: string | null = null) =>
-    ({ id, tenant_id: tenantId, event_id: eventId, endpoint_id: endpointId, status, dead_reason: deadReason, attempt_count: 1, deadline_at: new Date(Date.now() + 86_400_000) });
-  await db('deliveries').insert([
-    delivery(ids.d1, ids.e1, ids.epA, 'succeeded'),
-    delivery(ids.d2, ids.e1, ids.epB, 'dead', 'max_attempts'),
-    delivery(ids.d3, ids.e2, ids.epA, 'succeeded'),
-  ]);
+  const delivery = (id: string, eventId: string, endpointId: string) =>
+    ({ id, tenant_id: tenantId, event_id: eventId, endpoint_id: endpointId, status: 'pending', attempt_count: 1, deadline_at: new Date(Date.now() + 86_400_000) });
+  await db('deliveries').insert([delivery(ids.d1, ids.e1, ids.epA), delivery(ids.d2, ids.e1, ids.epB), delivery(ids.d3, ids.e2, ids.epA)]);
+  // Each one moves as TRANSITIONS allows (the checker holds the recorded changes to it).
+  await db('deliveries').whereIn('id', [ids.d1, ids.d2, ids.d3]).update({ status: 'in_flight' });
+  await db('deliveries').whereIn('id', [ids.d1, ids.d3]).update({ status: 'succeeded' });
+  await db('deliveries').where({ id: ids.d2 }).update({ status: 'dead', dead_reason: 'max_attempts' });
   const attempt = (deliveryId: string, outcome: string, statusCode: number | null, errorClass: string | null = null, n = 1) =>
     ({ id: newId('attempt'), delivery_id: deliveryId, tenant_id: tenantId, attempt_number: n, trigger: n === 1 ? 'initial' : 'retry', started_at: new Date(), duration_ms: 5, status_code: statusCode, outcome, error_class: errorClass });
   await db('attempts').insert([
@@ -162,6 +162,9 @@ describe('invariant checker', () => {
     ['queue_mismatch', 'the scheduler\'s mirror holds a delivery that already succeeded', async (w) => {
       // Written behind the triggers' back: a scheduler reading the mirror would send it again.
       await db('delivery_queue').insert({ delivery_id: w.ids.d1, endpoint_id: w.ids.epA, tenant_id: w.tenantId, status: 'pending', next_attempt_at: new Date(), deadline_at: new Date() });
+    }],
+    ['forbidden_transition', 'a succeeded delivery was dead-lettered, which no entry of TRANSITIONS allows', async (w) => {
+      await db('deliveries').where({ id: w.ids.d3 }).update({ status: 'dead', dead_reason: 'terminal' });
     }],
     ['succeeded_not_received', 'a succeeded delivery never reached its receiver', async (w) => {
       // Recorded as a 2xx without the request arriving would also be attempt_not_received; a

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { createDb, migrateLatest } from '../../src/infra/db.js';
 import { ensureServices } from '../../src/infra/ensure-services.js';
+import { installTransitionLog } from './transition-log.js';
 
 export const pgAdminUrl = process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 /**
@@ -45,6 +46,7 @@ export default async function setup(): Promise<() => Promise<void>> {
   const db = createDb({ url: url.toString(), poolMax: 1, timeoutMs: 30_000 });
   try {
     await migrateLatest(db);
+    await installTransitionLog(db);
   } finally {
     await db.destroy();
   }

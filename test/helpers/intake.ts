@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { expect } from 'vitest';
-import type { SourceType } from '../../src/inbound/adapter.js';
+import type { SourceType } from '../../src/domain/sources.js';
 import type { ApiResponse } from './http.js';
 import { request } from './http.js';
 import type { TestPlatform, TestTenant } from './platform.js';

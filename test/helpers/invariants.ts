@@ -12,6 +12,9 @@
  *   seen by its receiver (`unsettled_delivery`, `succeeded_not_received`,
  *   `succeeded_without_success_attempt`, `no_receiver`), or dead with a reason (`dead_without_reason`);
  * - delivery_queue holds exactly the unfinished deliveries, each as it stands (`queue_mismatch`);
+ * - every status change a delivery made (recorded by the test database, see transition-log.ts) is
+ *   allowed by some entry of TRANSITIONS, creation included (`forbidden_transition`; a database that
+ *   records none is `transitions_not_recorded`);
  * - a stale event is forwarded to nobody (`delivery_for_stale_event`);
  * - no two events share (source, dedupe key) or (tenant, Idempotency-Key)
  *   (`duplicate_dedupe_key`, `duplicate_idempotency_key`);
@@ -32,8 +35,10 @@
  */
 import type { Knex } from 'knex';
 import { expect } from 'vitest';
+import { UNFINISHED_STATUSES } from '../../src/domain/delivery-status.js';
 import { metricValue } from './dispatch.js';
 import type { ReceivedRequest } from './receiver.js';
+import { observedTransitions, transitionsAllowing } from './transition-log.js';
 
 /** What the checker needs of a receiver: where it listens and what it recorded. */
 export interface RecordingReceiver {
@@ -60,6 +65,8 @@ export type ViolationKind =
   | 'unsettled_delivery'
   | 'dead_without_reason'
   | 'queue_mismatch'
+  | 'forbidden_transition'
+  | 'transitions_not_recorded'
   | 'succeeded_not_received'
   | 'succeeded_without_success_attempt'
   | 'no_receiver'
@@ -304,15 +311,23 @@ export async function inspect(input: InvariantInput): Promise<InvariantReport> {
   // delivery, equal to it, and nothing else. A missing row is work nobody will ever pick.
   const { rows: queueMismatch } = await db.raw<{ rows: Array<{ id: string; status: string | null; queued: string | null }> }>(
     `SELECT coalesce(d.id, q.delivery_id) AS id, d.status, q.status AS queued
-       FROM (SELECT * FROM deliveries WHERE status IN ('pending', 'queued', 'in_flight') ${tenantIds ? 'AND tenant_id = ANY(:tenants)' : ''}) d
+       FROM (SELECT * FROM deliveries WHERE status = ANY(:unfinished) ${tenantIds ? 'AND tenant_id = ANY(:tenants)' : ''}) d
        FULL JOIN (SELECT * FROM delivery_queue ${tenantIds ? 'WHERE tenant_id = ANY(:tenants)' : ''}) q ON q.delivery_id = d.id
       WHERE d.id IS NULL OR q.delivery_id IS NULL
          OR (d.status, d.next_attempt_at, d.lease_until, d.deadline_at, d.endpoint_id, d.tenant_id, d.order_key, d.order_hint, d.order_seq)
             IS DISTINCT FROM (q.status, q.next_attempt_at, q.lease_until, q.deadline_at, q.endpoint_id, q.tenant_id, q.order_key, q.order_hint, q.order_seq)`,
-    { tenants: tenantIds ?? [] },
+    { tenants: tenantIds ?? [], unfinished: [...UNFINISHED_STATUSES] },
   );
   for (const r of queueMismatch) {
     report({ kind: 'queue_mismatch', message: `delivery ${r.id}: ${r.status ?? 'finished or gone'} in deliveries, ${r.queued ?? 'absent'} in delivery_queue`, deliveryId: r.id });
+  }
+
+  // Every status change must be one TRANSITIONS allows: the table is the promise, the log the proof.
+  const transitions = await observedTransitions(db, tenantIds);
+  if (!transitions) report({ kind: 'transitions_not_recorded', message: 'the database records no status changes (see test/helpers/transition-log.ts)' });
+  for (const t of transitions ?? []) {
+    if (transitionsAllowing(t.from, t.to).length > 0) continue;
+    report({ kind: 'forbidden_transition', message: `${t.from ?? '(created)'} → ${t.to} happened ${t.count}× (e.g. delivery ${t.example}); no entry of TRANSITIONS allows it`, deliveryId: t.example });
   }
 
   // Metrics against rows. Attempt rows of tries whose result never reached the database (a worker

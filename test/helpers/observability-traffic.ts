@@ -5,7 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
-import type { SourceType } from '../../src/inbound/adapter.js';
+import type { SourceType } from '../../src/domain/sources.js';
 import { publish } from './dispatch.js';
 import { postCallback, sign, type Callback, type TestSource } from './intake.js';
 import type { TestPlatform, TestTenant } from './platform.js';

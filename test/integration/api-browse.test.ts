@@ -169,7 +169,7 @@ describe('browsing summaries', () => {
       expect(res.status, res.text).toBe(200);
       expect(res.body).toEqual({
         total: 4,
-        byReason: { max_attempts: 4, max_age: 0, terminal: 0, endpoint_disabled: 0 },
+        byReason: { max_attempts: 4, max_age: 0, terminal: 0, endpoint_disabled: 0, endpoint_deleted: 0 },
         byEndpoint: [{ endpointId: epInvoices, count: 4 }],
         byEndpointTruncated: false,
       });

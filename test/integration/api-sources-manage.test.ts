@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateWebhookSecret } from '../../src/domain/signing.js';
-import type { SourceType } from '../../src/inbound/adapter.js';
+import type { SourceType } from '../../src/domain/sources.js';
 import { expectError } from '../helpers/api.js';
 import { createSource, postCallback, sign, type Callback } from '../helpers/intake.js';
 import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';

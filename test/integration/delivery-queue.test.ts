@@ -6,6 +6,7 @@ import { vacuumMirror } from '../../src/delivery/sql/mirror-vacuum.js';
 import { replayOne } from '../helpers/replay.js';
 import { createEndpoint, publishMany } from '../helpers/dispatch.js';
 import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
+import { UNFINISHED_STATUSES } from '../../src/domain/delivery-status.js';
 
 /**
  * delivery_queue (migration 20261201000024): the mirror of unfinished deliveries that the scheduler
@@ -24,7 +25,7 @@ afterAll(async () => {
   await t?.stop();
 });
 
-const unfinished = ['pending', 'queued', 'in_flight'];
+const unfinished = UNFINISHED_STATUSES;
 
 /** Every unfinished delivery of the endpoint next to its queue row, as the scheduler would read it. */
 async function mirror(endpointId: string) {
@@ -93,7 +94,7 @@ describe('delivery_queue mirrors the unfinished deliveries through every transit
     expect((await tenant.call('DELETE', `/v1/endpoints/${ep.id}`)).status).toBe(204);
     m = await mirror(ep.id);
     expect(m).toEqual({ deliveries: [], queue: [] });
-    expect(await db('deliveries').where({ endpoint_id: ep.id, status: 'dead', dead_reason: 'endpoint_disabled' }).count('* as n').first()).toEqual({ n: 5 });
+    expect(await db('deliveries').where({ endpoint_id: ep.id, status: 'dead', dead_reason: 'endpoint_deleted' }).count('* as n').first()).toEqual({ n: 5 });
   });
 });
 

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signStandardWebhook } from '../../src/domain/signing.js';
-import type { SourceType } from '../../src/inbound/adapter.js';
+import type { SourceType } from '../../src/domain/sources.js';
 import {
   createEndpoint,
   createSource,

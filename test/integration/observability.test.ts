@@ -13,7 +13,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import type { SourceType } from '../../src/inbound/adapter.js';
+import type { SourceType } from '../../src/domain/sources.js';
 import { METRIC_NAMES, RECEIPT_OUTCOMES, SOURCE_TYPES } from '../../src/metrics/registry.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 import { createEndpoint, publish, settledDelivery, startWorkerProcess, type WorkerProcess } from '../helpers/dispatch.js';
@@ -23,6 +23,7 @@ import { eventually, startTestPlatform, type TestPlatform, type TestTenant } fro
 import { dashboardExpressions, findBinary, startPrometheus, type PrometheusInstance, type Sample } from '../helpers/prometheus.js';
 import { aggregationsOf } from '../helpers/promql-aggregation.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
+import { UNFINISHED_STATUSES } from '../../src/domain/delivery-status.js';
 
 const ALERTS_FILE = 'grafana/prometheus/alerts.yml';
 const GLOBAL_GAUGES = [METRIC_NAMES.dispatchBacklog, METRIC_NAMES.deadLetterDeliveries, METRIC_NAMES.oldestPendingAge, METRIC_NAMES.openCircuits];
@@ -145,7 +146,7 @@ describe('observability: api and worker processes scraped by a real Prometheus',
       const db = t.platform.db;
       await eventually(
         async () => {
-          const [row] = await db('deliveries').whereIn('status', ['pending', 'queued', 'in_flight']).whereNot('endpoint_id', endpoints.circuit).count<{ count: number }[]>('* as count');
+          const [row] = await db('deliveries').whereIn('status', UNFINISHED_STATUSES).whereNot('endpoint_id', endpoints.circuit).count<{ count: number }[]>('* as count');
           return row!.count === 0;
         },
         'every delivery settled',
@@ -244,7 +245,7 @@ describe('observability: api and worker processes scraped by a real Prometheus',
     await quiesce();
     const db = t.platform.db;
     const count = async (where: string) => (await db.raw<{ rows: [{ n: number }] }>(`SELECT count(*)::int AS n FROM ${where}`)).rows[0].n;
-    const backlog = await count(`deliveries WHERE status IN ('pending', 'queued', 'in_flight')`);
+    const backlog = Number((await db('deliveries').whereIn('status', UNFINISHED_STATUSES).count({ n: '*' }))[0]!.n);
     const dead = await count(`deliveries WHERE status = 'dead'`);
     const open = await count(`endpoints WHERE circuit_open_until > now() AND deleted_at IS NULL`);
     // What is left: the five deliveries held behind the open circuit.

@@ -112,7 +112,7 @@ describe('OpenAPI document', () => {
     expect(Object.keys(replay.properties!)).toEqual(expect.arrayContaining(['filter', 'reason', 'limit', 'dryRun']));
     const filter = resolve(replay.properties!.filter!);
     expect(Object.keys(filter.properties!)).toEqual(expect.arrayContaining(['status', 'endpointId', 'eventType', 'reason', 'since', 'until']));
-    expect(resolve(filter.properties!.status!).enum).toEqual(['dead', 'succeeded']);
+    expect(resolve(filter.properties!.status!).enum).toEqual(['succeeded', 'dead']);
 
     const single = bodySchema('post', '/v1/deliveries/{id}/replay');
     expect(single.required).toEqual(['reason']);

@@ -4,6 +4,7 @@ import { createEndpoint, publish } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { startReceiver, type ReceivedRequest, type Receiver } from '../helpers/receiver.js';
 import { answer } from '../helpers/replay.js';
+import { UNFINISHED_STATUSES } from '../../src/domain/delivery-status.js';
 
 /**
  * The platform tells a tenant about its own trouble with events of its own, `platform.delivery.dead`
@@ -25,7 +26,7 @@ describe('operational events', () => {
   /** Every delivery of the tenant finished (none waiting or in flight). */
   const quiet = (tenantId: string) =>
     eventually(async () => {
-      const busy = await t.platform.db('deliveries').where({ tenant_id: tenantId }).whereIn('status', ['pending', 'queued', 'in_flight']).count({ n: '*' });
+      const busy = await t.platform.db('deliveries').where({ tenant_id: tenantId }).whereIn('status', UNFINISHED_STATUSES).count({ n: '*' });
       return Number(busy[0]!.n) === 0;
     }, 'all deliveries settled');
 

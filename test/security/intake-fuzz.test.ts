@@ -9,7 +9,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { messageStatus } from '../../src/domain/message-status.js';
 import { decodeWebhookSecret, hmacSha256Hex } from '../../src/domain/signing.js';
-import type { SourceType } from '../../src/inbound/adapter.js';
+import type { SourceType } from '../../src/domain/sources.js';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 import { rawExchange, rawRequest, type RawResponse } from './helpers.js';
 

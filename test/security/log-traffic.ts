@@ -12,6 +12,7 @@ import { closedPort } from '../helpers/dispatch.js';
 import { request, type ApiResponse, type RequestOptions } from '../helpers/http.js';
 import { eventually } from '../helpers/platform.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
+import { UNFINISHED_STATUSES } from '../../src/domain/delivery-status.js';
 
 /** Environment the platform under test needs for this traffic to finish quickly. */
 export const trafficEnv = {
@@ -170,7 +171,7 @@ export async function driveLoggedTraffic(target: TrafficTarget): Promise<Traffic
   for (const key of ['idem-1', 'idem-1', 'idem-2']) {
     expect([200, 202]).toContain((await a('POST', '/v1/events', { body: { type: 'order.created', data: { key } }, headers: { 'idempotency-key': key } })).status);
   }
-  const settled = async () => Number((await target.db('deliveries').whereIn('status', ['pending', 'queued', 'in_flight']).count({ n: '*' }))[0]!.n) === 0;
+  const settled = async () => Number((await target.db('deliveries').whereIn('status', UNFINISHED_STATUSES).count({ n: '*' }))[0]!.n) === 0;
   await eventually(settled, 'every delivery succeeded or dead', 60_000, 100);
   expect(ok.requests.length).toBeGreaterThan(0);
   expect(failing.requests.length).toBeGreaterThan(0);

@@ -1,7 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { InboundRequest } from '../../src/inbound/adapter.js';
-import { adapters, getAdapter, isSourceType, sourceTypes } from '../../src/inbound/adapters/index.js';
+import { SOURCE_TYPES } from '../../src/domain/sources.js';
+import { adapters, getAdapter, isSourceType } from '../../src/inbound/adapters/index.js';
 import { fallbackDedupeKey } from '../../src/domain/dedupe.js';
 import { RawJson } from '../../src/domain/raw-json.js';
 import { decodeWebhookSecret, hmacSha256Hex, signStandardWebhook } from '../../src/domain/signing.js';
@@ -49,8 +50,8 @@ function parsed(result: ReturnType<typeof communication.parse>) {
 
 describe('registry', () => {
   it('lists every source type of the contract, each served by its own adapter', () => {
-    expect([...sourceTypes].sort()).toEqual(['momo-automation', 'momo-communication', 'standard-webhooks']);
-    for (const type of sourceTypes) expect(getAdapter(type).type).toBe(type);
+    expect([...SOURCE_TYPES].sort()).toEqual(['momo-automation', 'momo-communication', 'standard-webhooks']);
+    for (const type of SOURCE_TYPES) expect(getAdapter(type).type).toBe(type);
     expect(isSourceType('momo-automation')).toBe(true);
     expect(isSourceType('toString')).toBe(false);
   });
@@ -385,7 +386,7 @@ describe('hostile input (property)', () => {
   it('verify and parse never throw and always answer in the contract shape', () => {
     fc.assert(
       fc.property(hostileRequest, fc.constantFrom(HEX_SECRET, WHSEC, '', 'whsec_', '%%%'), (req, secret) => {
-        for (const type of sourceTypes) {
+        for (const type of SOURCE_TYPES) {
           const adapter = getAdapter(type);
           const verdict = adapter.verify(req, secret);
           expect(typeof verdict.ok).toBe('boolean');

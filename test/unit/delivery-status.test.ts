@@ -2,19 +2,29 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { allows, DEAD_LETTER_REASONS, DELIVERY_STATUSES, TRANSITIONS, TRIGGERS } from '../../src/domain/delivery-status.js';
 
-const migration = readFileSync(new URL('../../migrations/20261129000005_deliveries.ts', import.meta.url), 'utf8');
+const migration = (name: string) => readFileSync(new URL(`../../migrations/${name}.ts`, import.meta.url), 'utf8');
+const created = migration('20261129000005_deliveries');
+// The newest migration that states the reasons (it added `endpoint_deleted`).
+const reasons = migration('20261202000030_endpoint_deleted_reason');
 
-/** The quoted values of a `column ... IN (...)` CHECK in the deliveries migration. */
+/** The quoted values of a `column ... IN (...)` CHECK in a migration. */
 function checked(column: string): string[] {
-  const m = new RegExp(`${column}[^\\n]*CHECK \\(${column} IN \\(([^)]*)\\)\\)`).exec(migration);
+  const m = new RegExp(`${column}[^\\n]*CHECK \\(${column} IN \\(([^)]*)\\)\\)`).exec(created);
   if (!m) throw new Error(`no CHECK on ${column}`);
   return [...m[1]!.matchAll(/'([^']+)'/g)].map((x) => x[1]!);
+}
+
+/** The reasons the newest dead_reason CHECK allows: the list its `up` passes. */
+function checkedReasons(): string[] {
+  const up = /async function up[\s\S]*?check\(\[([^\]]*)\]\)/.exec(reasons);
+  if (!up) throw new Error('no dead_reason list in the up migration');
+  return [...up[1]!.matchAll(/'([^']+)'/g)].map((x) => x[1]!);
 }
 
 describe('delivery statuses, defined once', () => {
   it('match the database CHECK constraints exactly', () => {
     expect(checked('status')).toEqual([...DELIVERY_STATUSES]);
-    expect(checked('dead_reason')).toEqual([...DEAD_LETTER_REASONS]);
+    expect(checkedReasons()).toEqual([...DEAD_LETTER_REASONS]);
     expect(checked('next_trigger')).toEqual([...TRIGGERS]);
   });
 

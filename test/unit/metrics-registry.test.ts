@@ -71,7 +71,7 @@ describe('metric names and label sets', () => {
     ]);
     expect(ATTEMPT_OUTCOMES).toEqual(['success', 'retry', 'terminal']);
     expect(STATUS_CLASSES).toEqual(['2xx', '3xx', '4xx', '5xx', 'network']);
-    expect(DEAD_LETTER_REASONS).toEqual(['max_attempts', 'max_age', 'terminal', 'endpoint_disabled']);
+    expect(DEAD_LETTER_REASONS).toEqual(['max_attempts', 'max_age', 'terminal', 'endpoint_disabled', 'endpoint_deleted']);
     expect(REPLAY_KINDS).toEqual(['single', 'bulk']);
     expect(RECONCILE_OUTCOMES).toEqual(['changed', 'unchanged', 'provider_error', 'invalid_response']);
     expect(SOURCE_TYPES).toEqual(['momo-communication', 'momo-automation', 'standard-webhooks']);

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
-  type AttemptOutcome,
+  type AttemptResult,
   type ErrorClass,
   type RetryPolicy,
   RATE_LIMIT_FLOOR_MS,
@@ -27,12 +27,12 @@ const ctx = (over: Partial<Parameters<typeof decide>[1]> = {}) => ({
   random: () => 0.5,
   ...over,
 });
-const res = (statusCode: number, retryAfter?: string): AttemptOutcome =>
+const res = (statusCode: number, retryAfter?: string): AttemptResult =>
   retryAfter === undefined ? { kind: 'response', statusCode } : { kind: 'response', statusCode, retryAfter };
-const err = (errorClass: ErrorClass): AttemptOutcome => ({ kind: 'error', errorClass, message: 'x' });
+const err = (errorClass: ErrorClass): AttemptResult => ({ kind: 'error', errorClass, message: 'x' });
 
 describe('failure matrix', () => {
-  const rows: [string, AttemptOutcome, ReturnType<typeof classify>][] = [
+  const rows: [string, AttemptResult, ReturnType<typeof classify>][] = [
     ['200', res(200), 'success'],
     ['201', res(201), 'success'],
     ['204', res(204), 'success'],
@@ -181,7 +181,7 @@ describe('decide: limits', () => {
     expect(decide(res(500), ctx({ deadline: new Date(now.getTime() - 1) }))).toMatchObject({ reason: 'max_age' });
   });
   it('details are informative and bounded', () => {
-    const long: AttemptOutcome = { kind: 'error', errorClass: 'ssrf_refused', message: 'y'.repeat(1_000) };
+    const long: AttemptResult = { kind: 'error', errorClass: 'ssrf_refused', message: 'y'.repeat(1_000) };
     const d = decide(long, ctx());
     if (d.action !== 'dead') throw new Error('expected dead');
     expect(d.detail.length).toBeLessThanOrEqual(300);

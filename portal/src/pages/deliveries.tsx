@@ -1,3 +1,4 @@
+import { deliveryStatusValues } from '../api/enums.js';
 import type { PageProps } from '../page-props.js';
 import { deadReasons, isDeadReason } from '../parts/dead-reasons.js';
 import { DeliveryTable } from '../parts/delivery-table.js';
@@ -5,7 +6,7 @@ import { isoFromLocalInput, localInputFromIso, validIso } from '../parts/time-in
 import { href } from '../route.js';
 import { useLoad } from '../use-load.js';
 
-const statuses = ['pending', 'queued', 'in_flight', 'succeeded', 'dead'] as const;
+const statuses = deliveryStatusValues;
 type Status = (typeof statuses)[number];
 
 /** The filters, as kept in the address: `#/deliveries?endpointId=&status=&reason=&since=&until=`. */

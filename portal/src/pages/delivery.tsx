@@ -1,5 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { describeError, type Attempt, type Client, type Delivery } from '../api/client.js';
+import { finalDeliveryStatusValues } from '../api/enums.js';
 import { formatTime } from '../format.js';
 import type { PageProps } from '../page-props.js';
 import { Confirm } from '../parts/confirm.js';
@@ -18,7 +19,7 @@ const waiting: Record<string, string> = {
 export function DeliveryPage({ client, canManage, route }: PageProps) {
   const id = route.id;
   const [result, reload] = useLoad(() => client.GET('/v1/deliveries/{id}', { params: { path: { id } } }), [client, id]);
-  const open = result.state === 'ok' && !['succeeded', 'dead'].includes(result.value.status);
+  const open = result.state === 'ok' && !(finalDeliveryStatusValues as readonly string[]).includes(result.value.status);
   // An unfinished delivery (a replayed one too) is followed until it ends.
   useEffect(() => {
     if (!open) return;

@@ -149,7 +149,7 @@ interface FormState {
   description: string;
   maxConcurrency: string;
   rateLimitPerSecond: string;
-  ordering: 'none' | 'per-message';
+  ordering: Endpoint['ordering'];
   maxAttempts: string;
   baseDelayMs: string;
 }

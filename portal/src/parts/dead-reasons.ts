@@ -1,13 +1,20 @@
+import { deadLetterReasonValues } from '../api/enums.js';
+import type { components } from '../api/schema.js';
+
+export type DeadReason = components['schemas']['DeadLetterReason'];
+
+/** Each dead-letter reason in words; the reasons themselves come from the API's own document. */
+const words: Record<DeadReason, string> = {
+  max_attempts: 'Ran out of attempts',
+  max_age: 'Too old to retry',
+  terminal: 'Refused by the receiver',
+  endpoint_disabled: 'Endpoint disabled',
+  endpoint_deleted: 'Endpoint deleted',
+};
+
 /** Why a delivery was given up on (its dead-letter reason), as the API names it and in words. */
-export const deadReasons = [
-  ['max_attempts', 'Ran out of attempts'],
-  ['max_age', 'Too old to retry'],
-  ['terminal', 'Refused by the receiver'],
-  ['endpoint_disabled', 'Endpoint disabled'],
-] as const;
+export const deadReasons = deadLetterReasonValues.map((reason) => [reason, words[reason]] as const);
 
-export type DeadReason = (typeof deadReasons)[number][0];
+export const isDeadReason = (v: string | undefined): v is DeadReason => (deadLetterReasonValues as readonly string[]).includes(v ?? '');
 
-export const isDeadReason = (v: string | undefined): v is DeadReason => deadReasons.some(([r]) => r === v);
-
-export const deadReasonText = (reason: string) => deadReasons.find(([r]) => r === reason)?.[1] ?? reason;
+export const deadReasonText = (reason: string) => (isDeadReason(reason) ? words[reason] : reason);

@@ -1,9 +1,10 @@
 import { useEffect, useState } from 'preact/hooks';
 import { describeError, type Client, type Delivery } from '../api/client.js';
+import { finalDeliveryStatusValues } from '../api/enums.js';
 import { href } from '../route.js';
 import type { Session } from '../session.js';
 
-const finished = new Set(['succeeded', 'dead']);
+const finished = new Set<string>(finalDeliveryStatusValues);
 const platformTest = 'platform.test';
 
 /**

@@ -1,5 +1,5 @@
 import type { Request, Response } from 'express';
-import type { SourceType } from '../../inbound/adapter.js';
+import type { SourceType } from '../../domain/sources.js';
 import { IntakeError, type IntakeService } from '../../inbound/intake-service.js';
 import { metrics, type ReceiptOutcome } from '../../metrics/registry.js';
 import type { ApiContext } from '../context.js';

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { notFound } from '../../domain/errors.js';
 import { eventTypeFilterPattern } from '../../domain/event-types.js';
+import { PORTAL_CAPABILITIES } from '../../domain/portal.js';
 import {
   createPortalSession,
   exchangePortalLink,
@@ -44,7 +45,7 @@ const portalSessionCreated = z
 const portalSessionSchema = z
   .object({
     id: z.string(),
-    capabilities: z.array(z.enum(['read', 'manage'])),
+    capabilities: z.array(z.enum(PORTAL_CAPABILITIES)),
     scope: z.object({ endpointIds: z.array(z.string()).describe('Empty: every endpoint'), eventTypes: z.array(z.string()).describe('Empty: every type') }),
     createdAt: z.string(),
     expiresAt: z.string(),
@@ -60,7 +61,7 @@ const exchanged = z
     id: z.string().describe("The session's id: what the audit log names as the actor of its changes, and what DELETE /v1/portal-sessions/{id} ends"),
     sessionToken: z.string().describe('Send as Authorization: Bearer on /v1 routes; keep it in memory only'),
     expiresAt: z.string(),
-    capabilities: z.array(z.enum(['read', 'manage'])),
+    capabilities: z.array(z.enum(PORTAL_CAPABILITIES)),
     endpointIds: z.array(z.string()).describe('Empty: every endpoint'),
     eventTypes: z.array(z.string()).describe('Empty: every type'),
     tenant: z.object({ id: z.string(), name: z.string() }),

@@ -26,7 +26,7 @@ const claimStatement = statement(
             attempt_count = d.attempt_count + CASE WHEN x.live THEN 1 ELSE 0 END,
             lease_until = CASE WHEN x.live THEN now() + make_interval(secs => :lease / 1000.0) END,
             next_attempt_at = CASE WHEN x.live THEN d.next_attempt_at END,
-            dead_reason = CASE WHEN x.live THEN d.dead_reason ELSE 'endpoint_disabled' END,
+            dead_reason = CASE WHEN x.live THEN d.dead_reason WHEN ep.deleted_at IS NULL THEN 'endpoint_disabled' ELSE 'endpoint_deleted' END,
             last_error = CASE WHEN x.live THEN d.last_error
                               WHEN ep.deleted_at IS NULL THEN 'endpoint is disabled' ELSE 'endpoint was deleted' END,
             updated_at = now()

@@ -1,7 +1,7 @@
 /**
  * Transitions that an operator's action causes, run inside the caller's transaction (with its audit
  * entry):
- *   deleteEndpoint: pending | queued → dead (`endpoint_disabled`): waiting work is dead-lettered,
+ *   deleteEndpoint: pending | queued → dead (`endpoint_deleted`): waiting work is dead-lettered,
  *                   never silently dropped, and can be replayed elsewhere later
  *   replay:         dead | succeeded → pending, trigger `replay`, with a fresh attempt budget and a
  *                   fresh maximum age; bulk replays are spaced at the replay rate
@@ -14,7 +14,7 @@ export async function deadLetterForDeletedEndpoint(trx: Knex.Transaction, endpoi
     .whereIn('id', trx('delivery_queue').select('delivery_id').where({ endpoint_id: endpointId }).whereIn('status', ['pending', 'queued']))
     .where({ endpoint_id: endpointId })
     .whereIn('status', ['pending', 'queued'])
-    .update({ status: 'dead', dead_reason: 'endpoint_disabled', last_error: 'endpoint was deleted', lease_until: null, updated_at: trx.fn.now() });
+    .update({ status: 'dead', dead_reason: 'endpoint_deleted', last_error: 'endpoint was deleted', lease_until: null, updated_at: trx.fn.now() });
 }
 
 /** Replay restarts the delivery with a fresh attempt budget and a fresh maximum age. */

@@ -3,7 +3,8 @@
  *   queued → pending            the job was lost with Redis (lease expired before a claim), or
  *                               Redis refused it (`unqueue`, at once)
  *   in_flight → pending | dead  the worker died mid-attempt (lease expired): a `worker_lost` attempt row
- *   pending → dead              past its deadline (`max_age`), or its endpoint is disabled or deleted
+ *   pending → dead              past its deadline (`max_age`), or its endpoint is disabled
+ *                               (`endpoint_disabled`) or deleted (`endpoint_deleted`)
  * (Endpoints failing for too long are disabled by ../endpoint-health.ts, in the same sweep.)
  *
  * Inputs: the default attempt budget. Outputs: counts and ids per
@@ -26,6 +27,7 @@ export interface SweepResult {
   /** Deliveries this sweep dead-lettered for max_age or max_attempts, for operational events. */
   deadIds: string[];
   deadDisabled: number;
+  deadDeleted: number;
 }
 
 /**
@@ -92,13 +94,14 @@ export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult>
     .returning('id')
     .then((rows: Array<{ id: string }>) => rows.map((r) => r.id));
 
-  const { rowCount: deadDisabled } = await db.raw(
-    `UPDATE deliveries d SET status = 'dead', dead_reason = 'endpoint_disabled',
+  const { rows: deadEndpoint } = await db.raw<{ rows: Array<{ dead_reason: string }> }>(
+    `UPDATE deliveries d SET status = 'dead', dead_reason = CASE WHEN ep.deleted_at IS NULL THEN 'endpoint_disabled' ELSE 'endpoint_deleted' END,
             last_error = CASE WHEN ep.deleted_at IS NULL THEN 'endpoint is disabled' ELSE 'endpoint was deleted' END,
             updated_at = now()
        FROM endpoints ep, delivery_queue q
       WHERE (ep.status = 'disabled' OR ep.deleted_at IS NOT NULL)
-        AND q.endpoint_id = ep.id AND q.status = 'pending' AND d.id = q.delivery_id AND d.status = 'pending'`,
+        AND q.endpoint_id = ep.id AND q.status = 'pending' AND d.id = q.delivery_id AND d.status = 'pending'
+      RETURNING d.dead_reason`,
   );
 
   return {
@@ -107,7 +110,8 @@ export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult>
     deadMaxAge: deadMaxAge.length,
     deadMaxAttempts: lost.filter((l) => l.status === 'dead').length,
     deadIds: [...deadMaxAge, ...lost.filter((l) => l.status === 'dead').map((l) => l.id)],
-    deadDisabled: deadDisabled ?? 0,
+    deadDisabled: deadEndpoint.filter((r) => r.dead_reason === 'endpoint_disabled').length,
+    deadDeleted: deadEndpoint.filter((r) => r.dead_reason === 'endpoint_deleted').length,
   };
 }
 

@@ -1,4 +1,5 @@
-import type { InboundAdapter, InboundRequest, ParsedEvent } from '../adapter.js';
+import type { InboundAdapter, InboundRequest } from '../adapter.js';
+import type { ParsedEvent } from '../../domain/events.js';
 import { generateHexSecret, hexDigestEqual, hmacSha256Hex } from '../../domain/signing.js';
 import {
   checkTimestamp,

@@ -1,4 +1,6 @@
-import type { InboundAdapter, InboundRequest, MessageStatus, ParsedEvent } from '../adapter.js';
+import type { InboundAdapter, InboundRequest } from '../adapter.js';
+import type { MessageStatus } from '../../domain/message-status.js';
+import type { ParsedEvent } from '../../domain/events.js';
 import { fallbackDedupeKey } from '../../domain/dedupe.js';
 import { messageStatus } from '../../domain/message-status.js';
 import { generateHexSecret, hexDigestEqual, hmacSha256Hex } from '../../domain/signing.js';

@@ -1,6 +1,7 @@
 import { documentSpan, memberSpan } from '../../domain/json-span.js';
 import { RawJson } from '../../domain/raw-json.js';
-import type { InboundRequest, ParsedEvent, ParseResult, VerifyResult } from '../adapter.js';
+import type { InboundRequest, ParseResult, VerifyResult } from '../adapter.js';
+import type { ParsedEvent } from '../../domain/events.js';
 
 /**
  * Helpers every adapter uses, so each provider file reads as its contract and nothing else.

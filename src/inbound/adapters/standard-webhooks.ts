@@ -1,4 +1,5 @@
-import type { InboundAdapter, InboundRequest, ParsedEvent } from '../adapter.js';
+import type { InboundAdapter, InboundRequest } from '../adapter.js';
+import type { ParsedEvent } from '../../domain/events.js';
 import { digestHex } from '../../domain/dedupe.js';
 import { generateWebhookSecret, verifyStandardWebhook } from '../../domain/signing.js';
 import {
