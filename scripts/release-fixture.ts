@@ -17,8 +17,8 @@ export interface ReleaseSnapshotManifest {
   /** The tenant's first key, in clear: the upgraded API must still accept it. */
   apiKey: string;
   /**
-   * Each endpoint's id and the path of its URL. The snapshot's URLs point at a closed port; the
-   * test points each at its own receiver, keeping the path.
+   * Each endpoint's id and the path of its URL. The snapshot's URLs point at the snapshot script's
+   * receivers, gone once it ends; the test points each at its own receiver, keeping the path.
    */
   endpoints: Record<'delivering' | 'circuitOpen' | 'rejecting', { id: string; path: string }>;
   /** A bulk replay still running when the snapshot was taken. */
