@@ -9,6 +9,9 @@
  * process with no worker running), and a bulk replay in progress. Only the in-flight deliveries
  * whose worker died are written directly: that state exists only between a worker's claim and its
  * crash.
+ *
+ * Needs PostgreSQL and Redis as the tests do (127.0.0.1, or TEST_PG_URL and TEST_REDIS_URL) and
+ * pg_dump on the PATH.
  */
 import { randomBytes } from 'node:crypto';
 import { execFile } from 'node:child_process';
@@ -62,6 +65,7 @@ async function count(t: TestPlatform, where: Record<string, unknown>): Promise<n
 }
 
 const database = await createEmptyDatabase();
+const started: TestPlatform[] = [];
 const receivers = await Promise.all([startReceiver(answer(200)), startReceiver(answer(503)), startReceiver(answer(400))]);
 try {
   const migrator = createDb({ url: database.url, poolMax: 1, timeoutMs: 30_000 });
@@ -69,6 +73,7 @@ try {
 
   // A whole platform (api and dispatcher): deliveries succeed, die, and fail until a circuit opens.
   const all = await startTestPlatform({ database, env });
+  started.push(all);
   const tenant = await all.createTenant('acme');
   expectStatus(await tenant.call('POST', '/v1/api-keys', { body: { name: 'deploy' } }), 201, 'second API key');
   const source = await tenant.call('POST', '/v1/sources', { body: { type: 'standard-webhooks', name: 'billing' } });
@@ -100,6 +105,7 @@ try {
   // An api process alone: accepted work waits for workers that are not running, and a bulk
   // replay of the delivered events is under way (paced at one a second).
   const api = await startTestPlatform({ database, env, role: 'api' });
+  started.push(api);
   const apiTenant: TestTenant = { ...tenant, call: (method, path, o) => api.call(method, path, { ...o, token: tenant.apiKey }) };
   for (let i = 4; i <= 8; i++) await publish(apiTenant, 'order.created', `order-${i}`);
   const replay = await apiTenant.call('POST', '/v1/replays', { body: { filter: { status: 'succeeded', endpointId: delivering.id }, reason: 'release snapshot: a replay in progress' } });
@@ -129,6 +135,8 @@ try {
   writeFileSync(manifest, `${JSON.stringify(description, null, 2)}\n`);
   process.stdout.write(`${relative(process.cwd(), sql)}: snapshot of ${version} written (${Math.round(stdout.length / 1024)} KB)\n`);
 } finally {
+  // Stopping twice is harmless; a platform left running would keep this process alive after a failure.
+  for (const t of started) await t.stop().catch(() => undefined);
   await Promise.all(receivers.map((r) => r.close()));
   await database.drop();
 }
