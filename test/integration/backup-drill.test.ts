@@ -95,5 +95,5 @@ describe('backup and restore drill', () => {
     expect(missing()).toEqual([]);
     // The restored platform did part of it: what was waiting in the dump went out again from there.
     expect(receiver.requests.filter((r) => r.at >= secondStartedAt).length).toBeGreaterThan(0);
-  });
+  }, 90_000);
 });

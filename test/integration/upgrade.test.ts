@@ -129,5 +129,5 @@ describe(`upgrade from ${release.version}`, () => {
     const call = (path: string) => request(t.url, 'GET', path, { token: manifest.apiKey });
     expect((await call(`/v1/endpoints/${manifest.endpoints.circuitOpen.id}`)).body.circuit.state).toBe('closed');
     expect((await call(`/v1/replays/${manifest.replayId}`)).body).toMatchObject({ status: 'completed' });
-  });
+  }, 60_000);
 });
