@@ -1,6 +1,4 @@
-import { execFile } from 'node:child_process';
 import { readdirSync } from 'node:fs';
-import { promisify } from 'node:util';
 import type { Knex } from 'knex';
 import { afterEach, describe, expect, it } from 'vitest';
 import { newId } from '../../src/domain/ids.js';
@@ -8,10 +6,9 @@ import { createDb, migrateLatest, migrationsDirectory } from '../../src/infra/db
 import { readFunctionSources } from '../../src/infra/function-sources.js';
 import { publish } from '../helpers/api.js';
 import { createEmptyDatabase, type TestDatabase } from '../helpers/database.js';
+import { schemaDump } from '../helpers/schema.js';
 import { startTestPlatform } from '../helpers/platform.js';
 import { standard } from '../helpers/providers.js';
-
-const run = promisify(execFile);
 
 /** Tables issue 2's data model requires; later migrations may add more. */
 const requiredTables = ['tenants', 'api_keys', 'sources', 'endpoints', 'events', 'receipts', 'messages', 'deliveries', 'attempts', 'audit_log'];
@@ -57,16 +54,6 @@ async function schemaFingerprint(db: Knex): Promise<string[]> {
       FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace AND c.reloptions IS NOT NULL
     ORDER BY 1`);
   return rows.map((r) => r.item);
-}
-
-async function schemaDump(database: TestDatabase): Promise<string> {
-  const url = new URL(database.url);
-  const { stdout } = await run('pg_dump', ['--schema-only', '--no-owner', '-h', url.hostname, '-p', url.port || '5432', '-U', url.username || 'postgres', database.name]);
-  // Comments and pg_dump's per-run \restrict key say nothing about the schema.
-  return stdout
-    .split('\n')
-    .filter((line) => line.trim() !== '' && !line.startsWith('--') && !/^\\(un)?restrict /.test(line))
-    .join('\n');
 }
 
 describe('migrations', () => {
