@@ -21,6 +21,8 @@ export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable('schema_functions', (t) => {
     t.text('name').primary();
     t.text('checksum').notNullable();
+    // The release whose file this was: an older release's process never puts back older text.
+    t.text('release');
     t.timestamp('applied_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
   });
 }

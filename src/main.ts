@@ -28,7 +28,10 @@ async function main(): Promise<void> {
   await createDatabaseIfMissing(config.databaseUrl);
   const migrator = createDb({ url: config.databaseUrl, poolMax: 1, timeoutMs: 30_000 });
   try {
-    await migrateLatest(migrator);
+    await migrateLatest(migrator, undefined, {
+      onDatabaseAhead: (unknown) =>
+        logger.warn({ unknownMigrations: unknown }, 'the database is at a newer release than this code; running on it without migrating'),
+    });
   } finally {
     await migrator.destroy();
   }

@@ -51,9 +51,34 @@ export function createDb({ url, poolMax = 20, timeoutMs = 5_000, logger }: DbOpt
  * `migrate`: knex's versioned migrations (tables, indexes, data), then the SQL functions from their
  * source files (db/functions), each applied when its file changed. Returns the functions applied.
  */
-export async function migrateLatest(db: Knex, sources = functionsDirectory): Promise<string[]> {
+export interface MigrateOptions {
+  /** Told when the database is already at a newer release than this code, and left as it is. */
+  onDatabaseAhead?: (unknownMigrations: string[]) => void;
+  /** The release this code is (package.json's version), for the function sources. */
+  release?: string;
+}
+
+/**
+ * Versioned migrations, then the function sources (src/infra/function-sources.ts). A database that
+ * has migrations this code does not know belongs to a newer release: during a rolling deploy, or
+ * after rolling code back without its schema, an older process runs on it as it is rather than
+ * refusing to start (migrations are additive, docs/operations/upgrade.md). Returns the functions applied.
+ */
+export async function migrateLatest(db: Knex, sources = functionsDirectory, options: MigrateOptions = {}): Promise<string[]> {
+  const unknown = await migrationsUnknownHere(db);
+  if (unknown.length > 0) {
+    options.onDatabaseAhead?.(unknown);
+    return [];
+  }
   await db.migrate.latest();
-  return applyFunctionSources(db, sources);
+  return applyFunctionSources(db, sources, options.release);
+}
+
+async function migrationsUnknownHere(db: Knex): Promise<string[]> {
+  if (!(await db.schema.hasTable('knex_migrations'))) return [];
+  const known = new Set(await new DirectoryMigrationSource(migrationsDirectory).getMigrations().then((files) => files.map((f) => f.replace(/\.(ts|js)$/, ''))));
+  const done: string[] = await db('knex_migrations').pluck('name');
+  return done.filter((name) => !known.has(name.replace(/\.(ts|js)$/, '')));
 }
 
 /** Creates the target database through the server's `postgres` database when it does not exist yet. */

@@ -3,6 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Knex } from 'knex';
+import { compareReleases, currentRelease } from './release.js';
 
 /**
  * The SQL functions' sources, db/functions/<function name>.sql at the repository root: two levels
@@ -45,13 +46,17 @@ async function functionExists(db: Knex, name: string): Promise<boolean> {
  * files): every source whose checksum differs from the recorded one, or whose function is missing
  * (a versioned migration's down may have dropped it), is applied and its checksum recorded, each
  * in its own transaction. check_function_bodies is off, so no file depends on another's being
- * applied first. Returns the names applied.
+ * applied first. A file a newer release applied is left alone: during a rolling deploy an old
+ * process that restarts must not put back its older text. Returns the names applied.
  */
-export async function applyFunctionSources(db: Knex, directory = functionsDirectory): Promise<string[]> {
+export async function applyFunctionSources(db: Knex, directory = functionsDirectory, release = currentRelease): Promise<string[]> {
   const sources = readFunctionSources(directory);
-  const recorded = new Map((await db(functionsTable).select<Array<{ name: string; checksum: string }>>('name', 'checksum')).map((r) => [r.name, r.checksum]));
+  const rows = await db(functionsTable).select<Array<{ name: string; checksum: string; release: string | null }>>('name', 'checksum', 'release');
+  const recorded = new Map(rows.map((r) => [r.name, r.checksum]));
+  const newer = new Set(rows.filter((r) => r.release !== null && compareReleases(r.release, release) > 0).map((r) => r.name));
   const applied: string[] = [];
   for (const source of sources) {
+    if (newer.has(source.name)) continue;
     if (recorded.get(source.name) === source.checksum && (await functionExists(db, source.name))) continue;
     const done = await db.transaction(async (trx) => {
       // Two migrators starting together: the second waits here, then finds the file applied.
@@ -62,7 +67,7 @@ export async function applyFunctionSources(db: Knex, directory = functionsDirect
       // Without bindings knex sends the file as written, several statements included.
       await trx.raw(source.sql);
       await trx(functionsTable)
-        .insert({ name: source.name, checksum: source.checksum, applied_at: trx.fn.now() })
+        .insert({ name: source.name, checksum: source.checksum, release, applied_at: trx.fn.now() })
         .onConflict('name')
         .merge();
       return true;

@@ -132,4 +132,23 @@ describe('SQL functions from db/functions', () => {
     expect([...a, ...b].sort()).toEqual(fileNames);
     expect(await functionNames(db)).toEqual(fileNames);
   });
+
+  it('an older release never puts back its text over a newer one, and runs on a newer schema as it is', async () => {
+    const db = await emptyDatabase();
+    const newer = copyOfSources();
+    const file = join(newer, 'typeid_time.sql');
+    writeFileSync(file, readFileSync(file, 'utf8').replace('AS $function$\n', 'AS $function$\n-- release 0.2.0\n'));
+    expect(await migrateLatest(db, newer, { release: '0.2.0' })).toEqual(fileNames);
+
+    // A 0.1.0 process restarting mid-deploy: its older file is left unapplied.
+    expect(await migrateLatest(db, functionsDirectory, { release: '0.1.0' })).toEqual([]);
+    const { rows } = await db.raw<{ rows: Array<{ prosrc: string }> }>("SELECT prosrc FROM pg_proc WHERE proname = 'typeid_time'");
+    expect(rows[0]!.prosrc).toContain('-- release 0.2.0');
+
+    // A migration this code does not know: the database is ahead; nothing is migrated, and the caller is told.
+    await db('knex_migrations').insert({ name: '29991231000001_from_the_future', batch: 99, migration_time: new Date() });
+    const told: string[][] = [];
+    expect(await migrateLatest(db, newer, { release: '0.2.0', onDatabaseAhead: (unknown) => told.push(unknown) })).toEqual([]);
+    expect(told).toEqual([['29991231000001_from_the_future']]);
+  });
 });
