@@ -117,7 +117,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
     }
   }
   const intake = new IntakeService({ db, box, defaultMaxAgeSeconds: maxAge, batching: config.intakeBatching, fannedOut: (r) => lifecycle.fannedOut(r) });
-  const app = createApp({ config, db, redis, box, intake, logger, lifecycle }, { opsOnly: role === 'worker', portalAssetsDir: opts.portalAssetsDir });
+  const app = createApp({ config, platformDb: db, redis, box, intake, logger, lifecycle }, { opsOnly: role === 'worker', portalAssetsDir: opts.portalAssetsDir });
   let reconciler: Reconciler | undefined;
   let reconcileClient: DeliveryClient | undefined;
   if (role !== 'api') {

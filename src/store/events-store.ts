@@ -5,7 +5,7 @@ import { conflict } from '../domain/errors.js';
 import { eventTypePrefix } from '../domain/event-types.js';
 import { newId } from '../domain/ids.js';
 import { RawJson } from '../domain/raw-json.js';
-import { run, statement } from '../infra/sql.js';
+import { statement } from '../infra/sql.js';
 import { withDeliveryIds, type FanOutResult } from './fan-out.js';
 import { outboundBody } from './intake-store.js';
 import type { TenantScope } from './tenant-scope.js';
@@ -34,7 +34,7 @@ export const eventColumns = ['id', 'tenant_id', 'source_id', 'origin', 'type', '
  */
 export function whereEventType<Q extends Knex.QueryBuilder>(q: Q, column: string, filter: string): Q {
   const prefix = eventTypePrefix(filter);
-  return (prefix === undefined ? q.where(column, filter) : q.whereRaw('starts_with(??, ?)', [column, prefix])) as Q;
+  return (prefix === undefined ? q.where(column, filter) : q.whereRaw('starts_with(:column:, :prefix)', { column, prefix })) as Q;
 }
 
 export function rowToEvent(row: EventRow, opts: { payload?: boolean } = {}) {
@@ -78,8 +78,8 @@ export async function publishEvent(
   const id = newId('event');
   const now = new Date();
   const row = await withDeliveryIds(scope.tenantId, input.type, async (deliveryIds) => {
-    const rows = await run<PublishRow>(scope.db, publishStatement, {
-      eventId: id, deliveryIds, tenantId: scope.tenantId, origin: input.origin ?? 'api', type: input.type,
+    const rows = await scope.run<PublishRow>(publishStatement, {
+      eventId: id, deliveryIds, origin: input.origin ?? 'api', type: input.type,
       messageId: input.messageId ?? null, idempotencyKey, requestHash,
       body: outboundBody(id, input.type, now, input.messageId, input.data), createdAt: now, defaultMaxAgeSeconds,
     });

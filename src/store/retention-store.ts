@@ -5,6 +5,7 @@
  */
 import type { Knex } from 'knex';
 import type { Cutoffs } from '../domain/retention.js';
+import type { TenantScope } from './tenant-scope.js';
 
 export interface PartitionBounds {
   parent: string;
@@ -194,7 +195,7 @@ export async function raiseWatermark(db: Knex, table: string, before: Date): Pro
 }
 
 /** Up to when rows of `table` have been removed, if ever. */
-export async function watermark(db: Knex, table: string): Promise<Date | undefined> {
-  const row: { removed_before: Date } | undefined = await db('retention_watermarks').where({ table_name: table }).first('removed_before');
+export async function watermark(scope: TenantScope, table: string): Promise<Date | undefined> {
+  const row: { removed_before: Date } | undefined = await scope.shared('retention_watermarks').where({ table_name: table }).first('removed_before');
   return row?.removed_before;
 }
