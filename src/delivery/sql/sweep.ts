@@ -48,6 +48,7 @@ export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult>
   // its start, the claim time (claiming is the last write to an in-flight row).
   // One transaction: the delivery is never back in line without its lost attempt on record.
   const lost = await db.transaction(async (trx) => {
+    // Raw: the builder cannot write a data-modifying CTE that locks with SKIP LOCKED.
     const { rows: lost } = await trx.raw<{ rows: Array<{ id: string; tenant_id: string; attempt_count: number; lost_trigger: string; claimed_at: Date; status: string }> }>(
       `WITH lost AS (
          SELECT d.id, d.next_trigger AS lost_trigger, d.updated_at AS claimed_at
@@ -56,15 +57,15 @@ export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult>
           FOR UPDATE OF d SKIP LOCKED
        )
        UPDATE deliveries d SET
-         status = CASE WHEN d.attempt_count - d.attempt_base >= COALESCE((ep.retry_policy->>'maxAttempts')::int, ?) THEN 'dead' ELSE 'pending' END,
-         dead_reason = CASE WHEN d.attempt_count - d.attempt_base >= COALESCE((ep.retry_policy->>'maxAttempts')::int, ?) THEN 'max_attempts' ELSE NULL END,
+         status = CASE WHEN d.attempt_count - d.attempt_base >= COALESCE((ep.retry_policy->>'maxAttempts')::int, :defaultMaxAttempts) THEN 'dead' ELSE 'pending' END,
+         dead_reason = CASE WHEN d.attempt_count - d.attempt_base >= COALESCE((ep.retry_policy->>'maxAttempts')::int, :defaultMaxAttempts) THEN 'max_attempts' ELSE NULL END,
          last_error = 'worker_lost: the attempt did not report back before its lease ended',
          next_attempt_at = now(), lease_until = NULL, updated_at = now(),
          next_trigger = 'retry'
         FROM lost, endpoints ep
        WHERE d.id = lost.id AND ep.id = d.endpoint_id
        RETURNING d.id, d.tenant_id, d.attempt_count, d.status, lost.lost_trigger, lost.claimed_at`,
-      [limits.defaultMaxAttempts, limits.defaultMaxAttempts],
+      { defaultMaxAttempts: limits.defaultMaxAttempts },
     );
     if (lost.length > 0) {
       await trx('attempts').insert(
@@ -93,6 +94,7 @@ export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult>
     .returning('id')
     .then((rows: Array<{ id: string }>) => rows.map((r) => r.id));
 
+  // Raw: the builder's UPDATE ... FROM takes one table, and this one needs two.
   const { rowCount: deadDisabled } = await db.raw(
     `UPDATE deliveries d SET status = 'dead', dead_reason = 'endpoint_disabled',
             last_error = CASE WHEN ep.deleted_at IS NULL THEN 'endpoint is disabled' ELSE 'endpoint was deleted' END,
@@ -103,13 +105,16 @@ export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult>
   );
 
   const disabledEndpoints = await db.transaction(async (trx) => {
-    const { rows } = await trx.raw<{ rows: Array<{ id: string; tenant_id: string; failing_since: Date; disabled_reason: string }> }>(
-      `UPDATE endpoints SET status = 'disabled', updated_at = now(),
-              disabled_reason = 'failing continuously since ' || to_char(failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
-        WHERE status = 'active' AND deleted_at IS NULL AND failing_since < now() - make_interval(secs => ?)
-        RETURNING id, tenant_id, failing_since, disabled_reason`,
-      [limits.autoDisableAfterSeconds],
-    );
+    const rows: Array<{ id: string; tenant_id: string; failing_since: Date; disabled_reason: string }> = await trx('endpoints')
+      .where('status', 'active')
+      .whereNull('deleted_at')
+      .where('failing_since', '<', trx.raw('now() - make_interval(secs => :seconds)', { seconds: limits.autoDisableAfterSeconds }))
+      .update({
+        status: 'disabled',
+        updated_at: trx.fn.now(),
+        disabled_reason: trx.raw(`'failing continuously since ' || to_char(failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')`),
+      })
+      .returning(['id', 'tenant_id', 'failing_since', 'disabled_reason']);
     for (const ep of rows) {
       await recordAudit(trx, {
         tenantId: ep.tenant_id,
