@@ -48,6 +48,25 @@ export interface AuditRow {
   created_at: Date;
 }
 
+export interface AuditSearch {
+  action?: string;
+  targetType?: string;
+  targetId?: string;
+  since?: Date;
+  until?: Date;
+}
+
+/** The scope's audit entries matching the search; for paginate. */
+export function searchAuditLogQuery(scope: TenantScope, f: AuditSearch) {
+  const q = scope.from('audit_log').select('audit_log.*');
+  if (f.action) q.where('audit_log.action', f.action);
+  if (f.targetType) q.where('audit_log.target_type', f.targetType);
+  if (f.targetId) q.where('audit_log.target_id', f.targetId);
+  if (f.since) q.where('audit_log.created_at', '>=', f.since);
+  if (f.until) q.where('audit_log.created_at', '<', f.until);
+  return q;
+}
+
 export const rowToAudit = (r: AuditRow) => ({
   id: r.id,
   actor: { type: r.actor_type, id: r.actor_id },

@@ -130,6 +130,11 @@ export function listDeliveriesQuery(scope: TenantScope, f: DeliveryFilter) {
     .select([...deliveryColumns, 'events.type as event_type', scope.expression(waitingFor)]);
 }
 
+/** One delivery as listDeliveriesQuery shows it, or undefined. */
+export async function findDelivery(scope: TenantScope, id: string): Promise<DeliveryRow | undefined> {
+  return listDeliveriesQuery(scope, {}).where('deliveries.id', id).first();
+}
+
 export async function attemptsFor(scope: TenantScope, deliveryIds: string[]): Promise<Map<string, AttemptRow[]>> {
   const byDelivery = new Map<string, AttemptRow[]>();
   if (deliveryIds.length === 0) return byDelivery;

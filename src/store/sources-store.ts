@@ -55,7 +55,14 @@ export async function insertSource(scope: TenantScope, box: SecretBox, input: Ne
 }
 
 /** Sources the tenant has not deleted: a deleted one is gone from the API, its events are not. */
-export const liveSources = (scope: TenantScope) => scope.from('sources').whereNull('sources.deleted_at');
+const liveSources = (scope: TenantScope) => scope.from('sources').whereNull('sources.deleted_at');
+
+/** The tenant's live sources; for paginate. */
+export const listSourcesQuery = (scope: TenantScope) => liveSources(scope).select('sources.*');
+
+export async function findSource(scope: TenantScope, id: string): Promise<SourceRow | undefined> {
+  return liveSources(scope).where('sources.id', id).first();
+}
 
 /** Unscoped on purpose: inbound callbacks carry no API key; the source's own secret authenticates them. */
 export async function findSourceForIntake(platformDb: Knex, id: string): Promise<SourceRow | undefined> {
