@@ -7,10 +7,8 @@ import { statement } from '../../src/infra/sql.js';
 import { TenantScope } from '../../src/store/tenant-scope.js';
 
 /*
- * The house rules for SQL (docs/architecture.md): `statement()` on hot paths, the knex builder
- * elsewhere, `knex.raw` with `:name` bindings only where the builder cannot write the query, and
- * SQL only in src/store/ and src/delivery/. Tenant rows are reached only through TenantScope.
- * Style rules are read from the source, so this test reads the source.
+ * The house rules for SQL, written down at the top of src/infra/sql.ts. Style rules are read from
+ * the source, so this test reads the source.
  */
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
