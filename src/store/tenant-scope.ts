@@ -21,8 +21,13 @@ export const TENANT_TABLES = [
 
 export type TenantTable = (typeof TENANT_TABLES)[number];
 
-/** A table named where SQL text reads or writes one: composed SQL must take its tables from the scope. */
+/** A table named where SQL text reads or writes one: SQL given to a scope takes its tables from it. */
 const namesTenantTable = new RegExp(String.raw`\b(from|join|update|into|using)\s+(${TENANT_TABLES.join('|')})\b`, 'i');
+
+function refuseTenantTables(sql: string): void {
+  const named = namesTenantTable.exec(sql);
+  if (named) throw new TypeError(`SQL given to a tenant scope names the table ${named[2]}: build it from the scope and bind it`);
+}
 
 /** Tables that hold no tenant's rows and read the same for every tenant. */
 export type SharedTable = 'retention_watermarks';
@@ -67,9 +72,8 @@ export class TenantScope {
 
   /** The tenant's rows of `table`, narrowed to a portal session's view when there is one. */
   from(table: TenantTable, alias?: string): Knex.QueryBuilder {
-    const name = alias ?? table;
-    const q = this.#db(alias ? `${table} as ${alias}` : table).where(`${name}.tenant_id`, this.tenantId);
-    if (this.session) this.restrict(q, table, name);
+    const q = this.fromWholeTenant(table, alias);
+    if (this.session) this.restrict(q, table, alias ?? table);
     return q;
   }
 
@@ -104,9 +108,10 @@ export class TenantScope {
 
   /**
    * A SQL expression to place inside a query built from this scope (a computed column, a value):
-   * `:name` bindings only. It names no table, so it adds nothing the scope did not filter.
+   * `:name` bindings only. Its text may name no tenant table (refused), as for `composed`.
    */
   expression(sql: string, bindings: Record<string, Knex.Value | Knex.QueryBuilder> = {}): Knex.Raw {
+    refuseTenantTables(sql);
     return this.#db.raw(sql, bindings);
   }
 
@@ -116,8 +121,7 @@ export class TenantScope {
    * tenant table (refused), and `:tenantId`, if it appears, is this scope's tenant.
    */
   async composed<R>(sql: string, bindings: Record<string, Knex.Value | Knex.QueryBuilder> = {}): Promise<R[]> {
-    const named = namesTenantTable.exec(sql);
-    if (named) throw new TypeError(`composed SQL names the table ${named[2]}: build it from the scope and bind it`);
+    refuseTenantTables(sql);
     if ('tenantId' in bindings) throw new TypeError('composed SQL: :tenantId is the scope\'s own, not an argument');
     const { rows } = await this.#db.raw<{ rows: R[] }>(sql, { ...bindings, tenantId: this.tenantId });
     return rows;

@@ -119,6 +119,7 @@ describe('TenantScope is sealed', () => {
 
   it('refuses composed SQL that names a tenant table, or a tenant of its own', async () => {
     await expect(scope.composed('SELECT id FROM endpoints WHERE id = :id', { id: 'x' })).rejects.toThrow(/names the table endpoints/);
+    expect(() => scope.expression('(SELECT count(*) FROM deliveries)')).toThrow(/names the table deliveries/);
     await expect(scope.composed('SELECT :tenantId', { tenantId: 'ten_b' })).rejects.toThrow(/tenantId/);
   });
 
