@@ -44,6 +44,7 @@ export async function sendTestEvent(
       created_at: now,
     });
     const maxAge = (ep.retry_policy as Record<string, unknown>).maxEventAgeSeconds;
+    // Composed, not built: a call of a PL/pgSQL function with a row constructor.
     await s.composed(
       `SELECT * FROM fan_out_insert(:eventId, :tenantId, :now::timestamptz, NULL, NULL, :defaultMaxAgeSeconds::int,
                                     ARRAY[ROW(:endpointId, true, false, :maxAgeSeconds::int)::fan_out_target], ARRAY[:deliveryId]::text[])`,

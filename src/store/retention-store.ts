@@ -2,6 +2,9 @@
  * The SQL of retention (see src/ops/retention.ts for the order in which it runs). Every statement
  * here either removes whole partitions or removes rows in short batches, each its own transaction,
  * so nothing holds locks on the hot tables for long.
+ * Unscoped: retention is the platform's own job, over every tenant. Mostly raw SQL with `:name`
+ * bindings: DDL, catalog reads and batched deletes are beyond the builder, and the `removable` rule
+ * is one text shared by every statement that needs it.
  */
 import type { Knex } from 'knex';
 import type { Cutoffs } from '../domain/retention.js';
