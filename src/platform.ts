@@ -74,7 +74,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
 
   const maxAge = config.retry.maxEventAgeSeconds;
   const intake = new IntakeService({ db, box, defaultMaxAgeSeconds: maxAge, batching: config.intakeBatching, fannedOut: (r) => lifecycle.fannedOut(r) });
-  const app = createApp({ config, db, redis, box, intake, logger, lifecycle }, { opsOnly: role === 'worker', portalAssetsDir: opts.portalAssetsDir });
+  const app = createApp({ config, platformDb: db, redis, box, intake, logger, lifecycle }, { opsOnly: role === 'worker', portalAssetsDir: opts.portalAssetsDir });
   const polling = role === 'api' ? undefined : buildReconciler(opts, { db, box, intake, logger });
 
   const server = createHttpServer(config, app);

@@ -32,7 +32,7 @@ async function openApiDocument(): Promise<unknown> {
   // Clients that never connect: registering routes only keeps references to them.
   const db = knex({ client: 'pg', connection: config.databaseUrl });
   const redis = new Redis(config.redisUrl, { lazyConnect: true, enableOfflineQueue: false });
-  const ctx = { config, db, redis, logger: pino({ level: 'silent' }) } as unknown as ApiContext;
+  const ctx = { config, platformDb: db, redis, logger: pino({ level: 'silent' }) } as unknown as ApiContext;
   const server = createApp(ctx).listen(0, '127.0.0.1');
   try {
     await new Promise<void>((ok, fail) => server.once('listening', ok).once('error', fail));

@@ -35,7 +35,7 @@ const keyCacheMax = 10_000;
  * Valid keys seen in the last second, by the key's hash (the key itself is not kept): a busy tenant
  * publishing hundreds of events a second then costs one look-up a second, not one per request.
  */
-function cachedKeys(db: Knex): (token: string) => Promise<ApiKey | undefined> {
+function cachedKeys(platformDb: Knex): (token: string) => Promise<ApiKey | undefined> {
   const cache = new Map<string, { key: ApiKey; until: number }>();
   return async (token) => {
     const hash = hashSecretToken(token);
@@ -44,7 +44,7 @@ function cachedKeys(db: Knex): (token: string) => Promise<ApiKey | undefined> {
     // Trusted for a second from before the look-up, not after it: the answer reflects the database
     // as of some instant after `asked`, so a key revoked before then is never served past asked + 1 s.
     const asked = Date.now();
-    const key = await findApiKey(db, hash);
+    const key = await findApiKey(platformDb, hash);
     cache.delete(hash);
     if (key) {
       if (cache.size >= keyCacheMax) cache.delete(cache.keys().next().value!);
@@ -58,11 +58,11 @@ function cachedKeys(db: Knex): (token: string) => Promise<ApiKey | undefined> {
  * Resolves the API key to its tenant and hands the route a scope that only sees that tenant. The
  * admin token is refused here with a message that says so: it administers tenants, it is not one.
  */
-export function tenantAuth(db: Knex, adminToken: string): Middleware {
-  const lookUp = cachedKeys(db);
+export function tenantAuth(platformDb: Knex, adminToken: string): Middleware {
+  const lookUp = cachedKeys(platformDb);
   return (req: Request, res: Response, next) => {
     const token = bearer(req);
-    if (token?.startsWith(PORTAL_SESSION_PREFIX)) return portalSession(db, token, res, next);
+    if (token?.startsWith(PORTAL_SESSION_PREFIX)) return portalSession(platformDb, token, res, next);
     if (!token || !token.startsWith(API_KEY_PREFIX)) {
       const adminTokenSent = token !== undefined && constantTimeEqual(token, adminToken);
       return next(
@@ -76,7 +76,7 @@ export function tenantAuth(db: Knex, adminToken: string): Middleware {
     lookUp(token).then(
       (key) => {
         if (!key) return next(unauthorized('API key is not valid'));
-        res.locals.scope = new TenantScope(db, key.tenantId, { type: 'api_key', id: key.keyId });
+        res.locals.scope = new TenantScope(platformDb, key.tenantId, { type: 'api_key', id: key.keyId });
         next();
       },
       (err: unknown) => next(err),
@@ -89,11 +89,11 @@ export function tenantAuth(db: Knex, adminToken: string): Middleware {
  * answers 401 on its very next request. The scope carries the session's restriction; route.ts
  * refuses the routes a session may not call and every write of a read-only session.
  */
-function portalSession(db: Knex, token: string, res: Response, next: (err?: unknown) => void): void {
-  resolvePortalSession(db, token).then(
+function portalSession(platformDb: Knex, token: string, res: Response, next: (err?: unknown) => void): void {
+  resolvePortalSession(platformDb, token).then(
     (found) => {
       if (found instanceof Error) return next(found);
-      res.locals.scope = new TenantScope(db, found.tenantId, { type: 'portal_session', id: found.restriction.sessionId }, found.restriction);
+      res.locals.scope = new TenantScope(platformDb, found.tenantId, { type: 'portal_session', id: found.restriction.sessionId }, found.restriction);
       next();
     },
     (err: unknown) => next(err),

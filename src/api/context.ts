@@ -9,7 +9,11 @@ import type { IntakeService } from '../inbound/intake-service.js';
 /** What the HTTP layer needs from the rest of the process; built once in the composition root. */
 export interface ApiContext {
   config: Config;
-  db: Knex;
+  /**
+   * Unscoped: reaches every tenant's rows. Only authentication, admin routes and the platform's own
+   * work use it; tenant routes get a TenantScope instead.
+   */
+  platformDb: Knex;
   redis: RedisClient;
   box: SecretBox;
   intake: IntakeService;

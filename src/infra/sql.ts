@@ -1,3 +1,14 @@
+/*
+ * How this codebase writes SQL (test/unit/sql-style.test.ts holds it to this):
+ * - `statement()` below on hot paths, run once per event or per attempt (intake, publish, dispatch);
+ * - the knex builder everywhere else;
+ * - `knex.raw` only where the builder cannot write the query (a data-modifying or recursive CTE,
+ *   LATERAL, DDL), with `:name` bindings, never `?`, and a comment saying why;
+ * - the raw pg client only where knex cannot do the job (a session-level lock, creating the
+ *   database), with a comment saying why;
+ * - SQL only in src/store/ and src/delivery/, and a tenant's rows only through TenantScope
+ *   (src/store/tenant-scope.ts); an unscoped connection is named `platformDb`.
+ */
 import type { Knex } from 'knex';
 import type pg from 'pg';
 

@@ -2,23 +2,12 @@ import type { Knex } from 'knex';
 import { RawJson } from '../domain/raw-json.js';
 import { publishEvent } from '../store/events-store.js';
 import type { FanOutResult } from '../domain/fan-out.js';
+import { deadDeliveriesToReport, hasSubscriber } from '../store/platform-events-store.js';
 import { TenantScope } from '../store/tenant-scope.js';
 
 export const platformEventTypes = { endpointDisabled: 'platform.endpoint.disabled', deliveryDead: 'platform.delivery.dead' } as const;
 
 const system = { type: 'system', id: null } as const;
-
-/** True when some live endpoint of the tenant names the type (exactly or by a `platform.*`-style prefix). */
-async function hasSubscriber(db: Knex, tenantId: string, type: string): Promise<boolean> {
-  const { rows } = await db.raw(
-    `SELECT 1 FROM endpoints
-      WHERE tenant_id = ? AND deleted_at IS NULL
-        AND (? = ANY(event_types) OR EXISTS (SELECT 1 FROM unnest(event_types) f WHERE right(f, 2) = '.*' AND starts_with(?, left(f, -1))))
-      LIMIT 1`,
-    [tenantId, type, type],
-  );
-  return rows.length > 0;
-}
 
 const nothing: FanOutResult = { pending: 0, deadDisabled: 0 };
 
@@ -27,9 +16,9 @@ const nothing: FanOutResult = { pending: 0, deadDisabled: 0 };
  * The idempotency key makes a repeated emission (two sweepers, a retried statement) one event.
  * Returns what its fan-out created, for the delivery lifecycle to account for.
  */
-async function emit(db: Knex, tenantId: string, type: string, key: string, data: unknown, defaultMaxAgeSeconds: number): Promise<FanOutResult> {
-  if (!(await hasSubscriber(db, tenantId, type))) return nothing;
-  const scope = new TenantScope(db, tenantId, system);
+async function emit(platformDb: Knex, tenantId: string, type: string, key: string, data: unknown, defaultMaxAgeSeconds: number): Promise<FanOutResult> {
+  const scope = new TenantScope(platformDb, tenantId, system);
+  if (!(await hasSubscriber(scope, type))) return nothing;
   const result = await publishEvent(scope, { type, data: RawJson.of(data), idempotencyKey: key, origin: 'platform' }, defaultMaxAgeSeconds);
   return result.fanOut;
 }
@@ -51,12 +40,7 @@ export async function emitEndpointDisabled(db: Knex, endpoint: { id: string; ten
  */
 export async function emitDeliveriesDead(db: Knex, deliveryIds: string[], defaultMaxAgeSeconds: number): Promise<FanOutResult> {
   if (deliveryIds.length === 0) return nothing;
-  const { rows } = await db.raw<{ rows: Array<Record<string, any>> }>(
-    `SELECT d.id, d.tenant_id, d.event_id, d.endpoint_id, d.dead_reason, d.last_error, d.last_status_code, d.attempt_count, ev.type
-       FROM deliveries d JOIN events ev ON ev.id = d.event_id
-      WHERE d.id = ANY(?) AND d.status = 'dead' AND NOT starts_with(ev.type, 'platform.')`,
-    [deliveryIds],
-  );
+  const rows = await deadDeliveriesToReport(db, deliveryIds);
   const total = { ...nothing };
   for (const d of rows) {
     const data = {

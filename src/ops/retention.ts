@@ -32,6 +32,7 @@ import {
   removeOlderThan,
   type IdRange,
   type PartitionBounds,
+  withAdvisoryLock,
 } from '../store/retention-store.js';
 
 export interface RetentionReport {
@@ -89,26 +90,16 @@ export class Retention {
    * One run. Answers undefined when another process holds the retention lock (it is running).
    */
   async run({ dryRun }: { dryRun: boolean }): Promise<RetentionReport | undefined> {
-    const { db } = this.deps;
-    const conn = await db.client.acquireConnection();
-    try {
-      const locked = await conn.query('SELECT pg_try_advisory_lock($1) AS ok', [lockKey]);
-      if (!locked.rows[0].ok) return undefined;
-      try {
-        const started = Date.now();
-        const report = await this.removeExpired(dryRun);
-        if (!dryRun) for (const table of RETAINED_TABLES) if (report.removed[table] > 0) metrics.retentionRemoved.inc({ table }, report.removed[table]);
-        this.deps.logger.info(
-          { dryRun, removed: report.removed, partitions: report.partitions, held: report.held, partitionsCreated: report.partitionsCreated, ms: Date.now() - started },
-          dryRun ? 'retention dry run: nothing changed' : 'retention run',
-        );
-        return report;
-      } finally {
-        await conn.query('SELECT pg_advisory_unlock($1)', [lockKey]);
-      }
-    } finally {
-      await db.client.releaseConnection(conn);
-    }
+    return withAdvisoryLock(this.deps.db, lockKey, async () => {
+      const started = Date.now();
+      const report = await this.removeExpired(dryRun);
+      if (!dryRun) for (const table of RETAINED_TABLES) if (report.removed[table] > 0) metrics.retentionRemoved.inc({ table }, report.removed[table]);
+      this.deps.logger.info(
+        { dryRun, removed: report.removed, partitions: report.partitions, held: report.held, partitionsCreated: report.partitionsCreated, ms: Date.now() - started },
+        dryRun ? 'retention dry run: nothing changed' : 'retention run',
+      );
+      return report;
+    });
   }
 
   private now(): Date {

@@ -3,6 +3,8 @@ import type { Knex } from 'knex';
 /**
  * The global numbers behind the backlog gauges: unfinished work from delivery_queue (the mirror of
  * unfinished deliveries, small), dead letters from deliveries_dead (dead_reason is set exactly when dead).
+ * Unscoped: the gauges are the platform's, over every tenant. Raw: four scalar subqueries in one
+ * round trip, which the builder would write as four queries.
  */
 export async function backlogSnapshot(db: Knex) {
   const { rows } = await db.raw(

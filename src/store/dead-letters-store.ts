@@ -22,7 +22,7 @@ export async function deadLetterSummary(scope: TenantScope): Promise<DeadLetterS
     .where('deliveries.status', 'dead')
     .whereNotNull('deliveries.dead_reason')
     .groupBy('deliveries.endpoint_id', 'deliveries.dead_reason')
-    .select('deliveries.endpoint_id', 'deliveries.dead_reason', scope.db.raw('count(*)::int AS n'));
+    .select('deliveries.endpoint_id', 'deliveries.dead_reason', scope.expression('count(*)::int AS n'));
   const byReason = Object.fromEntries(DEAD_LETTER_REASONS.map((r) => [r, 0])) as Record<DeadLetterReason, number>;
   const byEndpoint = new Map<string, number>();
   let total = 0;

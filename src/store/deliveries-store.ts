@@ -102,7 +102,7 @@ export function filteredDeliveries(scope: TenantScope, f: DeliveryFilter) {
   // The indexes that find these statuses quickly: deliveries_dead, and the queue's tenant index.
   if (f.status === 'dead') q.whereNotNull('deliveries.dead_reason');
   if (isUnfinished(f.status)) {
-    q.whereIn('deliveries.id', scope.db('delivery_queue').select('delivery_id').where({ tenant_id: scope.tenantId, status: f.status }));
+    q.whereIn('deliveries.id', scope.from('delivery_queue').where('delivery_queue.status', f.status).select('delivery_queue.delivery_id'));
   }
   if (f.endpointId) q.where('deliveries.endpoint_id', f.endpointId);
   if (f.eventId) q.where('deliveries.event_id', f.eventId);
@@ -128,7 +128,12 @@ const waitingFor = `CASE WHEN deliveries.status <> 'pending' THEN NULL
 export function listDeliveriesQuery(scope: TenantScope, f: DeliveryFilter) {
   return filteredDeliveries(scope, f)
     .leftJoin('endpoints as wait_ep', 'wait_ep.id', 'deliveries.endpoint_id')
-    .select([...deliveryColumns, 'events.type as event_type', scope.db.raw(waitingFor)]);
+    .select([...deliveryColumns, 'events.type as event_type', scope.expression(waitingFor)]);
+}
+
+/** One delivery as listDeliveriesQuery shows it, or undefined. */
+export async function findDelivery(scope: TenantScope, id: string): Promise<DeliveryRow | undefined> {
+  return listDeliveriesQuery(scope, {}).where('deliveries.id', id).first();
 }
 
 export async function attemptsFor(scope: TenantScope, deliveryIds: string[]): Promise<Map<string, AttemptRow[]>> {

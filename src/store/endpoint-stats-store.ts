@@ -45,7 +45,6 @@ const hourMs = 3_600_000;
 export async function endpointStats(scope: TenantScope, endpointId: string, w: StatsWindow): Promise<EndpointStats> {
   const from = new Date(w.since.getTime() - w.lookbackSeconds * 1000);
   const bounds = {
-    tenantId: scope.tenantId,
     lo: typeIdFloor('dlv', from),
     // A delivery made in the same millisecond as `until` sorts above the floor; one ms more covers it.
     hi: typeIdFloor('dlv', new Date(w.until.getTime() + 1)),
@@ -56,16 +55,17 @@ export async function endpointStats(scope: TenantScope, endpointId: string, w: S
   const made = scope.from('deliveries').where('deliveries.endpoint_id', endpointId).where('deliveries.id', '>=', bounds.lo).where('deliveries.id', '<', bounds.hi);
   const replayed = scope.from('deliveries').where('deliveries.endpoint_id', endpointId).where('deliveries.replayed_at', '>=', from).where('deliveries.id', '<', bounds.lo);
   const deliveries = made.select('deliveries.id').union(replayed.select('deliveries.id'));
-  const base = `
-    WITH d AS (:deliveries), a AS MATERIALIZED (
-      SELECT a.started_at, a.duration_ms, a.status_code, a.outcome
-        FROM d JOIN attempts a ON a.delivery_id = d.id
-       WHERE a.tenant_id = :tenantId AND a.started_at >= :since AND a.started_at < :until
-    )`;
-  const db = scope.db;
+  // The whole tenant's attempts, joined to the deliveries above, which a portal session has narrowed.
+  const attempts = scope
+    .fromWholeTenant('attempts', 'a')
+    .join('d', 'd.id', 'a.delivery_id')
+    .where('a.started_at', '>=', bounds.since)
+    .where('a.started_at', '<', bounds.until)
+    .select('a.started_at', 'a.duration_ms', 'a.status_code', 'a.outcome');
+  // Composed, not built: the builder cannot read the MATERIALIZED CTE twice (totals and series).
   const totals = (
-    await db.raw(
-      `${base}
+    await scope.composed<Record<string, unknown>>(
+    `WITH d AS (:deliveries), a AS MATERIALIZED (:attempts)
        SELECT count(*)::int AS attempts,
               count(*) FILTER (WHERE outcome = 'success')::int AS succeeded,
               count(*) FILTER (WHERE status_code BETWEEN 200 AND 299)::int AS c2,
@@ -83,9 +83,9 @@ export async function endpointStats(scope: TenantScope, endpointId: string, w: S
                        percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) AS p95
                   FROM a GROUP BY 1) h), '[]') AS series
          FROM a`,
-      { ...bounds, deliveries },
+      { deliveries, attempts },
     )
-  ).rows[0] as Record<string, unknown>;
+  )[0]!;
   const n = (v: unknown) => Number(v);
   const ms = (v: unknown) => (v === null || v === undefined ? null : Math.round(Number(v) * 10) / 10);
   const byHour = new Map<number, Omit<StatsBucket, 'start'>>();

@@ -23,7 +23,7 @@ export async function sendTestEvent(
   input: TestSend,
   defaultMaxAgeSeconds: number,
 ): Promise<{ eventId: string; deliveryId: string } | undefined> {
-  return scope.transaction(async (s, trx) => {
+  return scope.transaction(async (s) => {
     // FOR SHARE: a concurrent delete or disable waits for this delivery to exist, then sees it.
     const ep = await s
       .from('endpoints')
@@ -36,19 +36,19 @@ export async function sendTestEvent(
     const eventId = newId('event');
     const deliveryId = newId('delivery');
     const now = new Date();
-    await trx('events').insert({
+    await s.insert('events', {
       id: eventId,
-      tenant_id: s.tenantId,
       origin: 'api',
       type: input.type,
       body: outboundBody(eventId, input.type, now, undefined, input.data),
       created_at: now,
     });
     const maxAge = (ep.retry_policy as Record<string, unknown>).maxEventAgeSeconds;
-    await trx.raw(
-      `SELECT * FROM fan_out_insert(?, ?, ?::timestamptz, NULL, NULL, ?::int,
-                                    ARRAY[ROW(?, true, false, ?::int)::fan_out_target], ARRAY[?]::text[])`,
-      [eventId, s.tenantId, now, defaultMaxAgeSeconds, endpointId, typeof maxAge === 'number' ? maxAge : null, deliveryId],
+    // Composed, not built: a call of a PL/pgSQL function with a row constructor.
+    await s.composed(
+      `SELECT * FROM fan_out_insert(:eventId, :tenantId, :now::timestamptz, NULL, NULL, :defaultMaxAgeSeconds::int,
+                                    ARRAY[ROW(:endpointId, true, false, :maxAgeSeconds::int)::fan_out_target], ARRAY[:deliveryId]::text[])`,
+      { eventId, now, defaultMaxAgeSeconds, endpointId, maxAgeSeconds: typeof maxAge === 'number' ? maxAge : null, deliveryId },
     );
     return { eventId, deliveryId };
   });

@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { setEndpointStatus } from '../delivery/index.js';
 import { newId } from '../domain/ids.js';
 import type { SecretBox } from '../domain/secret-box.js';
-import { recordAudit } from './audit-store.js';
+import { audit, recordAudit } from './audit-store.js';
 import type { TenantScope } from './tenant-scope.js';
 
 export interface EndpointRow {
@@ -76,11 +76,10 @@ export async function insertEndpoint(
   defaultConcurrency: number,
 ): Promise<EndpointRow> {
   const id = newId('endpoint');
-  return scope.transaction(async (s, trx) => {
-    const [row] = await trx('endpoints')
-      .insert({
+  return scope.transaction(async (s) => {
+    const [row] = await s
+      .insert('endpoints', {
         id,
-        tenant_id: s.tenantId,
         url: input.url,
         description: input.description ?? null,
         event_types: input.eventTypes ?? [],
@@ -91,7 +90,7 @@ export async function insertEndpoint(
         secret_enc: box.seal(secret, id),
       })
       .returning('*');
-    await recordAudit(trx, { tenantId: s.tenantId, actor: s.actor, action: 'endpoint.created', targetType: 'endpoint', targetId: id, details: { url: input.url } });
+    await audit(s, { action: 'endpoint.created', targetType: 'endpoint', targetId: id, details: { url: input.url } });
     return row as EndpointRow;
   });
 }
@@ -100,7 +99,7 @@ export async function insertEndpoint(
 const auditValue = (value: unknown): unknown => (value instanceof Date ? value.toISOString() : value);
 
 export async function updateEndpoint(scope: TenantScope, id: string, input: EndpointInput): Promise<EndpointRow | undefined> {
-  return scope.transaction(async (s, trx) => {
+  return scope.transactionWithPlatformDb(async (s, trx) => {
     const current: EndpointRow | undefined = await live(s).where('endpoints.id', id).forUpdate().first();
     if (!current) return undefined;
     const changes: Record<string, unknown> = { updated_at: trx.fn.now() };
@@ -143,7 +142,7 @@ export async function deleteEndpoint(
   id: string,
   deadLetterWaiting: (trx: Knex.Transaction, endpointId: string) => Promise<number>,
 ): Promise<{ deadLettered: number } | null> {
-  return scope.transaction(async (s, trx) => {
+  return scope.transactionWithPlatformDb(async (s, trx) => {
     const count = await live(s).where('endpoints.id', id).update({ deleted_at: trx.fn.now(), updated_at: trx.fn.now() });
     if (count === 0) return null;
     const deadLettered = await deadLetterWaiting(trx, id);
@@ -154,19 +153,19 @@ export async function deleteEndpoint(
 
 /** Answers until when the previous secret keeps signing, or undefined when there is no such endpoint. */
 export async function rotateEndpointSecret(scope: TenantScope, box: SecretBox, id: string, newSecret: string): Promise<Date | undefined> {
-  return scope.transaction(async (s, trx) => {
+  return scope.transaction(async (s) => {
     const current: EndpointRow | undefined = await live(s).where('endpoints.id', id).forUpdate().first();
     if (!current) return undefined;
     const previousSecretExpiresAt = new Date(Date.now() + secretOverlapMs);
-    await trx('endpoints')
-      .where({ id })
+    await live(s)
+      .where('endpoints.id', id)
       .update({
         secret_enc: box.seal(newSecret, id),
         previous_secret_enc: current.secret_enc,
         previous_secret_expires_at: previousSecretExpiresAt,
-        updated_at: trx.fn.now(),
+        updated_at: s.now(),
       });
-    await recordAudit(trx, { tenantId: s.tenantId, actor: s.actor, action: 'endpoint.secret_rotated', targetType: 'endpoint', targetId: id });
+    await audit(s, { action: 'endpoint.secret_rotated', targetType: 'endpoint', targetId: id });
     return previousSecretExpiresAt;
   });
 }
@@ -196,10 +195,10 @@ export async function revealEndpointSecret(
   id: string,
   now = new Date(),
 ): Promise<{ secret: string; previousSecretExpiresAt: Date | null } | undefined> {
-  return scope.transaction(async (s, trx) => {
+  return scope.transaction(async (s) => {
     const row: EndpointRow | undefined = await live(s).where('endpoints.id', id).first();
     if (!row) return undefined;
-    await recordAudit(trx, { tenantId: s.tenantId, actor: s.actor, action: 'endpoint.secret_revealed', targetType: 'endpoint', targetId: id });
+    await audit(s, { action: 'endpoint.secret_revealed', targetType: 'endpoint', targetId: id });
     return { secret: box.open(row.secret_enc, row.id), previousSecretExpiresAt: previousSecretSigns(row, now) ? row.previous_secret_expires_at : null };
   });
 }

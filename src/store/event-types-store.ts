@@ -28,15 +28,18 @@ export interface EventTypeSummary {
  * cost follows the number of types, not of events. `max` bounds the walk.
  */
 async function distinctTypes(scope: TenantScope, max: number): Promise<string[]> {
-  const { rows } = await scope.db.raw<{ rows: { type: string }[] }>(
+  // Not narrowed to a portal session: the types are narrowed afterwards, by summaries() and the caller.
+  const first = scope.fromWholeTenant('events').orderBy('events.type').limit(1).select('events.type');
+  const next = scope.fromWholeTenant('events', 'e').where('e.type', '>', scope.ref('types.type')).orderBy('e.type').limit(1).select('e.type');
+  // Composed, not built: the builder cannot write a recursive CTE whose step is a correlated subquery.
+  const rows = await scope.composed<{ type: string }>(
     `WITH RECURSIVE types(type, n) AS (
-         (SELECT type, 1 FROM events WHERE tenant_id = :tenantId ORDER BY type LIMIT 1)
+         (SELECT first.type, 1 FROM (:first) AS first)
        UNION ALL
-         SELECT (SELECT e.type FROM events e WHERE e.tenant_id = :tenantId AND e.type > types.type ORDER BY e.type LIMIT 1), n + 1
-           FROM types WHERE types.type IS NOT NULL AND n < :max
+         SELECT (:next), n + 1 FROM types WHERE types.type IS NOT NULL AND n < :max
      )
      SELECT type FROM types WHERE type IS NOT NULL`,
-    { tenantId: scope.tenantId, max },
+    { first, next, max },
   );
   return rows.map((r) => r.type);
 }
@@ -60,26 +63,24 @@ interface SummaryRow {
  */
 async function summaries(scope: TenantScope, types: string[]): Promise<SummaryRow[]> {
   if (types.length === 0) return [];
-  const db = scope.db;
   const ofType = () => {
-    const q = scope.from('events').whereRaw('events.type = t.type');
+    const q = scope.from('events').where('events.type', scope.ref('t.type'));
     if (scope.session?.endpointIds !== undefined) {
       // Bounded by the id of the type's SCAN_CAP-th newest event: '' (no bound) when it has fewer.
-      q.whereRaw(`events.id >= coalesce((SELECT w.id FROM events w WHERE w.tenant_id = ? AND w.type = t.type ORDER BY w.id DESC OFFSET ? LIMIT 1), '')`, [
-        scope.tenantId,
-        EVENT_TYPE_SCAN_CAP - 1,
-      ]);
+      // The whole tenant's: the bound only limits the walk, the events walked are still the session's.
+      const bound = scope.fromWholeTenant('events', 'w').where('w.type', scope.ref('t.type')).orderBy('w.id', 'desc').offset(EVENT_TYPE_SCAN_CAP - 1).limit(1).select('w.id');
+      q.where('events.id', '>=', scope.expression(`coalesce((:bound), '')`, { bound }));
     }
     return q;
   };
   const latest = ofType().orderBy('events.id', 'desc').limit(1).select('events.id', 'events.created_at', 'events.message_id', 'events.body');
-  const counted = ofType().select(db.raw('1')).limit(EVENT_TYPE_COUNT_CAP + 1);
-  const { rows } = await db.raw<{ rows: SummaryRow[] }>(
-    `SELECT t.type, latest.*, (SELECT count(*)::int FROM (?) AS capped) AS n
-       FROM unnest(?::text[]) AS t(type) CROSS JOIN LATERAL (?) AS latest`,
-    [counted, types, latest],
+  const counted = ofType().select(scope.expression('1')).limit(EVENT_TYPE_COUNT_CAP + 1);
+  // Composed, not built: the builder has no LATERAL join.
+  return scope.composed<SummaryRow>(
+    `SELECT t.type, latest.*, (SELECT count(*)::int FROM (:counted) AS capped) AS n
+       FROM unnest(:types::text[]) AS t(type) CROSS JOIN LATERAL (:latest) AS latest`,
+    { counted, types, latest },
   );
-  return rows;
 }
 
 /** The event's `data` member as stored, which is the text the publisher or provider sent. */

@@ -6,7 +6,7 @@ import { eventTypePrefix } from '../domain/event-types.js';
 import type { FanOutResult } from '../domain/fan-out.js';
 import { newId } from '../domain/ids.js';
 import { RawJson } from '../domain/raw-json.js';
-import { run, statement } from '../infra/sql.js';
+import { statement } from '../infra/sql.js';
 import { withDeliveryIds } from './delivery-ids.js';
 import { outboundBody } from './intake-store.js';
 import type { TenantScope } from './tenant-scope.js';
@@ -35,7 +35,7 @@ export const eventColumns = ['id', 'tenant_id', 'source_id', 'origin', 'type', '
  */
 export function whereEventType<Q extends Knex.QueryBuilder>(q: Q, column: string, filter: string): Q {
   const prefix = eventTypePrefix(filter);
-  return (prefix === undefined ? q.where(column, filter) : q.whereRaw('starts_with(??, ?)', [column, prefix])) as Q;
+  return (prefix === undefined ? q.where(column, filter) : q.whereRaw('starts_with(:column:, :prefix)', { column, prefix })) as Q;
 }
 
 export function rowToEvent(row: EventRow, opts: { payload?: boolean } = {}) {
@@ -79,8 +79,8 @@ export async function publishEvent(
   const id = newId('event');
   const now = new Date();
   const row = await withDeliveryIds(scope.tenantId, input.type, async (deliveryIds) => {
-    const rows = await run<PublishRow>(scope.db, publishStatement, {
-      eventId: id, deliveryIds, tenantId: scope.tenantId, origin: input.origin ?? 'api', type: input.type,
+    const rows = await scope.run<PublishRow>(publishStatement, {
+      eventId: id, deliveryIds, origin: input.origin ?? 'api', type: input.type,
       messageId: input.messageId ?? null, idempotencyKey, requestHash,
       body: outboundBody(id, input.type, now, input.messageId, input.data), createdAt: now, defaultMaxAgeSeconds,
     });

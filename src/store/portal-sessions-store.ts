@@ -3,9 +3,9 @@ import { AppError, ValidationError } from '../domain/errors.js';
 import { newId } from '../domain/ids.js';
 import type { PortalCapability } from '../domain/portal.js';
 import { hashSecretToken, newSecretToken } from '../domain/secret-token.js';
-import { recordAudit } from './audit-store.js';
+import { audit } from './audit-store.js';
 import { paginate, type Page } from './pagination.js';
-import type { Actor, SessionRestriction } from './tenant-scope.js';
+import type { SessionRestriction, TenantScope } from './tenant-scope.js';
 
 /** The single-use link secret (in the URL fragment) and the session token it is exchanged for. */
 export const PORTAL_LINK_PREFIX = 'psl_';
@@ -47,35 +47,27 @@ export const rowToPortalSession = (r: PortalSessionRow) => ({
  * A new session with its link token (returned once, stored hashed). Every endpoint in scope must be
  * one of the tenant's live endpoints: a link naming another tenant's endpoint is refused with 400.
  */
-export async function createPortalSession(
-  db: Knex,
-  tenantId: string,
-  input: PortalSessionInput,
-  actor: Actor,
-): Promise<{ id: string; linkToken: string; expiresAt: string }> {
-  return db.transaction(async (trx) => {
+export async function createPortalSession(scope: TenantScope, input: PortalSessionInput): Promise<{ id: string; linkToken: string; expiresAt: string }> {
+  return scope.transaction(async (s) => {
     if (input.endpointIds) {
-      const found: Array<{ id: string }> = await trx('endpoints').where({ tenant_id: tenantId }).whereNull('deleted_at').whereIn('id', input.endpointIds).select('id');
+      const found: Array<{ id: string }> = await s.from('endpoints').whereNull('endpoints.deleted_at').whereIn('endpoints.id', input.endpointIds).select('endpoints.id');
       const known = new Set(found.map((r) => r.id));
       const problems = input.endpointIds.flatMap((id, i) => (known.has(id) ? [] : [{ path: `endpointIds.${i}`, message: `no endpoint ${id} in this tenant` }]));
       if (problems.length > 0) throw new ValidationError(problems);
     }
     const id = newId('portalSession');
     const linkToken = newSecretToken(PORTAL_LINK_PREFIX);
-    const [row] = (await trx('portal_sessions')
-      .insert({
+    const [row] = (await s
+      .insert('portal_sessions', {
         id,
-        tenant_id: tenantId,
         link_hash: hashSecretToken(linkToken),
         capabilities: input.capabilities,
         endpoint_ids: input.endpointIds ?? null,
         event_types: input.eventTypes ?? null,
-        expires_at: trx.raw("now() + make_interval(secs => ?)", [input.expiresInSeconds]),
+        expires_at: s.expression('now() + make_interval(secs => :seconds)', { seconds: input.expiresInSeconds }),
       })
       .returning('expires_at')) as Array<{ expires_at: Date }>;
-    await recordAudit(trx, {
-      tenantId,
-      actor,
+    await audit(s, {
       action: 'portal_session.created',
       targetType: 'portal_session',
       targetId: id,
@@ -85,18 +77,18 @@ export async function createPortalSession(
   });
 }
 
-export async function listPortalSessions(db: Knex, tenantId: string, opts: { limit: number; cursor?: string }): Promise<Page<ReturnType<typeof rowToPortalSession>>> {
-  return paginate(db('portal_sessions').where({ tenant_id: tenantId }), 'id', opts, rowToPortalSession);
+export async function listPortalSessions(scope: TenantScope, opts: { limit: number; cursor?: string }): Promise<Page<ReturnType<typeof rowToPortalSession>>> {
+  return paginate(scope.from('portal_sessions').select('portal_sessions.*'), 'portal_sessions.id', opts, rowToPortalSession);
 }
 
 /** Ends the session at once: the link and the session token both answer 401 `session_revoked` from now on. */
-export async function revokePortalSession(db: Knex, tenantId: string, id: string, actor: Actor): Promise<boolean> {
-  return db.transaction(async (trx) => {
-    const row: PortalSessionRow | undefined = await trx('portal_sessions').where({ tenant_id: tenantId, id }).forUpdate().first();
+export async function revokePortalSession(scope: TenantScope, id: string): Promise<boolean> {
+  return scope.transaction(async (s) => {
+    const row: PortalSessionRow | undefined = await s.from('portal_sessions').where('portal_sessions.id', id).forUpdate().first('portal_sessions.*');
     if (!row) return false;
     if (!row.revoked_at) {
-      await trx('portal_sessions').where({ id }).update({ revoked_at: trx.fn.now() });
-      await recordAudit(trx, { tenantId, actor, action: 'portal_session.revoked', targetType: 'portal_session', targetId: id });
+      await s.from('portal_sessions').where('portal_sessions.id', id).update({ revoked_at: s.now() });
+      await audit(s, { action: 'portal_session.revoked', targetType: 'portal_session', targetId: id });
     }
     return true;
   });
@@ -117,10 +109,11 @@ function refusal(row: PortalSessionRow, what: 'link' | 'session'): AppError | un
 
 /**
  * Exchanges a link token, once, for a session token. The row is locked so two exchanges of the same
- * link cannot both succeed; the second answers `link_used`.
+ * link cannot both succeed; the second answers `link_used`. Unscoped: the token is what tells whose
+ * session it is.
  */
-export async function exchangePortalLink(db: Knex, linkToken: string) {
-  return db.transaction(async (trx) => {
+export async function exchangePortalLink(platformDb: Knex, linkToken: string) {
+  return platformDb.transaction(async (trx) => {
     const row: PortalSessionRow | undefined = linkToken.startsWith(PORTAL_LINK_PREFIX)
       ? await trx('portal_sessions').where({ link_hash: hashSecretToken(linkToken) }).forUpdate().first()
       : undefined;
@@ -139,8 +132,8 @@ export async function exchangePortalLink(db: Knex, linkToken: string) {
  * The session a session token belongs to, as a restriction for the tenant scope; an error saying why
  * when it no longer works. Looked up on every request: a revocation takes effect on the next one.
  */
-export async function resolvePortalSession(db: Knex, sessionToken: string): Promise<{ tenantId: string; restriction: SessionRestriction } | AppError> {
-  const row: PortalSessionRow | undefined = await db('portal_sessions').where({ session_hash: hashSecretToken(sessionToken) }).first();
+export async function resolvePortalSession(platformDb: Knex, sessionToken: string): Promise<{ tenantId: string; restriction: SessionRestriction } | AppError> {
+  const row: PortalSessionRow | undefined = await platformDb('portal_sessions').where({ session_hash: hashSecretToken(sessionToken) }).first();
   if (!row) return linkError('unauthorized', 'This portal session is not valid. Open the portal again from a new link.');
   const refused = refusal(row, 'session');
   if (refused) return refused;

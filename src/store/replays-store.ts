@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { UNFINISHED_STATUSES } from '../domain/delivery-status.js';
 import { newId } from '../domain/ids.js';
 import type { RetentionPolicy } from '../domain/retention.js';
-import { recordAudit } from './audit-store.js';
+import { audit } from './audit-store.js';
 import { deliveryColumns, filteredDeliveries, type DeliveryRow } from './deliveries-store.js';
 import type { TenantScope } from './tenant-scope.js';
 
@@ -44,19 +44,19 @@ export async function replayDelivery(
   pacing: ReplayPacing,
   restart: (trx: Knex.Transaction, id: string, defaultMaxAgeSeconds: number) => Promise<void>,
 ): Promise<'replayed' | 'not_found' | 'busy' | 'endpoint_disabled' | 'expired'> {
-  return scope.transaction(async (s, trx) => {
+  return scope.transactionWithPlatformDb(async (s, trx) => {
     const current: { status: string; ep_status: string; deleted_at: Date | null; in_window: boolean } | undefined = await s
       .from('deliveries')
       .join('endpoints', 'endpoints.id', 'deliveries.endpoint_id')
       .where('deliveries.id', id)
       .forUpdate()
-      .first('deliveries.status', 'endpoints.status as ep_status', 'endpoints.deleted_at', s.db.raw(`${withinWindow} AS in_window`, windowBindings(pacing.retention)));
+      .first('deliveries.status', 'endpoints.status as ep_status', 'endpoints.deleted_at', s.expression(`${withinWindow} AS in_window`, windowBindings(pacing.retention)));
     if (!current) return 'not_found';
     if (current.status !== 'dead' && current.status !== 'succeeded') return 'busy';
     if (!current.in_window) return 'expired';
     if (current.ep_status !== 'active' || current.deleted_at) return 'endpoint_disabled';
     await restart(trx, id, pacing.defaultMaxAgeSeconds);
-    await recordAudit(trx, { tenantId: s.tenantId, actor: s.actor, action: 'delivery.replayed', targetType: 'delivery', targetId: id, reason });
+    await audit(s, { action: 'delivery.replayed', targetType: 'delivery', targetId: id, reason });
     return 'replayed';
   });
 }
@@ -99,12 +99,11 @@ export async function startBulkReplay(
   pacing: ReplayPacing,
   restartPaced: (trx: Knex.Transaction, ids: string[], pacing: { replayId: string; ratePerSecond: number; defaultMaxAgeSeconds: number }) => Promise<void>,
 ) {
-  return scope.transaction(async (s, trx) => {
+  return scope.transactionWithPlatformDb(async (s, trx) => {
     const id = newId('replay');
     const ids: string[] = await filtered(s, filter, pacing.retention).orderBy('deliveries.id').limit(limit).forUpdate(['deliveries']).pluck('deliveries.id');
-    await trx('replays').insert({
+    await s.insert('replays', {
       id,
-      tenant_id: s.tenantId,
       actor_type: s.actor.type,
       actor_id: s.actor.id,
       reason,
@@ -112,9 +111,7 @@ export async function startBulkReplay(
       total: ids.length,
     });
     await restartPaced(trx, ids, { replayId: id, ratePerSecond: pacing.ratePerSecond, defaultMaxAgeSeconds: pacing.defaultMaxAgeSeconds });
-    await recordAudit(trx, {
-      tenantId: s.tenantId,
-      actor: s.actor,
+    await audit(s, {
       action: 'replay.started',
       targetType: 'replay',
       targetId: id,
@@ -141,7 +138,7 @@ export async function replayProgress(scope: TenantScope, id: string) {
     .from('deliveries')
     .where('deliveries.replay_id', id)
     .groupBy('deliveries.status')
-    .select('deliveries.status', scope.db.raw('count(*)::int AS count'));
+    .select('deliveries.status', scope.expression('count(*)::int AS count'));
   const by = (status: string) => rows.find((r) => r.status === status)?.count ?? 0;
   const done = by('succeeded');
   const failed = by('dead');

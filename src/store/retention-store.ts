@@ -2,9 +2,13 @@
  * The SQL of retention (see src/ops/retention.ts for the order in which it runs). Every statement
  * here either removes whole partitions or removes rows in short batches, each its own transaction,
  * so nothing holds locks on the hot tables for long.
+ * Unscoped: retention is the platform's own job, over every tenant. Mostly raw SQL with `:name`
+ * bindings: DDL, catalog reads and batched deletes are beyond the builder, and the `removable` rule
+ * is one text shared by every statement that needs it.
  */
 import type { Knex } from 'knex';
 import type { Cutoffs } from '../domain/retention.js';
+import type { TenantScope } from './tenant-scope.js';
 
 export interface PartitionBounds {
   parent: string;
@@ -15,9 +19,29 @@ export interface PartitionBounds {
   detachPending: boolean;
 }
 
+/**
+ * Runs `work` while holding the session-level advisory lock `key`; answers undefined at once when
+ * another session holds it. Raw pg client: a session lock must be taken and released on the same
+ * connection, which a query through knex's pool does not promise.
+ */
+export async function withAdvisoryLock<T>(db: Knex, key: number, work: () => Promise<T>): Promise<T | undefined> {
+  const conn = await db.client.acquireConnection();
+  try {
+    const locked = await conn.query('SELECT pg_try_advisory_lock($1) AS ok', [key]);
+    if (!locked.rows[0].ok) return undefined;
+    try {
+      return await work();
+    } finally {
+      await conn.query('SELECT pg_advisory_unlock($1)', [key]);
+    }
+  } finally {
+    await db.client.releaseConnection(conn);
+  }
+}
+
 /** Creates the partitions that cover [from, to) and are missing; answers how many it made. */
 export async function ensurePartitions(db: Knex, from: Date, to: Date): Promise<number> {
-  const { rows } = await db.raw<{ rows: Array<{ made: number }> }>('SELECT ensure_time_partitions(?, ?) AS made', [from, to]);
+  const { rows } = await db.raw<{ rows: Array<{ made: number }> }>('SELECT ensure_time_partitions(:from, :to) AS made', { from, to });
   return rows[0]?.made ?? 0;
 }
 
@@ -34,11 +58,11 @@ export async function listPartitions(db: Knex): Promise<PartitionBounds[]> {
  * cost more than dropping them.
  */
 export async function partitionRows(db: Knex, name: string): Promise<number> {
-  const { rows } = await db.raw<{ rows: Array<{ estimate: number }> }>('SELECT reltuples::float8 AS estimate FROM pg_class WHERE oid = ?::regclass', [name]);
+  const { rows } = await db.raw<{ rows: Array<{ estimate: number }> }>('SELECT reltuples::float8 AS estimate FROM pg_class WHERE oid = :name::regclass', { name });
   const estimate = rows[0]?.estimate ?? -1;
   if (estimate > 1_000_000) return Math.round(estimate);
-  const counted = await db.raw<{ rows: Array<{ n: string }> }>(`SELECT count(*) AS n FROM ${db.client.wrapIdentifier(name)}`);
-  return Number(counted.rows[0]!.n);
+  const [counted] = await db(name).count({ n: '*' });
+  return Number(counted!.n);
 }
 
 /**
@@ -46,10 +70,10 @@ export async function partitionRows(db: Knex, name: string): Promise<number> {
  * that an earlier run left half done (the process died between its two transactions) is finished.
  */
 export async function detachAndDrop(db: Knex, p: PartitionBounds): Promise<void> {
-  const parent = db.client.wrapIdentifier(p.parent);
-  const child = db.client.wrapIdentifier(p.name);
-  await db.raw(`ALTER TABLE ${parent} DETACH PARTITION ${child} ${p.detachPending ? 'FINALIZE' : 'CONCURRENTLY'}`);
-  await db.raw(`DROP TABLE ${child}`);
+  // Raw: the builder writes no DDL.
+  const names = { parent: p.parent, child: p.name };
+  await db.raw(p.detachPending ? 'ALTER TABLE :parent: DETACH PARTITION :child: FINALIZE' : 'ALTER TABLE :parent: DETACH PARTITION :child: CONCURRENTLY', names);
+  await db.raw('DROP TABLE :child:', names);
 }
 
 /**
@@ -63,7 +87,7 @@ export async function dropDetachedLeftovers(db: Knex): Promise<string[]> {
         AND c.relname ~ ('^(' || (SELECT string_agg(table_name, '|') FROM partition_plan) || ')_p[0-9]{6,8}$')
         AND NOT EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = c.oid)`,
   );
-  for (const { name } of rows) await db.raw(`DROP TABLE ${db.client.wrapIdentifier(name)}`);
+  for (const { name } of rows) await db.raw('DROP TABLE :name:', { name });
   return rows.map((r) => r.name);
 }
 
@@ -139,8 +163,9 @@ export async function removeDeliveries(
  * `unremovableOnly`: count only deliveries retention would keep (a dry run has deleted nothing).
  */
 export async function deliveriesReferenceEvents(db: Knex, { lower, upper }: IdRange, cut: Cutoffs, unremovableOnly: boolean): Promise<boolean> {
+  const kept = unremovableOnly ? `AND NOT ${removable}` : '';
   const { rows } = await db.raw<{ rows: unknown[] }>(
-    `SELECT 1 FROM deliveries d WHERE d.event_id >= :lower AND d.event_id < :upper ${unremovableOnly ? `AND NOT ${removable}` : ''} LIMIT 1`,
+    `SELECT 1 FROM deliveries d WHERE d.event_id >= :lower AND d.event_id < :upper ${kept} LIMIT 1`,
     { lower: lower ?? '', upper, succeeded: cut.succeeded, dead: cut.dead },
   );
   return rows.length > 0;
@@ -148,16 +173,17 @@ export async function deliveriesReferenceEvents(db: Knex, { lower, upper }: IdRa
 
 /** Removes (or counts) the keys of the events in one partition: a key lives as long as its event. */
 export async function removeEventKeys(db: Knex, partition: string, dryRun: boolean): Promise<number> {
-  const events = db.client.wrapIdentifier(partition);
+  // Raw: the builder has no DELETE ... USING a subquery, nor a join on a row of columns.
   const keyed = `SELECT coalesce(e.source_id, e.tenant_id) AS scope_id, coalesce(e.dedupe_key, e.idempotency_key) AS key, e.id
-                   FROM ${events} e WHERE e.dedupe_key IS NOT NULL OR e.idempotency_key IS NOT NULL`;
+                   FROM :partition: e WHERE e.dedupe_key IS NOT NULL OR e.idempotency_key IS NOT NULL`;
   if (dryRun) {
     const { rows } = await db.raw<{ rows: Array<{ n: string }> }>(
       `SELECT count(*) AS n FROM event_keys k JOIN (${keyed}) e ON (k.scope_id, k.key, k.event_id) = (e.scope_id, e.key, e.id)`,
+      { partition },
     );
     return Number(rows[0]!.n);
   }
-  const r = await db.raw<{ rowCount: number }>(`DELETE FROM event_keys k USING (${keyed}) e WHERE (k.scope_id, k.key, k.event_id) = (e.scope_id, e.key, e.id)`);
+  const r = await db.raw<{ rowCount: number }>(`DELETE FROM event_keys k USING (${keyed}) e WHERE (k.scope_id, k.key, k.event_id) = (e.scope_id, e.key, e.id)`, { partition });
   return r.rowCount;
 }
 
@@ -170,14 +196,15 @@ export async function removeOlderThan(
   opts: { dryRun: boolean; batch: number },
 ): Promise<number> {
   if (opts.dryRun) {
-    const { rows } = await db.raw<{ rows: Array<{ n: string }> }>(`SELECT count(*) AS n FROM ${table} WHERE ${column} < ?`, [before]);
-    return Number(rows[0]!.n);
+    const [counted] = await db(table).where(column, '<', before).count({ n: '*' });
+    return Number(counted!.n);
   }
   let removed = 0;
   for (;;) {
+    // Raw: the builder cannot delete a batch by ctid.
     const r = await db.raw<{ rowCount: number }>(
-      `DELETE FROM ${table} WHERE ctid = ANY (ARRAY(SELECT ctid FROM ${table} WHERE ${column} < ? LIMIT ?))`,
-      [before, opts.batch],
+      'DELETE FROM :table: WHERE ctid = ANY (ARRAY(SELECT ctid FROM :table: WHERE :column: < :before LIMIT :batch))',
+      { table, column, before, batch: opts.batch },
     );
     removed += r.rowCount;
     if (r.rowCount < opts.batch) return removed;
@@ -186,15 +213,14 @@ export async function removeOlderThan(
 
 /** Records that rows of `table` made before `before` have been removed (never moves back). */
 export async function raiseWatermark(db: Knex, table: string, before: Date): Promise<void> {
-  await db.raw(
-    `INSERT INTO retention_watermarks (table_name, removed_before) VALUES (?, ?)
-     ON CONFLICT (table_name) DO UPDATE SET removed_before = greatest(retention_watermarks.removed_before, EXCLUDED.removed_before)`,
-    [table, before],
-  );
+  await db('retention_watermarks')
+    .insert({ table_name: table, removed_before: before })
+    .onConflict('table_name')
+    .merge({ removed_before: db.raw('greatest(retention_watermarks.removed_before, EXCLUDED.removed_before)') });
 }
 
 /** Up to when rows of `table` have been removed, if ever. */
-export async function watermark(db: Knex, table: string): Promise<Date | undefined> {
-  const row: { removed_before: Date } | undefined = await db('retention_watermarks').where({ table_name: table }).first('removed_before');
+export async function watermark(scope: TenantScope, table: string): Promise<Date | undefined> {
+  const row: { removed_before: Date } | undefined = await scope.shared('retention_watermarks').where({ table_name: table }).first('removed_before');
   return row?.removed_before;
 }

@@ -9,11 +9,9 @@ import type { SecretBox } from '../domain/secret-box.js';
  * every provider 503 and fail every attempt, and the errors would read like a database outage. It
  * refuses to start instead, saying which variable is wrong. An empty database has nothing to check.
  */
-export async function checkSecretsKey(db: Knex, box: SecretBox): Promise<void> {
-  const { rows } = await db.raw<{ rows: Array<{ id: string; secret_enc: string }> }>(
-    `(SELECT id, secret_enc FROM endpoints LIMIT 1) UNION ALL (SELECT id, secret_enc FROM sources LIMIT 1) LIMIT 1`,
-  );
-  const sample = rows[0];
+export async function checkSecretsKey(platformDb: Knex, box: SecretBox): Promise<void> {
+  type Sealed = { id: string; secret_enc: string };
+  const sample: Sealed | undefined = (await platformDb('endpoints').first('id', 'secret_enc')) ?? (await platformDb('sources').first('id', 'secret_enc'));
   if (!sample) return;
   try {
     box.open(sample.secret_enc, sample.id);

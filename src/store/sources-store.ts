@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { newId } from '../domain/ids.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import type { SourceType } from '../domain/sources.js';
-import { recordAudit } from './audit-store.js';
+import { audit } from './audit-store.js';
 import type { TenantScope } from './tenant-scope.js';
 
 export interface SourceRow {
@@ -32,11 +32,10 @@ export const defaultReconcileAfterSeconds = 300;
 
 export async function insertSource(scope: TenantScope, box: SecretBox, input: NewSource): Promise<SourceRow> {
   const id = newId('source');
-  return scope.transaction(async (s, trx) => {
-    const [row] = await trx('sources')
-      .insert({
+  return scope.transaction(async (s) => {
+    const [row] = await s
+      .insert('sources', {
         id,
-        tenant_id: s.tenantId,
         type: input.type,
         name: input.name,
         secret_enc: box.seal(input.secret, id),
@@ -45,9 +44,7 @@ export async function insertSource(scope: TenantScope, box: SecretBox, input: Ne
         reconcile_after_seconds: input.reconcile ? (input.reconcile.afterSeconds ?? defaultReconcileAfterSeconds) : null,
       })
       .returning('*');
-    await recordAudit(trx, {
-      tenantId: s.tenantId,
-      actor: s.actor,
+    await audit(s, {
       action: 'source.created',
       targetType: 'source',
       targetId: id,
@@ -58,11 +55,18 @@ export async function insertSource(scope: TenantScope, box: SecretBox, input: Ne
 }
 
 /** Sources the tenant has not deleted: a deleted one is gone from the API, its events are not. */
-export const liveSources = (scope: TenantScope) => scope.from('sources').whereNull('sources.deleted_at');
+const liveSources = (scope: TenantScope) => scope.from('sources').whereNull('sources.deleted_at');
+
+/** The tenant's live sources; for paginate. */
+export const listSourcesQuery = (scope: TenantScope) => liveSources(scope).select('sources.*');
+
+export async function findSource(scope: TenantScope, id: string): Promise<SourceRow | undefined> {
+  return liveSources(scope).where('sources.id', id).first();
+}
 
 /** Unscoped on purpose: inbound callbacks carry no API key; the source's own secret authenticates them. */
-export async function findSourceForIntake(db: Knex, id: string): Promise<SourceRow | undefined> {
-  return db<SourceRow>('sources').where({ id }).whereNull('deleted_at').first();
+export async function findSourceForIntake(platformDb: Knex, id: string): Promise<SourceRow | undefined> {
+  return platformDb<SourceRow>('sources').where({ id }).whereNull('deleted_at').first();
 }
 
 /**
@@ -95,10 +99,10 @@ const reconcileOf = (row: Pick<SourceRow, 'reconcile_base_url' | 'reconcile_afte
  * of which only the fact of the change is recorded.
  */
 export async function updateSource(scope: TenantScope, box: SecretBox, id: string, input: SourceChanges): Promise<SourceRow | undefined> {
-  return scope.transaction(async (s, trx) => {
+  return scope.transaction(async (s) => {
     const current: SourceRow | undefined = await liveSources(s).where('sources.id', id).forUpdate().first();
     if (!current) return undefined;
-    const changes: Record<string, unknown> = { updated_at: trx.fn.now() };
+    const changes: Record<string, unknown> = { updated_at: s.now() };
     const before: Record<string, unknown> = {};
     const after: Record<string, unknown> = {};
     if (input.name !== undefined) {
@@ -119,10 +123,8 @@ export async function updateSource(scope: TenantScope, box: SecretBox, id: strin
       before.reconcile = reconcileOf(current);
       after.reconcile = r ? { baseUrl: r.baseUrl, afterSeconds: changes.reconcile_after_seconds } : null;
     }
-    const [row] = (await trx('sources').where({ id }).update(changes).returning('*')) as SourceRow[];
-    await recordAudit(trx, {
-      tenantId: s.tenantId,
-      actor: s.actor,
+    const [row] = (await liveSources(s).where('sources.id', id).update(changes).returning('*')) as SourceRow[];
+    await audit(s, {
       action: 'source.updated',
       targetType: 'source',
       targetId: id,
@@ -142,10 +144,10 @@ export async function updateSource(scope: TenantScope, box: SecretBox, id: strin
  * queryable, so the row stays and only stops answering callbacks and API calls.
  */
 export async function deleteSource(scope: TenantScope, id: string): Promise<boolean> {
-  return scope.transaction(async (s, trx) => {
-    const count = await liveSources(s).where('sources.id', id).update({ deleted_at: trx.fn.now(), updated_at: trx.fn.now() });
+  return scope.transaction(async (s) => {
+    const count = await liveSources(s).where('sources.id', id).update({ deleted_at: s.now(), updated_at: s.now() });
     if (count === 0) return false;
-    await recordAudit(trx, { tenantId: s.tenantId, actor: s.actor, action: 'source.deleted', targetType: 'source', targetId: id });
+    await audit(s, { action: 'source.deleted', targetType: 'source', targetId: id });
     return true;
   });
 }

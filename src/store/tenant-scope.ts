@@ -1,16 +1,36 @@
 import type { Knex } from 'knex';
+import type pg from 'pg';
 import { eventTypePrefix } from '../domain/event-types.js';
+import { run, type Statement } from '../infra/sql.js';
 
-export type TenantTable =
-  | 'sources'
-  | 'endpoints'
-  | 'events'
-  | 'receipts'
-  | 'deliveries'
-  | 'attempts'
-  | 'messages'
-  | 'replays'
-  | 'audit_log';
+/** Every table that holds a tenant's rows: reached only through a TenantScope. */
+export const TENANT_TABLES = [
+  'sources',
+  'endpoints',
+  'events',
+  'receipts',
+  'deliveries',
+  'attempts',
+  'messages',
+  'replays',
+  'audit_log',
+  'delivery_queue',
+  'api_keys',
+  'portal_sessions',
+] as const;
+
+export type TenantTable = (typeof TENANT_TABLES)[number];
+
+/** A table named where SQL text reads or writes one: SQL given to a scope takes its tables from it. */
+const namesTenantTable = new RegExp(String.raw`\b(from|join|update|into|using)\s+(${TENANT_TABLES.join('|')})\b`, 'i');
+
+function refuseTenantTables(sql: string): void {
+  const named = namesTenantTable.exec(sql);
+  if (named) throw new TypeError(`SQL given to a tenant scope names the table ${named[2]}: build it from the scope and bind it`);
+}
+
+/** Tables that hold no tenant's rows and read the same for every tenant. */
+export type SharedTable = 'retention_watermarks';
 
 export type Actor =
   | { type: 'api_key'; id: string }
@@ -30,24 +50,90 @@ export interface SessionRestriction {
 }
 
 /**
- * The only way tenant routes reach tenant data: every query starts from `from(table)`, which already
- * filters by the caller's tenant, so a handler cannot forget the filter and leak another tenant's rows.
- * A portal session's restriction is applied here too, for the same reason: every list and get of
- * endpoints, deliveries, attempts, events, receipts and messages is narrowed to the session's scope.
+ * The only way tenant routes reach tenant data (as Svix's `secure_find`): every query starts from
+ * `from(table)`, which already filters by the caller's tenant, so a handler cannot forget the filter
+ * and leak another tenant's rows. The connection itself is private: nothing built on a scope can
+ * reach a table unfiltered. A portal session's restriction is applied here too, for the same reason:
+ * every list and get of endpoints, deliveries, attempts, events, receipts and messages is narrowed
+ * to the session's scope.
  */
 export class TenantScope {
+  readonly #db: Knex;
+
+  /** `platformDb` is unscoped: only authentication, admin routes and the platform's own jobs hold one. */
   constructor(
-    readonly db: Knex,
+    platformDb: Knex,
     readonly tenantId: string,
     readonly actor: Actor,
     readonly session?: SessionRestriction,
-  ) {}
+  ) {
+    this.#db = platformDb;
+  }
 
+  /** The tenant's rows of `table`, narrowed to a portal session's view when there is one. */
   from(table: TenantTable, alias?: string): Knex.QueryBuilder {
-    const name = alias ?? table;
-    const q = this.db(alias ? `${table} as ${alias}` : table).where(`${name}.tenant_id`, this.tenantId);
-    if (this.session) this.restrict(q, table, name);
+    const q = this.fromWholeTenant(table, alias);
+    if (this.session) this.restrict(q, table, alias ?? table);
     return q;
+  }
+
+  /**
+   * The tenant's rows of `table`, not narrowed to a portal session: only for a walk whose result is
+   * narrowed by what it is joined to or filtered by afterwards (say where, at the call).
+   */
+  fromWholeTenant(table: TenantTable, alias?: string): Knex.QueryBuilder {
+    return this.#db(alias ? `${table} as ${alias}` : table).where(`${alias ?? table}.tenant_id`, this.tenantId);
+  }
+
+  /** A table that holds no tenant's rows (see SharedTable): nothing to filter. */
+  shared(table: SharedTable): Knex.QueryBuilder {
+    return this.#db(table);
+  }
+
+  /** An insert into `table` whose every row belongs to this tenant (tenant_id is set here). */
+  insert(table: TenantTable, rows: Record<string, unknown> | Array<Record<string, unknown>>): Knex.QueryBuilder {
+    const owned = (row: Record<string, unknown>) => ({ ...row, tenant_id: this.tenantId });
+    return this.#db(table).insert(Array.isArray(rows) ? rows.map(owned) : owned(rows));
+  }
+
+  /** A column of an enclosing query or CTE, for a correlated condition. */
+  ref(column: string): Knex.Ref<string, Record<string, string>> {
+    return this.#db.ref(column);
+  }
+
+  /** The database's clock, for a timestamp column: the same clock every other write of the row uses. */
+  now(): Knex.Raw {
+    return this.#db.fn.now();
+  }
+
+  /**
+   * A SQL expression to place inside a query built from this scope (a computed column, a value):
+   * `:name` bindings only. Its text may name no tenant table (refused), as for `composed`.
+   */
+  expression(sql: string, bindings: Record<string, Knex.Value | Knex.QueryBuilder> = {}): Knex.Raw {
+    refuseTenantTables(sql);
+    return this.#db.raw(sql, bindings);
+  }
+
+  /**
+   * Runs SQL the builder cannot write (a recursive or data-modifying CTE, a LATERAL join, a function
+   * call) composed of queries built from this scope, bound as `:name`. The text itself may name no
+   * tenant table (refused), and `:tenantId`, if it appears, is this scope's tenant.
+   */
+  async composed<R>(sql: string, bindings: Record<string, Knex.Value | Knex.QueryBuilder> = {}): Promise<R[]> {
+    refuseTenantTables(sql);
+    if ('tenantId' in bindings) throw new TypeError('composed SQL: :tenantId is the scope\'s own, not an argument');
+    const { rows } = await this.#db.raw<{ rows: R[] }>(sql, { ...bindings, tenantId: this.tenantId });
+    return rows;
+  }
+
+  /**
+   * Runs a prepared statement (see src/infra/sql.ts) whose `:tenantId` is this scope's tenant: the
+   * caller cannot pass another. A statement without `:tenantId` is refused.
+   */
+  run<R extends pg.QueryResultRow>(st: Statement, values: Record<string, unknown>): Promise<R[]> {
+    if (!st.params.includes('tenantId')) throw new TypeError(`statement ${st.name}: a tenant's statement takes :tenantId`);
+    return run<R>(this.#db, st, { ...values, tenantId: this.tenantId });
   }
 
   /** True when a portal session narrows what this scope sees (endpoints or event types). */
@@ -58,28 +144,28 @@ export class TenantScope {
   private restrict(q: Knex.QueryBuilder, table: TenantTable, name: string): void {
     const { endpointIds, eventTypes } = this.session!;
     const tenantId = this.tenantId;
-    const db = this.db;
+    const db = this.#db;
     const typeMatch = (column: string) => (b: Knex.QueryBuilder) => {
       const exact = eventTypes!.filter((t) => eventTypePrefix(t) === undefined);
       const prefixes = eventTypes!.map(eventTypePrefix).filter((p): p is string => p !== undefined);
       b.whereIn(column, exact);
-      for (const p of prefixes) b.orWhereRaw('starts_with(??, ?)', [column, p]);
+      for (const prefix of prefixes) b.orWhereRaw('starts_with(:column:, :prefix)', { column, prefix });
     };
     // An event is visible when its type is in scope and it has a delivery to an endpoint in scope.
     const eventVisible = (eventIdColumn: string) => (b: Knex.QueryBuilder) => {
-      b.select(db.raw('1')).from('events as scope_e').where('scope_e.tenant_id', tenantId).whereRaw('scope_e.id = ??', [eventIdColumn]);
+      b.select(db.raw('1')).from('events as scope_e').where('scope_e.tenant_id', tenantId).where('scope_e.id', db.ref(eventIdColumn));
       if (eventTypes) b.where(typeMatch('scope_e.type'));
       if (endpointIds) {
         b.whereExists((d) =>
-          d.select(db.raw('1')).from('deliveries as scope_d').where('scope_d.tenant_id', tenantId).whereRaw('scope_d.event_id = scope_e.id').whereIn('scope_d.endpoint_id', endpointIds),
+          d.select(db.raw('1')).from('deliveries as scope_d').where('scope_d.tenant_id', tenantId).where('scope_d.event_id', db.ref('scope_e.id')).whereIn('scope_d.endpoint_id', endpointIds),
         );
       }
     };
     const deliveryVisible = (deliveryIdColumn: string) => (b: Knex.QueryBuilder) => {
-      b.select(db.raw('1')).from('deliveries as scope_dl').where('scope_dl.tenant_id', tenantId).whereRaw('scope_dl.id = ??', [deliveryIdColumn]);
+      b.select(db.raw('1')).from('deliveries as scope_dl').where('scope_dl.tenant_id', tenantId).where('scope_dl.id', db.ref(deliveryIdColumn));
       if (endpointIds) b.whereIn('scope_dl.endpoint_id', endpointIds);
       if (eventTypes) {
-        b.whereExists((e) => e.select(db.raw('1')).from('events as scope_de').where('scope_de.tenant_id', tenantId).whereRaw('scope_de.id = scope_dl.event_id').where(typeMatch('scope_de.type')));
+        b.whereExists((e) => e.select(db.raw('1')).from('events as scope_de').where('scope_de.tenant_id', tenantId).where('scope_de.id', db.ref('scope_dl.event_id')).where(typeMatch('scope_de.type')));
       }
     };
     switch (table) {
@@ -90,6 +176,7 @@ export class TenantScope {
         q.whereExists(deliveryVisible(`${name}.id`));
         return;
       case 'attempts':
+      case 'delivery_queue':
         q.whereExists(deliveryVisible(`${name}.delivery_id`));
         return;
       case 'events':
@@ -105,7 +192,7 @@ export class TenantScope {
             .select(db.raw('1'))
             .from('events as scope_me')
             .where('scope_me.tenant_id', tenantId)
-            .whereRaw('scope_me.message_id = ??', [`${name}.message_id`])
+            .where('scope_me.message_id', db.ref(`${name}.message_id`))
             .whereExists(eventVisible('scope_me.id')),
         );
         return;
@@ -135,14 +222,29 @@ export class TenantScope {
         return;
       }
       case 'sources':
+      case 'api_keys':
+      case 'portal_sessions':
         // Not part of any portal view: the routes refuse sessions, and this makes sure of it.
         q.whereRaw('false');
         return;
     }
   }
 
+  /** The scope an admin route acts in for one tenant: audited as the admin. */
+  static forAdmin(platformDb: Knex, tenantId: string): TenantScope {
+    return new TenantScope(platformDb, tenantId, { type: 'admin', id: null });
+  }
+
   /** Runs `work` in one transaction with a scope bound to it. */
-  transaction<T>(work: (scope: TenantScope, trx: Knex.Transaction) => Promise<T>): Promise<T> {
-    return this.db.transaction((trx) => work(new TenantScope(trx, this.tenantId, this.actor, this.session), trx));
+  transaction<T>(work: (scope: TenantScope) => Promise<T>): Promise<T> {
+    return this.#db.transaction((trx) => work(new TenantScope(trx, this.tenantId, this.actor, this.session)));
+  }
+
+  /**
+   * As `transaction`, also handing over the transaction itself, unscoped, for the delivery
+   * lifecycle's statements (they take ids this scope has already found). The name says what it is.
+   */
+  transactionWithPlatformDb<T>(work: (scope: TenantScope, platformTrx: Knex.Transaction) => Promise<T>): Promise<T> {
+    return this.#db.transaction((trx) => work(new TenantScope(trx, this.tenantId, this.actor, this.session), trx));
   }
 }

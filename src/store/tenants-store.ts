@@ -1,20 +1,21 @@
 import type { Knex } from 'knex';
 import { newId } from '../domain/ids.js';
 import { insertApiKey } from './api-keys-store.js';
-import { recordAudit } from './audit-store.js';
+import { audit } from './audit-store.js';
 import { paginate, type Page } from './pagination.js';
+import { TenantScope } from './tenant-scope.js';
 
 /** The name of the key a tenant is created with, until the tenant names keys of its own. */
 const FIRST_KEY_NAME = 'default';
 
-export async function createTenant(db: Knex, name: string): Promise<{ id: string; name: string; apiKey: string }> {
+/** Tenants are the admin's: every function here takes the unscoped `platformDb`. */
+export async function createTenant(platformDb: Knex, name: string): Promise<{ id: string; name: string; apiKey: string }> {
   const id = newId('tenant');
-  return db.transaction(async (trx) => {
+  return platformDb.transaction(async (trx) => {
     await trx('tenants').insert({ id, name });
-    const key = await insertApiKey(trx, id, FIRST_KEY_NAME);
-    await recordAudit(trx, {
-      tenantId: id,
-      actor: { type: 'admin', id: null },
+    const scope = TenantScope.forAdmin(trx, id);
+    const key = await insertApiKey(scope, FIRST_KEY_NAME);
+    await audit(scope, {
       action: 'tenant.created',
       targetType: 'tenant',
       targetId: id,
@@ -32,11 +33,11 @@ interface TenantRow {
 
 const rowToTenant = (row: TenantRow) => ({ id: row.id, name: row.name, createdAt: row.created_at.toISOString() });
 
-export function listTenants(db: Knex, page: { limit: number; cursor?: string }): Promise<Page<ReturnType<typeof rowToTenant>>> {
-  return paginate(db('tenants').select('*'), 'id', page, rowToTenant);
+export function listTenants(platformDb: Knex, page: { limit: number; cursor?: string }): Promise<Page<ReturnType<typeof rowToTenant>>> {
+  return paginate(platformDb('tenants').select('*'), 'id', page, rowToTenant);
 }
 
-export async function findTenant(db: Knex, id: string): Promise<ReturnType<typeof rowToTenant> | undefined> {
-  const row = (await db('tenants').where({ id }).first()) as TenantRow | undefined;
+export async function findTenant(platformDb: Knex, id: string): Promise<ReturnType<typeof rowToTenant> | undefined> {
+  const row = (await platformDb('tenants').where({ id }).first()) as TenantRow | undefined;
   return row ? rowToTenant(row) : undefined;
 }

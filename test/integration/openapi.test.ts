@@ -73,8 +73,8 @@ describe('OpenAPI document', () => {
     doc = res.body as OpenApiDocument;
     // The same app the platform serves, built from the platform's own pieces (routes are fixed at build time).
     const box = new SecretBox(t.config.secretsKey);
-    const ctx = { config: t.config, db: t.platform.db, redis: t.platform.redis, box, logger: createLogger('silent'), lifecycle: t.platform.lifecycle };
-    app = createApp({ ...ctx, intake: new IntakeService({ db: ctx.db, box, defaultMaxAgeSeconds: t.config.retry.maxEventAgeSeconds, fannedOut: (r) => ctx.lifecycle.fannedOut(r) }) });
+    const ctx = { config: t.config, platformDb: t.platform.db, redis: t.platform.redis, box, logger: createLogger('silent'), lifecycle: t.platform.lifecycle };
+    app = createApp({ ...ctx, intake: new IntakeService({ db: ctx.platformDb, box, defaultMaxAgeSeconds: t.config.retry.maxEventAgeSeconds, fannedOut: (r) => ctx.lifecycle.fannedOut(r) }) });
   });
   afterAll(async () => {
     await t.stop();

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { notFound } from '../../domain/errors.js';
 import { issueApiKey, listApiKeys } from '../../store/api-keys-store.js';
+import { TenantScope } from '../../store/tenant-scope.js';
 import { createTenant, findTenant, listTenants } from '../../store/tenants-store.js';
 import type { ApiContext } from '../context.js';
 import type { ApiRoutes } from '../route.js';
@@ -21,7 +22,7 @@ export function adminRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       body: createTenantBody,
       success: { status: 201, description: 'Created', schema: tenantCreated },
     },
-    async ({ body }) => ({ status: 201, body: await createTenant(ctx.db, body.name) }),
+    async ({ body }) => ({ status: 201, body: await createTenant(ctx.platformDb, body.name) }),
   );
   routes.add(
     {
@@ -34,7 +35,7 @@ export function adminRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       query: z.strictObject(pageQuery),
       success: { status: 200, description: 'A page of tenants', schema: page(tenantSchema) },
     },
-    async ({ query }) => ({ status: 200, body: await listTenants(ctx.db, query) }),
+    async ({ query }) => ({ status: 200, body: await listTenants(ctx.platformDb, query) }),
   );
   routes.add(
     {
@@ -49,9 +50,9 @@ export function adminRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       errors: [404],
     },
     async ({ params }) => {
-      const tenant = await findTenant(ctx.db, params.id);
+      const tenant = await findTenant(ctx.platformDb, params.id);
       if (!tenant) throw notFound('tenant');
-      const keys = await listApiKeys(ctx.db, tenant.id, { limit: keysShown });
+      const keys = await listApiKeys(TenantScope.forAdmin(ctx.platformDb, tenant.id), { limit: keysShown });
       return { status: 200, body: { ...tenant, apiKeys: keys.data } };
     },
   );
@@ -69,9 +70,9 @@ export function adminRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       errors: [404],
     },
     async ({ params, body }) => {
-      const tenant = await findTenant(ctx.db, params.id);
+      const tenant = await findTenant(ctx.platformDb, params.id);
       if (!tenant) throw notFound('tenant');
-      return { status: 201, body: await issueApiKey(ctx.db, tenant.id, body.name, { type: 'admin', id: null }) };
+      return { status: 201, body: await issueApiKey(TenantScope.forAdmin(ctx.platformDb, tenant.id), body.name) };
     },
   );
 }

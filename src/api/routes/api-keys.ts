@@ -21,7 +21,7 @@ export function apiKeyRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       body: createApiKeyBody,
       success: { status: 201, description: 'Created; the key is in this answer only', schema: apiKeyCreated },
     },
-    async ({ body, scope }) => ({ status: 201, body: await issueApiKey(ctx.db, scope.tenantId, body.name, scope.actor) }),
+    async ({ body, scope }) => ({ status: 201, body: await issueApiKey(scope, body.name) }),
   );
   routes.add(
     {
@@ -34,7 +34,7 @@ export function apiKeyRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       query: z.strictObject(pageQuery),
       success: { status: 200, description: 'A page of API keys', schema: page(apiKeySchema) },
     },
-    async ({ query, scope }) => ({ status: 200, body: await listApiKeys(ctx.db, scope.tenantId, query) }),
+    async ({ query, scope }) => ({ status: 200, body: await listApiKeys(scope, query) }),
   );
   routes.add(
     {
@@ -49,7 +49,7 @@ export function apiKeyRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       errors: [404, 409],
     },
     async ({ params, scope }) => {
-      const result = await revokeApiKey(ctx.db, scope.tenantId, params.id, scope.actor);
+      const result = await revokeApiKey(scope, params.id);
       if (result === 'not_found') throw notFound('API key');
       if (result === 'last_key') {
         throw conflict('last_api_key', 'this is the last live API key of the tenant; create another one (POST /v1/api-keys) before revoking it');

@@ -1,5 +1,5 @@
 import { notFound } from '../../domain/errors.js';
-import { attemptsFor, listDeliveriesQuery, rowToDelivery, type DeliveryRow } from '../../store/deliveries-store.js';
+import { attemptsFor, findDelivery, listDeliveriesQuery, rowToDelivery, type DeliveryRow } from '../../store/deliveries-store.js';
 import { messageTimeline } from '../../store/messages-store.js';
 import { paginate } from '../../store/pagination.js';
 import type { ApiRoutes } from '../route.js';
@@ -37,7 +37,7 @@ export function deliveryRoutes(routes: ApiRoutes): void {
       errors: [404],
     },
     async ({ params, scope }) => {
-      const row: DeliveryRow | undefined = await listDeliveriesQuery(scope, {}).where('deliveries.id', params.id).first();
+      const row = await findDelivery(scope, params.id);
       if (!row) throw notFound('delivery');
       const attempts = await attemptsFor(scope, [row.id]);
       return { status: 200, body: rowToDelivery(row, attempts.get(row.id) ?? []) };

@@ -2,6 +2,7 @@ import { OpenApiGeneratorV31, type OpenAPIRegistry } from '@asteasolutions/zod-t
 import { z } from 'zod';
 import { redisServing } from '../../infra/redis.js';
 import { renderMetrics } from '../../metrics/registry.js';
+import { pingDatabase } from '../../store/health-store.js';
 import type { ApiContext } from '../context.js';
 import type { ApiRoutes } from '../route.js';
 
@@ -18,9 +19,9 @@ async function within<T>(ms: number, work: Promise<T>): Promise<T> {
 }
 
 /** Readiness answers quickly either way: a probe that hangs is worse than one that says no. */
-export async function checkReadiness(ctx: Pick<ApiContext, 'db' | 'redis'>): Promise<{ database: boolean; redis: boolean }> {
+export async function checkReadiness(ctx: Pick<ApiContext, 'platformDb' | 'redis'>): Promise<{ database: boolean; redis: boolean }> {
   const [database, redis] = await Promise.all([
-    within(2_000, ctx.db.raw('SELECT 1')).then(() => true, () => false),
+    within(2_000, pingDatabase(ctx.platformDb)).then(() => true, () => false),
     within(2_000, redisServing(ctx.redis)).catch(() => false),
   ]);
   return { database, redis };

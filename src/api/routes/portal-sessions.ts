@@ -9,7 +9,7 @@ import {
   revokePortalSession,
   type PortalSessionInput,
 } from '../../store/portal-sessions-store.js';
-import type { Actor } from '../../store/tenant-scope.js';
+import { TenantScope } from '../../store/tenant-scope.js';
 import { findTenant } from '../../store/tenants-store.js';
 import type { ApiContext } from '../context.js';
 import type { ApiRoutes } from '../route.js';
@@ -74,8 +74,8 @@ const exchanged = z
  * portal page exchanges it once for a session token. See docs/api.md "Portal links".
  */
 export function portalSessionRoutes(routes: ApiRoutes, ctx: ApiContext): void {
-  const create = async (tenantId: string, body: PortalSessionInput, actor: Actor) => {
-    const created = await createPortalSession(ctx.db, tenantId, body, actor);
+  const create = async (scope: TenantScope, body: PortalSessionInput) => {
+    const created = await createPortalSession(scope, body);
     return {
       status: 201,
       body: { id: created.id, url: `${ctx.config.publicBaseUrl}/portal/#token=${created.linkToken}`, expiresAt: created.expiresAt },
@@ -92,7 +92,7 @@ export function portalSessionRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       body: createPortalSessionBody,
       success: { status: 201, description: 'Created; the link is in this answer only', schema: portalSessionCreated },
     },
-    async ({ body, scope }) => create(scope.tenantId, body, scope.actor),
+    async ({ body, scope }) => create(scope, body),
   );
   routes.add(
     {
@@ -105,7 +105,7 @@ export function portalSessionRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       query: z.strictObject(pageQuery),
       success: { status: 200, description: 'A page of portal sessions, newest first', schema: page(portalSessionSchema) },
     },
-    async ({ query, scope }) => ({ status: 200, body: await listPortalSessions(ctx.db, scope.tenantId, query) }),
+    async ({ query, scope }) => ({ status: 200, body: await listPortalSessions(scope, query) }),
   );
   routes.add(
     {
@@ -120,7 +120,7 @@ export function portalSessionRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       errors: [404],
     },
     async ({ params, scope }) => {
-      if (!(await revokePortalSession(ctx.db, scope.tenantId, params.id, scope.actor))) throw notFound('portal session');
+      if (!(await revokePortalSession(scope, params.id))) throw notFound('portal session');
       return { status: 204 };
     },
   );
@@ -137,7 +137,7 @@ export function portalSessionRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       errors: [401],
     },
     async ({ body }) => {
-      const { sessionToken, row, tenant } = await exchangePortalLink(ctx.db, body.token);
+      const { sessionToken, row, tenant } = await exchangePortalLink(ctx.platformDb, body.token);
       return {
         status: 200,
         headers: { 'cache-control': 'no-store' },
@@ -168,9 +168,9 @@ export function portalSessionRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       errors: [404],
     },
     async ({ params, body }) => {
-      const tenant = await findTenant(ctx.db, params.id);
+      const tenant = await findTenant(ctx.platformDb, params.id);
       if (!tenant) throw notFound('tenant');
-      return create(tenant.id, body, { type: 'admin', id: null });
+      return create(TenantScope.forAdmin(ctx.platformDb, tenant.id), body);
     },
   );
 }

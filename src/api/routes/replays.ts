@@ -1,5 +1,5 @@
 import { AppError, conflict, notFound } from '../../domain/errors.js';
-import { rowToAudit, type AuditRow } from '../../store/audit-store.js';
+import { rowToAudit, searchAuditLogQuery, type AuditRow } from '../../store/audit-store.js';
 import { rowToDelivery } from '../../store/deliveries-store.js';
 import { paginate } from '../../store/pagination.js';
 import { previewReplay, replayProgress } from '../../store/replays-store.js';
@@ -93,14 +93,9 @@ export function replayRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       query: auditQuery,
       success: { status: 200, description: 'A page of entries, newest first', schema: page(auditEntrySchema) },
     },
-    async ({ query, scope }) => {
-      const q = scope.from('audit_log').select('audit_log.*');
-      if (query.action) q.where('audit_log.action', query.action);
-      if (query.targetType) q.where('audit_log.target_type', query.targetType);
-      if (query.targetId) q.where('audit_log.target_id', query.targetId);
-      if (query.since) q.where('audit_log.created_at', '>=', query.since);
-      if (query.until) q.where('audit_log.created_at', '<', query.until);
-      return { status: 200, body: await paginate(q, 'audit_log.id', query, (r: AuditRow) => rowToAudit(r)) };
-    },
+    async ({ query, scope }) => ({
+      status: 200,
+      body: await paginate(searchAuditLogQuery(scope, query), 'audit_log.id', query, (r: AuditRow) => rowToAudit(r)),
+    }),
   );
 }

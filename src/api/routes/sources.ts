@@ -3,7 +3,7 @@ import { notFound, ValidationError } from '../../domain/errors.js';
 import { checkTargetUrl } from '../../dispatch/address-guard.js';
 import { getAdapter } from '../../inbound/adapters/index.js';
 import { paginate } from '../../store/pagination.js';
-import { deleteSource, insertSource, liveSources, rowToSource, updateSource, type SourceRow } from '../../store/sources-store.js';
+import { deleteSource, findSource, insertSource, listSourcesQuery, rowToSource, updateSource, type SourceRow } from '../../store/sources-store.js';
 import type { ApiContext } from '../context.js';
 import type { ApiRoutes } from '../route.js';
 import { createSourceBody, idParams, page, pageQuery, patchSourceBody, sourceSchema } from '../schemas.js';
@@ -48,7 +48,7 @@ export function sourceRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     },
     async ({ query, scope }) => ({
       status: 200,
-      body: await paginate(liveSources(scope).select('sources.*'), 'sources.id', query, (r: SourceRow) => rowToSource(r, base)),
+      body: await paginate(listSourcesQuery(scope), 'sources.id', query, (r: SourceRow) => rowToSource(r, base)),
     }),
   );
   routes.add(
@@ -64,7 +64,7 @@ export function sourceRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       errors: [404],
     },
     async ({ params, scope }) => {
-      const row: SourceRow | undefined = await liveSources(scope).where('sources.id', params.id).first();
+      const row = await findSource(scope, params.id);
       if (!row) throw notFound('source');
       return { status: 200, body: rowToSource(row, base) };
     },

@@ -49,6 +49,7 @@ export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult>
   // its start, the claim time (claiming is the last write to an in-flight row).
   // One transaction: the delivery is never back in line without its lost attempt on record.
   const lost = await db.transaction(async (trx) => {
+    // Raw: the builder cannot write a data-modifying CTE that locks with SKIP LOCKED.
     const { rows: lost } = await trx.raw<{ rows: Array<{ id: string; tenant_id: string; attempt_count: number; lost_trigger: string; claimed_at: Date; status: string }> }>(
       `WITH lost AS (
          SELECT d.id, d.next_trigger AS lost_trigger, d.updated_at AS claimed_at
@@ -57,15 +58,15 @@ export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult>
           FOR UPDATE OF d SKIP LOCKED
        )
        UPDATE deliveries d SET
-         status = CASE WHEN d.attempt_count - d.attempt_base >= COALESCE((ep.retry_policy->>'maxAttempts')::int, ?) THEN 'dead' ELSE 'pending' END,
-         dead_reason = CASE WHEN d.attempt_count - d.attempt_base >= COALESCE((ep.retry_policy->>'maxAttempts')::int, ?) THEN 'max_attempts' ELSE NULL END,
+         status = CASE WHEN d.attempt_count - d.attempt_base >= COALESCE((ep.retry_policy->>'maxAttempts')::int, :defaultMaxAttempts) THEN 'dead' ELSE 'pending' END,
+         dead_reason = CASE WHEN d.attempt_count - d.attempt_base >= COALESCE((ep.retry_policy->>'maxAttempts')::int, :defaultMaxAttempts) THEN 'max_attempts' ELSE NULL END,
          last_error = 'worker_lost: the attempt did not report back before its lease ended',
          next_attempt_at = now(), lease_until = NULL, updated_at = now(),
          next_trigger = 'retry'
         FROM lost, endpoints ep
        WHERE d.id = lost.id AND ep.id = d.endpoint_id
        RETURNING d.id, d.tenant_id, d.attempt_count, d.status, lost.lost_trigger, lost.claimed_at`,
-      [limits.defaultMaxAttempts, limits.defaultMaxAttempts],
+      { defaultMaxAttempts: limits.defaultMaxAttempts },
     );
     if (lost.length > 0) {
       await trx('attempts').insert(
@@ -94,6 +95,7 @@ export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult>
     .returning('id')
     .then((rows: Array<{ id: string }>) => rows.map((r) => r.id));
 
+  // Raw: the builder's UPDATE ... FROM takes one table, and this one needs two.
   const { rows: deadEndpoint } = await db.raw<{ rows: Array<{ dead_reason: string }> }>(
     `UPDATE deliveries d SET status = 'dead', dead_reason = CASE WHEN ep.deleted_at IS NULL THEN 'endpoint_disabled' ELSE 'endpoint_deleted' END,
             last_error = CASE WHEN ep.deleted_at IS NULL THEN 'endpoint is disabled' ELSE 'endpoint was deleted' END,
