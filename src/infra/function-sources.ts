@@ -37,7 +37,7 @@ export function readFunctionSources(directory = functionsDirectory): FunctionSou
 }
 
 async function functionExists(db: Knex, name: string): Promise<boolean> {
-  const { rows } = await db.raw<{ rows: unknown[] }>('SELECT 1 FROM pg_proc WHERE proname = ? AND pronamespace = current_schema()::regnamespace', [name]);
+  const { rows } = await db.raw<{ rows: unknown[] }>('SELECT 1 FROM pg_proc WHERE proname = :name AND pronamespace = current_schema()::regnamespace', { name });
   return rows.length > 0;
 }
 
@@ -60,7 +60,7 @@ export async function applyFunctionSources(db: Knex, directory = functionsDirect
     if (recorded.get(source.name) === source.checksum && (await functionExists(db, source.name))) continue;
     const done = await db.transaction(async (trx) => {
       // Two migrators starting together: the second waits here, then finds the file applied.
-      await trx.raw('SELECT pg_advisory_xact_lock(?)', [applyLock]);
+      await trx.raw('SELECT pg_advisory_xact_lock(:key)', { key: applyLock });
       const row = await trx(functionsTable).where({ name: source.name }).first<{ checksum: string } | undefined>('checksum');
       if (row?.checksum === source.checksum && (await functionExists(trx, source.name))) return false;
       await trx.raw('SET LOCAL check_function_bodies = off');
