@@ -34,5 +34,9 @@ export default defineConfig({
     ...base.test,
     include: ['test/unit/**/*.test.ts', 'test/integration/**/*.test.ts', 'src/**/*.test.ts'],
     exclude: [...configDefaults.exclude, ...Object.keys(slowFiles)],
+    // Most of an isolated run goes to each file's fresh process loading the whole dependency tree
+    // again; here each worker loads it once. `npm test` keeps isolation, so a file that leans on
+    // another's leftovers still fails there.
+    isolate: false,
   },
 });
