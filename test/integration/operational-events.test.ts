@@ -5,6 +5,7 @@ import { eventually, startTestPlatform, type TestPlatform, type TestTenant } fro
 import { startReceiver, type ReceivedRequest, type Receiver } from '../helpers/receiver.js';
 import { answer } from '../helpers/replay.js';
 import { UNFINISHED_STATUSES } from '../../src/domain/delivery-status.js';
+import { watchAnnouncements, type AnnouncementWatch } from '../helpers/announcements.js';
 
 /**
  * The platform tells a tenant about its own trouble with events of its own, `platform.delivery.dead`
@@ -13,6 +14,7 @@ import { UNFINISHED_STATUSES } from '../../src/domain/delivery-status.js';
  */
 describe('operational events', () => {
   let t: TestPlatform;
+  let watch: AnnouncementWatch;
   const receivers: Receiver[] = [];
   const receiver = async (status = 200) => {
     const r = await startReceiver(answer(status));
@@ -29,9 +31,13 @@ describe('operational events', () => {
       const busy = await t.platform.db('deliveries').where({ tenant_id: tenantId }).whereIn('status', UNFINISHED_STATUSES).count({ n: '*' });
       return Number(busy[0]!.n) === 0;
     }, 'all deliveries settled');
+  /** The tenant's deliveries that an attempt made dead: each one goes through the operational-event step. */
+  const deadByAttempt = (tenantId: string): Promise<string[]> =>
+    t.platform.db('deliveries').where({ tenant_id: tenantId, status: 'dead', dead_reason: 'terminal' }).pluck('id');
 
   beforeAll(async () => {
     t = await startTestPlatform();
+    watch = watchAnnouncements(t.platform);
   });
   afterAll(async () => {
     await Promise.all(receivers.map((r) => r.close()));
@@ -120,7 +126,11 @@ describe('operational events', () => {
     for (let i = 0; i < 4; i++) await publish(tenant, 'gone.away');
     await eventually(async () => listener.requests.length > 0, 'platform.endpoint.disabled at the listener');
     await quiet(tenant.id);
-    await new Promise((r) => setTimeout(r, 500));
+    // Every 410 has been through the step that would announce a second disable.
+    const deadOfGone = await deadByAttempt(tenant.id);
+    expect(deadOfGone).toHaveLength(4);
+    await watch.announced(deadOfGone);
+    await quiet(tenant.id);
 
     expect(gone.requests).toHaveLength(4);
     expect((await platformEvents(tenant.id)).map((e) => e.type)).toEqual(['platform.endpoint.disabled']);
@@ -150,8 +160,10 @@ describe('operational events', () => {
     await createEndpoint(tenant, { url: `${failing.url}/strict`, eventTypes: ['order.*'] });
     await publish(tenant, 'order.created');
     await quiet(tenant.id);
-    // Operational events are published right after the dead letter is recorded; give that a moment.
-    await new Promise((r) => setTimeout(r, 500));
+    // Operational events are published right after the dead letter is recorded: wait for that step.
+    const dead = await deadByAttempt(tenant.id);
+    expect(dead).toHaveLength(1);
+    await watch.announced(dead);
     expect(failing.requests).toHaveLength(1);
     expect(await platformEvents(tenant.id)).toEqual([]);
     expect(everything.requests.map(typeOf)).toEqual(['order.created']);
@@ -165,8 +177,10 @@ describe('operational events', () => {
     const orders = [await publish(tenant, 'order.created'), await publish(tenant, 'order.created'), await publish(tenant, 'order.created')];
     await eventually(async () => (await platformEvents(tenant.id)).length >= 3, 'three platform.delivery.dead events');
     await quiet(tenant.id);
-    // A few sweeps later nothing more has appeared.
-    await new Promise((r) => setTimeout(r, 1_000));
+    // Every death has been through the operational-event step, and a whole sweep has run since:
+    // nothing more has appeared.
+    await watch.announced(await deadByAttempt(tenant.id));
+    await watch.fullSweep();
     await quiet(tenant.id);
 
     const events = await platformEvents(tenant.id);
@@ -188,7 +202,9 @@ describe('operational events', () => {
     await eventually(async () => (await tenant.call('GET', `/v1/endpoints/${goneEp}`)).body.status === 'disabled', 'the subscriber disabled by its 410');
     await eventually(async () => (await platformEvents(tenant.id)).length >= 2, 'the endpoint.disabled event');
     await quiet(tenant.id);
-    await new Promise((r) => setTimeout(r, 1_000));
+    await watch.announced(await deadByAttempt(tenant.id));
+    await watch.fullSweep();
+    await quiet(tenant.id);
 
     const events = await platformEvents(tenant.id);
     expect(events.map((e) => e.type)).toEqual(['platform.delivery.dead', 'platform.endpoint.disabled']);

@@ -3,6 +3,7 @@ import { expectError } from '../helpers/api.js';
 import { createEndpoint, publish } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
+import { dispatchedMarker } from '../helpers/marker.js';
 import { answer, apiKeyId, bulkReplay, completed, deliveryIds, gate, metric, progress, settledOn } from '../helpers/replay.js';
 
 /**
@@ -70,8 +71,8 @@ describe('bulk replay', () => {
     expect(dry.sample.map((d) => d.id)).toEqual(oldest);
     expect(dry.sample.every((d) => d.status === 'dead')).toBe(true);
 
-    // Nothing changed in the database, so nothing can be sent; a few admission rounds confirm it.
-    await new Promise((r) => setTimeout(r, 600));
+    // Nothing changed in the database, so nothing can be sent; an admission round since confirms it.
+    await dispatchedMarker(t);
     expect(rx.requests.length + ry.requests.length).toBe(sent);
     expect(await allDead()).toHaveLength(9);
     expect(await t.platform.db('deliveries').where({ tenant_id: a.id }).whereNotNull('replay_id')).toEqual([]);
@@ -217,7 +218,7 @@ describe('bulk replay', () => {
     expect((await progress(b, steal.body.id)).total).toBe(0);
     expectError(await a.call('GET', `/v1/replays/${steal.body.id}`), 404, 'not_found');
 
-    await new Promise((r) => setTimeout(r, 300));
+    await dispatchedMarker(t);
     expect(rx.requests.length + ry.requests.length).toBe(sent);
     expect(await t.platform.db('deliveries').where({ tenant_id: a.id }).orderBy('id').select('id', 'status', 'attempt_count', 'replay_id')).toEqual(before);
   });

@@ -115,8 +115,11 @@ describe('HTTP limits', () => {
       await new Promise((r) => setTimeout(r, 200));
       socket.destroy();
       // The server is still whole: it answers the next caller, and the half body became nothing.
+      // A whole callback sent afterwards is stored, and it is the only thing that was.
       expect(await ready()).toBe(200);
-      expect(await stored()).toEqual(before);
+      const after = signedBody(1_000);
+      expect((await t.call('POST', inbound(), { rawBody: after.body, headers: after.headers })).status).toBe(200);
+      expect(await stored()).toEqual({ events: before.events + 1, receipts: before.receipts + 1 });
     });
 
     it('applies the limit to the decompressed size: a gzip bomb is 413', async () => {
