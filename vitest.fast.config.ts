@@ -22,6 +22,9 @@ export const slowFiles: Record<string, string> = {
   'test/integration/migrations.test.ts': 'takes every migration down and up several times; run it directly after changing one',
   'test/integration/replay-pacing.test.ts': 'spreads replays over seconds of wall time by design, to measure the pacing',
   'test/integration/intake-storage-outage.test.ts': 'waits out the database connect and statement timeouts by design',
+  'test/integration/upgrade.test.ts': 'restores the release snapshot with psql and waits out its in-flight leases',
+  'test/integration/backup-drill.test.ts': 'pg_dump and pg_restore of a delivering platform, then a second platform',
+  'test/integration/settings-during-drain.test.ts': 'drains backlogs through slow receivers, seconds each, by design',
 };
 
 /**

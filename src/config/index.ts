@@ -43,7 +43,7 @@ export interface Config {
   intakeBatching: { maxBatch: number; maxInFlight: number };
   tenantRateLimitPerSecond: number;
   queuePrefix: string;
-  /** Number of job queues (BullMQ), each in its own hash slot (see src/dispatch/job-queue.ts). */
+  /** Number of job queues (BullMQ), each in its own hash slot (see src/outbound/job-queue.ts). */
   queueShards: number;
   /** The portal page: who may frame it, and the name and colour it shows. */
   portal: { frameAncestors: string; brandName: string; accentColor: string };
@@ -84,7 +84,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`invalid configuration: INTAKE_STATEMENTS_IN_FLIGHT: must not exceed DB_POOL_MAX (${e.DB_POOL_MAX})`);
   }
   const queueShards = e.QUEUE_SHARDS ?? (e.REDIS_CLUSTER_NODES ? defaultShards.cluster : defaultShards.single);
-  // Each shard's BullMQ worker takes at least one of this process's slots (src/dispatch/dispatcher.ts).
+  // Each shard's BullMQ worker takes at least one of this process's slots (src/outbound/dispatcher.ts).
   if (queueShards > e.WORKER_CONCURRENCY) {
     const given = e.QUEUE_SHARDS === undefined ? ` (${queueShards}, the default on a cluster)` : '';
     throw new ConfigError(`invalid configuration: QUEUE_SHARDS${given}: must not exceed WORKER_CONCURRENCY (${e.WORKER_CONCURRENCY})`);

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { digestHex } from '../domain/dedupe.js';
 import { advances, messageStatus } from '../domain/message-status.js';
 import type { SecretBox } from '../domain/secret-box.js';
-import type { DeliveryClient } from '../dispatch/http-client.js';
+import type { DeliveryClient } from '../outbound/http-client.js';
 import { getAdapter } from '../inbound/adapters/index.js';
 import type { IntakeService } from '../inbound/intake-service.js';
 import { metrics, type ReconcileOutcome } from '../metrics/registry.js';

@@ -10,7 +10,7 @@
 // through their lease. The API keeps answering 202: its Redis calls fail fast.
 import { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { jobQueueName, hashTagSlot, shardPrefixes } from '../../src/dispatch/job-queue.js';
+import { jobQueueName, hashTagSlot, shardPrefixes } from '../../src/outbound/job-queue.js';
 import { measured, sleep } from '../helpers/chaos.js';
 import { createEndpoint, publishMany, slowResponder, startWorkerProcess, statusCounts, type WorkerProcess } from '../helpers/dispatch.js';
 import { expectNoViolations, metricsOf } from '../helpers/invariants.js';
@@ -21,7 +21,7 @@ import { startRedisCluster, type RedisCluster } from '../helpers/redis-cluster.j
 const SHARDS = 16; // the default with REDIS_CLUSTER_NODES
 const BEFORE = 150; // events published around the kill (each to four endpoints)
 // After the failover, events go in batches of 10 until the queues take jobs again: a worker whose
-// hand-off Redis refused keeps what it admits for 5 s after the last refusal (src/dispatch/admission-loop.ts),
+// hand-off Redis refused keeps what it admits for 5 s after the last refusal (src/outbound/admission-loop.ts),
 // and under load the last refusal can come well after the failover.
 const AFTER_WITHIN_MS = 20_000;
 const ENDPOINTS = ['a', 'b', 'c', 'd'];

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { loadConfig, type Config } from '../../src/config/index.js';
 import { createLogger } from '../../src/infra/logger.js';
-import type { LookupFn } from '../../src/dispatch/http-client.js';
+import type { LookupFn } from '../../src/outbound/http-client.js';
 import { startPlatform, type Platform, type Role } from '../../src/platform.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
 import { request, type ApiResponse, type RequestOptions } from './http.js';

@@ -3,7 +3,7 @@
 // on one platform. Retryable rows use retryPolicy.maxAttempts = 2: exactly two requests, then
 // `max_attempts`, which proves "retried" without waiting for a long schedule.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { LookupFn } from '../../src/dispatch/http-client.js';
+import type { LookupFn } from '../../src/outbound/http-client.js';
 import { closedPort, createEndpoint, publish, rawServer, settledDelivery, type Delivery } from '../helpers/dispatch.js';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 import { startReceiver, type Receiver, type Responder } from '../helpers/receiver.js';

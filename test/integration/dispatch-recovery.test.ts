@@ -6,8 +6,8 @@
 import { Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { workerLockOptions } from '../../src/dispatch/dispatcher.js';
-import { jobQueueName } from '../../src/dispatch/job-queue.js';
+import { workerLockOptions } from '../../src/outbound/dispatcher.js';
+import { jobQueueName } from '../../src/outbound/job-queue.js';
 import { createRedis } from '../../src/infra/redis.js';
 import { createEndpoint, publishMany, slowResponder, statusCounts } from '../helpers/dispatch.js';
 import { clearRedisPrefix, eventually, redisUrl, startTestPlatform, type TestPlatform } from '../helpers/platform.js';

@@ -5,7 +5,7 @@
 import { Cluster } from 'ioredis';
 import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { jobQueueName, hashTagSlot, shardPrefixes } from '../../src/dispatch/job-queue.js';
+import { jobQueueName, hashTagSlot, shardPrefixes } from '../../src/outbound/job-queue.js';
 import { createEndpoint, metricValue, publish, publishMany, settledDelivery, slowResponder, startWorkerProcess, statusCounts, type WorkerProcess } from '../helpers/dispatch.js';
 import { expectNoViolations, metricsOf } from '../helpers/invariants.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../helpers/platform.js';

@@ -11,7 +11,7 @@ import {
   classifyError,
   createDeliveryClient,
   selectAddress,
-} from '../../src/dispatch/http-client.js';
+} from '../../src/outbound/http-client.js';
 
 interface TestServer {
   port: number;

@@ -7,7 +7,7 @@ import { createServer, type IncomingHttpHeaders, type Server, type ServerRespons
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SecretBox } from '../../src/domain/secret-box.js';
-import { createDeliveryClient } from '../../src/dispatch/http-client.js';
+import { createDeliveryClient } from '../../src/outbound/http-client.js';
 import { IntakeService } from '../../src/inbound/intake-service.js';
 import { createLogger } from '../../src/infra/logger.js';
 import { Reconciler } from '../../src/ops/reconciler.js';

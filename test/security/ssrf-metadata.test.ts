@@ -5,7 +5,7 @@
 // broken: registered endpoints get no events, and every DNS answer below lists 127.0.0.1 first, so
 // a connection that slipped past the guard would land on the counting loopback listener instead.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { LookupFn } from '../../src/dispatch/http-client.js';
+import type { LookupFn } from '../../src/outbound/http-client.js';
 import { createEndpoint, publish, settledDelivery } from '../helpers/dispatch.js';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 import { communication } from '../helpers/providers.js';

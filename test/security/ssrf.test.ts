@@ -6,7 +6,7 @@
 // are covered by the pure classifier in test/unit/address-guard.test.ts, with no traffic at all.
 import dns from 'node:dns/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { LookupFn } from '../../src/dispatch/http-client.js';
+import type { LookupFn } from '../../src/outbound/http-client.js';
 import { createEndpoint, publish, settledDelivery } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 import { communication } from '../helpers/providers.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkTargetUrl, classifyAddress, isLocalhostName, parseHostLiteral, targetRefusal } from '../../src/dispatch/address-guard.js';
+import { checkTargetUrl, classifyAddress, isLocalhostName, parseHostLiteral, targetRefusal } from '../../src/outbound/address-guard.js';
 
 describe('parseHostLiteral', () => {
   it.each([

@@ -2,8 +2,8 @@ import { typeid } from 'typeid-js';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/index.js';
 import { configError, requiredEnv } from '../helpers/config.js';
-import { shardConcurrency } from '../../src/dispatch/dispatcher.js';
-import { hashTagSlot, shardOf, shardPrefixes } from '../../src/dispatch/job-queue.js';
+import { shardConcurrency } from '../../src/outbound/dispatcher.js';
+import { hashTagSlot, shardOf, shardPrefixes } from '../../src/outbound/job-queue.js';
 import { clusterOptions } from '../../src/infra/redis.js';
 
 const required = requiredEnv;

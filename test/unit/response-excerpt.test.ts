@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { excerptOf } from '../../src/dispatch/http-client.js';
+import { excerptOf } from '../../src/outbound/http-client.js';
 
 /** The stored excerpt of a receiver's answer, from the chunks the body arrived in. */
 const bytes = (...parts: Array<string | number[]>) => parts.map((p) => (typeof p === 'string' ? Buffer.from(p, 'utf8') : Buffer.from(p)));

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { notFound, ValidationError } from '../../domain/errors.js';
 import { maxAgeProblem } from '../../domain/retention.js';
 import { generateWebhookSecret } from '../../domain/signing.js';
-import { checkTargetUrl } from '../../dispatch/address-guard.js';
+import { checkTargetUrl } from '../../outbound/address-guard.js';
 import { getEndpoint, insertEndpoint, listEndpointsQuery, updateEndpoint, type EndpointRow } from '../../store/endpoints-store.js';
 import { paginate } from '../../store/pagination.js';
 import type { ApiContext } from '../context.js';

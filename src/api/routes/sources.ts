@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { notFound, ValidationError } from '../../domain/errors.js';
-import { checkTargetUrl } from '../../dispatch/address-guard.js';
+import { checkTargetUrl } from '../../outbound/address-guard.js';
 import { getAdapter } from '../../inbound/adapters/index.js';
 import { paginate } from '../../store/pagination.js';
 import { deleteSource, findSource, insertSource, listSourcesQuery, rowToSource, updateSource, type SourceRow } from '../../store/sources-store.js';

@@ -62,7 +62,7 @@ export function shardConcurrency(total: number, shards: number): number[] {
  * puts a delivery straight in flight for a free slot of this process (the live path: no Redis), or a
  * BullMQ job claims a queued one. Both count against `WORKER_CONCURRENCY`.
  *
- * Work admitted to Redis is spread over `QUEUE_SHARDS` job queues (src/dispatch/job-queue.ts), and every
+ * Work admitted to Redis is spread over `QUEUE_SHARDS` job queues (src/outbound/job-queue.ts), and every
  * worker process runs one BullMQ worker per shard.
  */
 export class Dispatcher {
