@@ -7,7 +7,7 @@
  * expects (and by the attempt number for results), so a late or repeated call changes nothing.
  */
 import type { Knex } from 'knex';
-import type { DeadLetterReason, Trigger } from '../../domain/delivery-status.js';
+import type { AttemptOutcome, DeadLetterReason, Trigger } from '../../domain/delivery-status.js';
 import { newId } from '../../domain/ids.js';
 import { run, statement } from '../../infra/sql.js';
 import { claimedColumns, rowToClaimed, type ClaimedDelivery } from './claimed.js';
@@ -49,7 +49,7 @@ export interface AttemptRecord {
   startedAt: Date;
   durationMs: number;
   statusCode: number | null;
-  outcome: 'success' | 'retry' | 'terminal';
+  outcome: AttemptOutcome;
   errorClass: string | null;
   errorMessage: string | null;
   responseExcerpt: string | null;
@@ -60,6 +60,7 @@ export interface AttemptRecord {
     | { status: 'dead'; reason: DeadLetterReason };
   /** Counts toward the circuit breaker and the auto-disable window. */
   endpointFailure: boolean;
+  /** Why the endpoint is to be disabled (410 Gone): endpoint health does it before this is recorded. */
   disableEndpoint?: string;
 }
 
