@@ -4,12 +4,12 @@
 -- recorded starts the endpoint's next delivery itself, whatever the outcome, when next_due (the
 -- one rule admission uses too) says the endpoint has room.
 --
--- Inputs:  p_endpoint_id; p_slots, how many slots are free for it; p_threshold (circuit);
---          p_lease_ms, the lease of the in-flight attempt.
+-- Inputs:  p_endpoint_ids and p_slots, parallel: each endpoint once, with how many of its slots
+--          are free to go on; p_threshold (circuit); p_lease_ms, the lease of the in-flight attempt.
 -- Outputs: each handed delivery with what its attempt needs (src/delivery/sql/claimed.ts).
 -- Effects: deliveries pending -> in_flight, attempt_count + 1, lease_until.
 -- Locks:   the picked deliveries' rows (next_due).
-CREATE OR REPLACE FUNCTION hand_off(p_endpoint_id text, p_slots integer, p_threshold integer, p_lease_ms integer)
+CREATE OR REPLACE FUNCTION hand_off(p_endpoint_ids text[], p_slots integer[], p_threshold integer, p_lease_ms integer)
 RETURNS TABLE (
   id text, tenant_id text, status text, attempt_count integer, attempt_base integer,
   replayed_at timestamptz, next_trigger text, deadline_at timestamptz, succeeded_at timestamptz,
@@ -25,7 +25,8 @@ BEGIN
     UPDATE deliveries d
        SET status = 'in_flight', attempt_count = d.attempt_count + 1,
            lease_until = now() + make_interval(secs => p_lease_ms / 1000.0), updated_at = now()
-      FROM next_due(p_endpoint_id, p_slots, p_threshold, true) n, events ev, endpoints ep
+      FROM unnest(p_endpoint_ids, p_slots) AS s(endpoint_id, slots)
+           CROSS JOIN LATERAL next_due(s.endpoint_id, s.slots, p_threshold, true) n, events ev, endpoints ep
      WHERE d.id = n.delivery_id AND ev.id = d.event_id AND ep.id = d.endpoint_id
     RETURNING d.id, d.tenant_id, d.status, d.attempt_count, d.attempt_base, d.replayed_at, d.next_trigger,
               d.deadline_at, d.succeeded_at, ev.id, ev.type, ev.created_at, ev.body,

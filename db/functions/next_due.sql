@@ -26,18 +26,20 @@ CREATE OR REPLACE FUNCTION next_due(p_endpoint_id text, p_want integer, p_thresh
 RETURNS TABLE (delivery_id text, endpoint_rank bigint, busy integer, max_concurrency integer, tokens double precision)
 LANGUAGE plpgsql VOLATILE ROWS 5 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 DECLARE
-  e endpoints%ROWTYPE;
+  e record;
   v_busy integer;
   v_tokens double precision;
   v_free integer;
 BEGIN
-  SELECT * INTO e FROM endpoints WHERE endpoints.id = p_endpoint_id;
+  SELECT ep.status, ep.deleted_at, ep.circuit_open_until, ep.consecutive_failures, ep.max_concurrency, ep.ordering,
+         ep.rate_limit_per_second, ep.rate_tokens, ep.rate_tokens_at,
+         (SELECT count(*)::int FROM delivery_queue a WHERE a.endpoint_id = ep.id AND a.status IN ('queued', 'in_flight')) AS busy
+    INTO e FROM endpoints ep WHERE ep.id = p_endpoint_id;
   IF NOT FOUND OR e.status <> 'active' OR e.deleted_at IS NOT NULL OR COALESCE(e.circuit_open_until > now(), false)
      OR (p_hand_off AND e.rate_limit_per_second IS NOT NULL) THEN
     RETURN;
   END IF;
-  SELECT count(*)::int INTO v_busy FROM delivery_queue a
-   WHERE a.endpoint_id = p_endpoint_id AND a.status IN ('queued', 'in_flight');
+  v_busy := e.busy;
   IF e.rate_limit_per_second IS NOT NULL THEN
     v_tokens := LEAST(e.rate_limit_per_second::float8,
                       COALESCE(e.rate_tokens, e.rate_limit_per_second)

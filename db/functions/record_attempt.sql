@@ -48,7 +48,7 @@ BEGIN
           p_outcome, p_error_class, p_error_message, p_response_excerpt, p_next_at);
   PERFORM endpoint_health_after_attempts(ARRAY[p_endpoint_id], p_failure, p_threshold, p_cooldown_seconds);
   IF p_hand_off_lease_ms IS NOT NULL THEN
-    RETURN QUERY SELECT true, h.* FROM hand_off(p_endpoint_id, 1, p_threshold, p_hand_off_lease_ms) h;
+    RETURN QUERY SELECT true, h.* FROM hand_off(ARRAY[p_endpoint_id], ARRAY[1], p_threshold, p_hand_off_lease_ms) h;
     IF FOUND THEN
       RETURN;
     END IF;

@@ -1,8 +1,8 @@
 -- record_successes: several slots' successes in one call (group commit), each recorded exactly as
 -- record_attempt records one: the same guard against late results, the circuit closed
 -- (endpoint_health_after_attempts), and the hand-off. An endpoint with k applied successes whose
--- slots want to go on hands on up to k deliveries in one hand_off call, so two slots are never
--- given the same delivery.
+-- slots want to go on hands on up to k deliveries, all endpoints in one hand_off call, so two
+-- slots are never given the same delivery.
 --
 -- Its commit does not wait for the WAL flush (synchronous_commit off for this transaction only):
 -- a success that a crash of PostgreSQL loses leaves its delivery in flight, and the lease sends it
@@ -32,7 +32,6 @@ LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
   v_done integer[];
-  v_slot record;
 BEGIN
   PERFORM set_config('synchronous_commit', 'off', true);
   WITH input AS (
@@ -63,10 +62,11 @@ BEGIN
     RETURN;
   END IF;
   PERFORM endpoint_health_after_attempts(ARRAY(SELECT DISTINCT p_endpoint_ids[k] FROM unnest(v_done) k), false, p_threshold, 0);
-  FOR v_slot IN
-    SELECT p_endpoint_ids[k] AS endpoint_id, count(*)::integer AS slots
-      FROM unnest(v_done) k WHERE p_hand_offs[k] GROUP BY 1 ORDER BY 1
-  LOOP
-    RETURN QUERY SELECT NULL::integer[], h.* FROM hand_off(v_slot.endpoint_id, v_slot.slots, p_threshold, p_lease_ms) h;
-  END LOOP;
+  RETURN QUERY
+    SELECT NULL::integer[], h.*
+      FROM (SELECT array_agg(w.endpoint_id ORDER BY w.endpoint_id) AS ids, array_agg(w.slots ORDER BY w.endpoint_id) AS slots
+              FROM (SELECT p_endpoint_ids[k] AS endpoint_id, count(*)::integer AS slots
+                      FROM unnest(v_done) k WHERE p_hand_offs[k] GROUP BY 1) w) want
+           CROSS JOIN LATERAL hand_off(want.ids, want.slots, p_threshold, p_lease_ms) h
+     WHERE want.ids IS NOT NULL;
 END $$;
