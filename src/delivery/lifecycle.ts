@@ -158,14 +158,15 @@ export class DeliveryLifecycle {
    */
   async sweep() {
     const window = this.limits.autoDisableAfterSeconds;
-    const r = { ...(await sweep(this.db, this.limits)), failingEndpoints: await warnFailing(this.db, window) };
-    const disabledEndpoints = await disableFailing(this.db, window);
+    const swept = await sweep(this.db, this.limits);
+    const failingEndpoints = await warnFailing(this.db, window);
+    const r = { ...swept, failingEndpoints, disabledEndpoints: await disableFailing(this.db, window) };
     if (r.deadMaxAge) this.effects.deadLettered('max_age', r.deadMaxAge);
     if (r.deadMaxAttempts) this.effects.deadLettered('max_attempts', r.deadMaxAttempts);
     if (r.deadDisabled) this.effects.deadLettered('endpoint_disabled', r.deadDisabled);
     if (r.deadDeleted) this.effects.deadLettered('endpoint_deleted', r.deadDeleted);
     if (r.requeued || r.lostInFlight) this.effects.newWork();
-    return { ...r, disabledEndpoints };
+    return r;
   }
 
   /** Keeps delivery_queue quick to walk (see sql/mirror-vacuum.ts); true when this call vacuumed. */
