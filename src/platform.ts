@@ -11,7 +11,7 @@ import { SecretBox } from './domain/secret-box.js';
 import { Dispatcher } from './outbound/dispatcher.js';
 import { createDeliveryClient, type DeliveryClient, type LookupFn } from './outbound/http-client.js';
 import { IntakeService } from './inbound/intake-service.js';
-import { emitDeliveriesDead, emitEndpointDisabled } from './ops/platform-events.js';
+import { emitDeliveriesDead, emitEndpointDisabled, emitEndpointFailing } from './ops/platform-events.js';
 import { Reconciler } from './ops/reconciler.js';
 import { Retention } from './ops/retention.js';
 import { coalesced } from './infra/coalesce.js';
@@ -127,6 +127,7 @@ function buildLifecycle(config: Config, db: Knex, newWork: () => void): Delivery
     deadLettered: (reason, count) => metrics.deadLettered.inc({ reason }, count),
     announceDead: (ids) => emitDeliveriesDead(db, ids, maxAge),
     announceEndpointDisabled: (endpoint) => emitEndpointDisabled(db, endpoint, maxAge),
+    announceEndpointFailing: (endpoint) => emitEndpointFailing(db, endpoint, maxAge),
     newWork,
   };
   return new DeliveryLifecycle(db, effects, {

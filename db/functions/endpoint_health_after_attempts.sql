@@ -3,14 +3,17 @@
 -- The circuit's one writer. A failure that counts against the endpoint (record_attempt decides
 -- which do, from the failure matrix in src/domain/retry-policy.ts) adds one to
 -- consecutive_failures and starts the failure streak; the failure that reaches p_threshold opens
--- the circuit for p_cooldown_seconds. A success closes it and ends the streak. Readers: next_due
+-- the circuit for p_cooldown_seconds. A success closes it and ends the streak, clearing the level
+-- of warning announced for it (failure_warned_percent, raised by the sweep's warnFailing in
+-- src/delivery/endpoint-health.ts), so the next streak is warned from 50 % again. Readers: next_due
 -- (open: nothing starts; half-open, i.e. the cooldown passed with the failures not cleared: one
 -- probe at a time) and src/domain/circuit.ts (the state as the API shows it).
 --
 -- Inputs:  p_endpoint_ids (each endpoint once), p_failure, p_threshold, p_cooldown_seconds.
 -- Outputs: none.
--- Effects: endpoints.consecutive_failures, failing_since, circuit_open_until. A success on a
---          healthy endpoint writes nothing, so the hot path makes no dead row versions.
+-- Effects: endpoints.consecutive_failures, failing_since, failure_warned_percent,
+--          circuit_open_until. A success on a healthy endpoint writes nothing, so the hot path
+--          makes no dead row versions.
 -- Locks:   the endpoints' rows, in id order (an index scan over = ANY sorts its keys), so two
 --          batches of results never deadlock on them.
 CREATE OR REPLACE FUNCTION endpoint_health_after_attempts(
@@ -21,6 +24,7 @@ BEGIN
   UPDATE endpoints e SET
     consecutive_failures = CASE WHEN p_failure THEN e.consecutive_failures + 1 ELSE 0 END,
     failing_since = CASE WHEN p_failure THEN COALESCE(e.failing_since, now()) ELSE NULL END,
+    failure_warned_percent = CASE WHEN p_failure THEN e.failure_warned_percent ELSE NULL END,
     circuit_open_until = CASE WHEN p_failure AND e.consecutive_failures + 1 >= p_threshold
                               THEN now() + make_interval(secs => p_cooldown_seconds) ELSE NULL END
    WHERE e.id = ANY(p_endpoint_ids)

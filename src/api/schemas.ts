@@ -129,6 +129,16 @@ export const circuitSchema = z
     consecutiveFailures: z.number(),
   })
   .meta({ id: 'Circuit' });
+export const endpointHealthSchema = z
+  .object({
+    failingSince: z.string().nullable().describe('When the current failure streak began (its first failed attempt); null while healthy'),
+    warnedThreshold: z
+      .number()
+      .nullable()
+      .describe('The highest share of AUTO_DISABLE_AFTER_SECONDS announced as platform.endpoint.failing in this streak (0.5, 0.75, 0.9); null before the first'),
+    autoDisableAt: z.string().nullable().describe('When the endpoint is disabled unless a delivery succeeds first; null while healthy'),
+  })
+  .meta({ id: 'EndpointHealth' });
 export const effectiveRetryPolicySchema = z
   .object({
     maxAttempts: z.number(),
@@ -155,6 +165,7 @@ export const endpointSchema = z
     createdAt: z.string(),
     updatedAt: z.string(),
     circuit: circuitSchema,
+    health: endpointHealthSchema,
     effectiveRetryPolicy: effectiveRetryPolicySchema,
     secret: z.string().optional().describe('Only on creation'),
   })

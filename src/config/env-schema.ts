@@ -72,7 +72,7 @@ export const envSchema = z.object({
   SHARE_VIA_REDIS: z.enum(['auto', 'always']).default('auto'),
   CIRCUIT_FAILURE_THRESHOLD: int(1).default(10),
   CIRCUIT_COOLDOWN_SECONDS: int(1).default(30),
-  AUTO_DISABLE_AFTER_SECONDS: int(60).default(432_000),
+  AUTO_DISABLE_AFTER_SECONDS: int(1).default(432_000),
   SWEEP_INTERVAL_MS: int(50).default(1_000),
   QUEUED_LEASE_SECONDS: int(1).default(10),
   RECONCILE_INTERVAL_SECONDS: int(1).default(60),

@@ -7,6 +7,8 @@
  *                      is recorded, so no slot hands anything on to it afterwards
  *   failing too long   `disableFailing`: the sweep disables endpoints whose failure streak has lasted
  *                      longer than AUTO_DISABLE_AFTER_SECONDS
+ *   warnings           `warnFailing`: before that, the sweep raises `failure_warned_percent` as the
+ *                      streak passes 50, 75 and 90 % of the window (a success clears it with the streak)
  *   the tenant         `setStatus`, inside the endpoint update's transaction, which audits it
  *
  * A disable by the platform writes its `endpoint.auto_disabled` audit entry in the same transaction,
@@ -14,6 +16,7 @@
  * `platform.endpoint.disabled`.
  */
 import type { Knex } from 'knex';
+import { FAILURE_WARNING_PERCENTS, thresholdsToAnnounce } from '../domain/failure-warnings.js';
 import { recordAudit } from '../store/audit-store.js';
 
 export type EndpointStatus = 'active' | 'disabled';
@@ -29,7 +32,7 @@ const systemActor = { type: 'system', id: null } as const;
 /** The columns a status change writes. An endpoint enabled again starts with a closed circuit. */
 function statusColumns(trx: Knex.Transaction, to: EndpointStatus, reason: string | null): Record<string, unknown> {
   const columns: Record<string, unknown> = { status: to, disabled_reason: to === 'disabled' ? reason : null, updated_at: trx.fn.now() };
-  if (to === 'active') Object.assign(columns, { consecutive_failures: 0, failing_since: null, circuit_open_until: null });
+  if (to === 'active') Object.assign(columns, { consecutive_failures: 0, failing_since: null, failure_warned_percent: null, circuit_open_until: null });
   return columns;
 }
 
@@ -84,4 +87,68 @@ export async function disableFailing(db: Knex, autoDisableAfterSeconds: number):
     }
     return disabled;
   });
+}
+
+/** An endpoint whose failure streak passed warning thresholds, with what `platform.endpoint.failing` says. */
+export interface FailingEndpoint {
+  id: string;
+  tenantId: string;
+  failingSince: Date;
+  /** Shares of the window newly passed, in order (0.5, 0.75, 0.9): one event each. */
+  thresholds: number[];
+  /** The error of the endpoint's most recently failed delivery; already sanitized when recorded. */
+  lastError: string | null;
+}
+
+/**
+ * Raises the warned level of every active endpoint whose streak passed a threshold it was not warned
+ * at, and answers what to announce. Several sweepers run at once: the row lock (SKIP LOCKED) and the
+ * re-checked condition on `failure_warned_percent` let exactly one of them raise a level and return it.
+ */
+export async function warnFailing(db: Knex, autoDisableAfterSeconds: number): Promise<FailingEndpoint[]> {
+  return db.transaction(async (trx) => {
+    const { rows } = await trx.raw<{ rows: Array<{ id: string; tenant_id: string; failing_since: Date; warned: number | null; reached: number }> }>(
+      `WITH due AS (
+         SELECT e.id, e.failure_warned_percent AS warned,
+                (SELECT max(p) FROM unnest(:percents::smallint[]) p
+                  WHERE e.failing_since <= now() - make_interval(secs => :window::float8 * p / 100)) AS reached
+           FROM endpoints e
+          WHERE e.status = 'active' AND e.deleted_at IS NULL
+            AND e.failing_since <= now() - make_interval(secs => :window::float8 * :lowest / 100)
+            AND COALESCE(e.failure_warned_percent, 0) < :highest
+            FOR UPDATE OF e SKIP LOCKED)
+       UPDATE endpoints e SET failure_warned_percent = due.reached
+         FROM due
+        WHERE e.id = due.id AND due.reached > COALESCE(due.warned, 0)
+          AND e.failure_warned_percent IS NOT DISTINCT FROM due.warned
+       RETURNING e.id, e.tenant_id, e.failing_since, due.warned, due.reached`,
+      { percents: [...FAILURE_WARNING_PERCENTS], window: autoDisableAfterSeconds, lowest: FAILURE_WARNING_PERCENTS[0], highest: FAILURE_WARNING_PERCENTS.at(-1)! },
+    );
+    const warned: FailingEndpoint[] = [];
+    for (const r of rows) {
+      warned.push({
+        id: r.id,
+        tenantId: r.tenant_id,
+        failingSince: r.failing_since,
+        thresholds: thresholdsToAnnounce(r.warned, r.reached),
+        lastError: await lastErrorSince(trx, r.id, r.failing_since),
+      });
+    }
+    return warned;
+  });
+}
+
+/**
+ * The last error of the endpoint's most recently failed delivery in this streak: `deliveries.last_error`,
+ * which holds fixed texts and status codes only (the HTTP client never keeps an error's own message,
+ * which could carry URLs or headers). Asked at most once per warning, so a few per streak.
+ */
+async function lastErrorSince(trx: Knex.Transaction, endpointId: string, since: Date): Promise<string | null> {
+  const row: { last_error: string } | undefined = await trx('deliveries')
+    .where({ endpoint_id: endpointId })
+    .whereNotNull('last_error')
+    .where('updated_at', '>=', since)
+    .orderBy('updated_at', 'desc')
+    .first('last_error');
+  return row?.last_error ?? null;
 }

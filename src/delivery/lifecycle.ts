@@ -39,7 +39,7 @@ import { deleteEndpoint } from '../store/endpoints-store.js';
 import type { FanOutResult } from '../domain/fan-out.js';
 import { replayDelivery, startBulkReplay, type ReplayFilter, type ReplayPacing } from '../store/replays-store.js';
 import type { TenantScope } from '../store/tenant-scope.js';
-import { disableFailing, disableGone, type DisabledEndpoint } from './endpoint-health.js';
+import { disableFailing, disableGone, warnFailing, type DisabledEndpoint, type FailingEndpoint } from './endpoint-health.js';
 import { admitDue, type AdmissionLimits, type AdmissionRound, type LocalClaims } from './sql/admit.js';
 import { claimDelivery, recordAttempt, recordSuccesses, type AttemptRecord, type HealthLimits, type Recorded, type SuccessItem } from './sql/attempts.js';
 import type { ClaimedDelivery } from './sql/claimed.js';
@@ -55,6 +55,8 @@ export interface LifecycleEffects {
   announceDead(deliveryIds: string[]): Promise<FanOutResult>;
   /** An operational event for an endpoint the platform disabled; what its fan-out created. */
   announceEndpointDisabled(endpoint: DisabledEndpoint): Promise<FanOutResult>;
+  /** Operational events for an endpoint's failure streak passing warning thresholds; what their fan-out created. */
+  announceEndpointFailing(endpoint: FailingEndpoint): Promise<FanOutResult>;
   /** New pending work exists: admission should run. */
   newWork(): void;
 }
@@ -139,17 +141,26 @@ export class DeliveryLifecycle {
   }
 
   /**
-   * Operational events after a dead letter or a disable has committed. Best effort: the dead
-   * delivery itself is already recorded and visible, so a failure here is left to the caller to log.
+   * Operational events after a dead letter, a failure warning or a disable has committed. Best
+   * effort: the change itself is already recorded and visible, so a failure here is left to the
+   * caller to log. Warnings go before disables, so a subscriber reads a streak's story in order.
    */
-  async announce(deadIds: string[], disabled: DisabledEndpoint[]): Promise<void> {
+  async announce(deadIds: string[], disabled: DisabledEndpoint[], failing: FailingEndpoint[] = []): Promise<void> {
     if (deadIds.length > 0) this.fannedOut(await this.effects.announceDead(deadIds));
+    for (const ep of failing) this.fannedOut(await this.effects.announceEndpointFailing(ep));
     for (const ep of disabled) this.fannedOut(await this.effects.announceEndpointDisabled(ep));
   }
 
-  /** Takes back lost leases and dead-letters what can no longer be delivered; returns what it did. */
+  /**
+   * Takes back lost leases, dead-letters what can no longer be delivered, warns about and disables
+   * endpoints failing too long; returns what it did. Warnings are raised before the disable, so an
+   * endpoint first seen past its whole window is still warned at every threshold, then disabled.
+   */
   async sweep() {
-    const r = { ...(await sweep(this.db, this.limits)), disabledEndpoints: await disableFailing(this.db, this.limits.autoDisableAfterSeconds) };
+    const window = this.limits.autoDisableAfterSeconds;
+    const swept = await sweep(this.db, this.limits);
+    const failingEndpoints = await warnFailing(this.db, window);
+    const r = { ...swept, failingEndpoints, disabledEndpoints: await disableFailing(this.db, window) };
     if (r.deadMaxAge) this.effects.deadLettered('max_age', r.deadMaxAge);
     if (r.deadMaxAttempts) this.effects.deadLettered('max_attempts', r.deadMaxAttempts);
     if (r.deadDisabled) this.effects.deadLettered('endpoint_disabled', r.deadDisabled);

@@ -5,7 +5,11 @@ import type { FanOutResult } from '../domain/fan-out.js';
 import { deadDeliveriesToReport, hasSubscriber } from '../store/platform-events-store.js';
 import { TenantScope } from '../store/tenant-scope.js';
 
-export const platformEventTypes = { endpointDisabled: 'platform.endpoint.disabled', deliveryDead: 'platform.delivery.dead' } as const;
+export const platformEventTypes = {
+  endpointDisabled: 'platform.endpoint.disabled',
+  endpointFailing: 'platform.endpoint.failing',
+  deliveryDead: 'platform.delivery.dead',
+} as const;
 
 const system = { type: 'system', id: null } as const;
 
@@ -32,6 +36,27 @@ export async function emitEndpointDisabled(db: Knex, endpoint: { id: string; ten
     { endpointId: endpoint.id, reason: endpoint.reason },
     defaultMaxAgeSeconds,
   );
+}
+
+/**
+ * One `platform.endpoint.failing` per threshold the streak newly passed, in order. The key names the
+ * streak (its start) and the threshold, so each is one event however often it is emitted.
+ */
+export async function emitEndpointFailing(
+  db: Knex,
+  endpoint: { id: string; tenantId: string; failingSince: Date; thresholds: number[]; lastError: string | null },
+  defaultMaxAgeSeconds: number,
+): Promise<FanOutResult> {
+  const total = { ...nothing };
+  const failingSince = endpoint.failingSince.toISOString();
+  for (const threshold of endpoint.thresholds) {
+    const key = `${platformEventTypes.endpointFailing}:${endpoint.id}:${failingSince}:${threshold}`;
+    const data = { endpointId: endpoint.id, threshold, failingSince, lastError: endpoint.lastError };
+    const r = await emit(db, endpoint.tenantId, platformEventTypes.endpointFailing, key, data, defaultMaxAgeSeconds);
+    total.pending += r.pending;
+    total.deadDisabled += r.deadDisabled;
+  }
+  return total;
 }
 
 /**

@@ -206,11 +206,9 @@ export class Dispatcher {
       if (r.requeued || r.lostInFlight) {
         this.deps.logger.info({ requeued: r.requeued, lostInFlight: r.lostInFlight }, 'took back work lost by Redis or a worker');
       }
+      for (const ep of r.failingEndpoints) this.deps.logger.info({ endpointId: ep.id, thresholds: ep.thresholds }, 'endpoint failing: warned');
       for (const ep of r.disabledEndpoints) this.deps.logger.warn({ endpointId: ep.id }, 'endpoint auto-disabled');
-      await this.deps.lifecycle.announce(
-        r.deadIds,
-        r.disabledEndpoints,
-      );
+      await this.deps.lifecycle.announce(r.deadIds, r.disabledEndpoints, r.failingEndpoints);
     } catch (err) {
       this.deps.logger.warn({ err }, 'sweep failed; will retry');
     }

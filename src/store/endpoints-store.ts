@@ -22,6 +22,8 @@ export interface EndpointRow {
   previous_secret_expires_at: Date | null;
   consecutive_failures: number;
   circuit_open_until: Date | null;
+  failing_since: Date | null;
+  failure_warned_percent: number | null;
   created_at: Date;
   updated_at: Date;
   deleted_at: Date | null;

@@ -21,9 +21,9 @@ export function watchAnnouncements(platform: Platform): AnnouncementWatch {
   const sweep = lifecycle.sweep.bind(lifecycle);
   const done = new Set<string>();
   let sweepsStarted = 0;
-  lifecycle.announce = async (deadIds, disabled) => {
+  lifecycle.announce = async (deadIds, ...rest) => {
     try {
-      await announce(deadIds, disabled);
+      await announce(deadIds, ...rest);
     } finally {
       for (const id of deadIds) done.add(id);
     }

@@ -6,12 +6,14 @@ import { useLoad } from '../use-load.js';
 
 const endpointLimit = 100;
 
-/** The landing page: how each endpoint did over the last 24 hours, open circuits, dead letters. */
+/** The landing page: how each endpoint did over the last 24 hours, failure warnings, open circuits, dead letters. */
 export function OverviewPage({ client }: PageProps) {
   const [endpoints] = useLoad(() => client.GET('/v1/endpoints', { params: { query: { limit: endpointLimit } } }), [client]);
   const [dead] = useLoad(() => client.GET('/v1/dead-letters/summary'), [client]);
   const deadByEndpoint = new Map(dead.state === 'ok' ? dead.value.byEndpoint.map((e) => [e.endpointId, e.count]) : []);
   const open = endpoints.state === 'ok' ? endpoints.value.data.filter((e) => e.circuit.state !== 'closed') : [];
+  // Warned (platform.endpoint.failing) and still active: the ones the platform will disable unless a delivery succeeds.
+  const warned = endpoints.state === 'ok' ? endpoints.value.data.filter((e) => e.status === 'active' && e.health.warnedThreshold !== null) : [];
 
   return (
     <>
@@ -21,12 +23,29 @@ export function OverviewPage({ client }: PageProps) {
           <span class="figure-value">{dead.state === 'ok' ? dead.value.total : '…'}</span>
           {dead.state === 'ok' && dead.value.total > 0 ? <a href={href('deliveries', '', { status: 'dead' })}>Dead letters</a> : 'Dead letters'}
         </li>
+        <li data-figure="failing-endpoints">
+          <span class="figure-value">{endpoints.state === 'ok' ? warned.length : '…'}</span>
+          Failing endpoints
+        </li>
         <li data-figure="open-circuits">
           <span class="figure-value">{endpoints.state === 'ok' ? open.length : '…'}</span>
           Open circuits
         </li>
       </ul>
       {dead.state === 'failed' && <p role="alert">Dead letters could not be counted: {dead.message}</p>}
+      {warned.length > 0 && (
+        <section aria-labelledby="failing-endpoints">
+          <h2 id="failing-endpoints">Endpoints failing towards an automatic disable</h2>
+          <p>No delivery to these has succeeded for a while. Unless one does, the platform disables them at the time shown.</p>
+          <ul>
+            {warned.map((e) => (
+              <li key={e.id} data-failing-endpoint={e.id}>
+                <a href={href('endpoint', e.id)} class="url">{e.url}</a> — <FailureWarning health={e.health} />
+              </li>
+            ))}
+          </ul>
+        </section>
+      )}
       {open.length > 0 && (
         <section aria-labelledby="open-circuits">
           <h2 id="open-circuits">Endpoints with an open circuit</h2>
@@ -56,6 +75,16 @@ export function OverviewPage({ client }: PageProps) {
       )}
       {endpoints.state === 'ok' && endpoints.value.nextCursor && <p>Showing the first {endpointLimit} endpoints; the others are on the <a href={href('endpoints')}>Endpoints page</a>.</p>}
     </>
+  );
+}
+
+function FailureWarning({ health }: { health: Endpoint['health'] }) {
+  const share = Math.round((health.warnedThreshold ?? 0) * 100);
+  return (
+    <span class="open-circuit">
+      failing since {new Date(health.failingSince!).toLocaleString()}, past {share} % of the time allowed; disabled at{' '}
+      {new Date(health.autoDisableAt!).toLocaleString()}
+    </span>
   );
 }
 

@@ -1,5 +1,6 @@
 import type { Config } from '../../config/index.js';
 import { circuitView } from '../../domain/circuit.js';
+import { healthView } from '../../domain/failure-warnings.js';
 import { resolvePolicy } from '../../domain/retry-policy.js';
 import { rowToEndpoint, type EndpointRow } from '../../store/endpoints-store.js';
 
@@ -8,11 +9,12 @@ export function effectiveRetryPolicy(config: Config, row: EndpointRow) {
   return { ...resolvePolicy(config.retry, row.retry_policy), attemptTimeoutMs: config.attemptTimeoutMs };
 }
 
-/** What dispatch obeys now, beside what the tenant configured: the circuit and the merged policy. */
+/** What dispatch obeys now, beside what the tenant configured: the circuit, the failure streak and the merged policy. */
 export function presentEndpoint(config: Config, row: EndpointRow, now = new Date()) {
   return {
     ...rowToEndpoint(row),
     circuit: circuitView({ consecutiveFailures: row.consecutive_failures, openUntil: row.circuit_open_until }, config.circuitFailureThreshold, now),
+    health: healthView({ failingSince: row.failing_since, warnedPercent: row.failure_warned_percent }, config.autoDisableAfterSeconds),
     effectiveRetryPolicy: effectiveRetryPolicy(config, row),
   };
 }
