@@ -2,7 +2,11 @@ import { z } from 'zod';
 import { eventTypeFilterPattern } from '../domain/event-types.js';
 import { CIRCUIT_STATES } from '../domain/circuit.js';
 import { ATTEMPT_OUTCOMES, DEAD_LETTER_REASONS, DELIVERY_STATUSES, FINAL_STATUSES, TRIGGERS, WAIT_REASONS } from '../domain/delivery-status.js';
+import { endpointHeaderProblems, MASKED_HEADER_VALUE, MAX_ENDPOINT_HEADERS, MAX_HEADER_VALUE_BYTES } from '../domain/endpoint-headers.js';
 import { ENDPOINT_STATUSES, ORDERINGS } from '../domain/endpoints.js';
+import type { Problem } from '../domain/errors.js';
+import { compileEventFilter } from '../domain/event-filter.js';
+import { toExactJson } from '../domain/exact-json.js';
 import { INTAKE_OUTCOMES } from '../domain/events.js';
 import { REPLAY_STATUSES } from '../domain/replays.js';
 import { SOURCE_TYPES } from '../domain/sources.js';
@@ -99,6 +103,24 @@ export const retryPolicySchema = z.strictObject({
   // Bounded by RETENTION_DAYS too, checked by the route (it is configuration).
   maxEventAgeSeconds: z.number().int().min(1).max(315_360_000).optional(),
 });
+/** Problems found by a domain rule, as issues at their paths under the field (`headers.X-Key`). */
+function addProblems(ctx: z.RefinementCtx, field: string, problems: Problem[]): void {
+  for (const p of problems) ctx.addIssue({ code: 'custom', message: p.message, path: p.path === field ? [] : [p.path.slice(field.length + 1)] });
+}
+const endpointHeaders = z
+  .record(z.string(), z.unknown())
+  .superRefine((headers, ctx) => addProblems(ctx, 'headers', endpointHeaderProblems(headers)))
+  .transform((headers) => headers as Record<string, string>)
+  .nullable()
+  .describe(`The endpoint's own request headers, sent on every attempt: at most ${MAX_ENDPOINT_HEADERS}, values up to ${MAX_HEADER_VALUE_BYTES} bytes; names the platform sets (webhook-*, content-type, host, ...) are refused. Replaced whole on PATCH; null or {} removes them.`);
+const eventFilter = z
+  .record(z.string(), z.unknown())
+  .superRefine((filter, ctx) => {
+    const compiled = compileEventFilter(toExactJson(filter));
+    if (!compiled.ok) addProblems(ctx, 'filter', compiled.problems);
+  })
+  .nullable()
+  .describe('Only events matching this filter over type and data are delivered (see docs/api.md); null removes it');
 const endpointFields = {
   url: z.string().max(2048),
   eventTypes: z.array(eventTypeFilter).max(100),
@@ -107,6 +129,8 @@ const endpointFields = {
   rateLimitPerSecond: z.number().int().min(1).max(100_000).nullable(),
   retryPolicy: retryPolicySchema,
   ordering: z.enum(ORDERINGS).meta({ id: 'Ordering' }),
+  headers: endpointHeaders,
+  filter: eventFilter,
 };
 export const createEndpointBody = z.strictObject({
   url: endpointFields.url,
@@ -116,6 +140,8 @@ export const createEndpointBody = z.strictObject({
   rateLimitPerSecond: endpointFields.rateLimitPerSecond.optional(),
   retryPolicy: endpointFields.retryPolicy.optional(),
   ordering: endpointFields.ordering.optional(),
+  headers: endpointFields.headers.optional(),
+  filter: endpointFields.filter.optional(),
 });
 // Every field is optional on PATCH (only what is sent changes), but an empty change is refused.
 export const patchEndpointBody = createEndpointBody
@@ -152,6 +178,8 @@ export const endpointSchema = z
     rateLimitPerSecond: z.number().nullable(),
     retryPolicy: retryPolicySchema,
     ordering: endpointFields.ordering,
+    headers: z.record(z.string(), z.string()).describe(`Every header name, each value shown as ${MASKED_HEADER_VALUE}`),
+    filter: z.record(z.string(), z.unknown()).nullable().describe('As written, numbers digit for digit'),
     createdAt: z.string(),
     updatedAt: z.string(),
     circuit: circuitSchema,
