@@ -57,6 +57,5 @@ export class EndpointHeaders {
 
 /** The worker's cache, reading each endpoint through its tenant's scope. */
 export function endpointHeadersFrom(platformDb: Knex, box: SecretBox): EndpointHeaders {
-  const system = { type: 'system', id: null } as const;
-  return new EndpointHeaders({ box, read: (tenantId, id) => readSealedHeaders(new TenantScope(platformDb, tenantId, system), id) });
+  return new EndpointHeaders({ box, read: (tenantId, id) => readSealedHeaders(TenantScope.forSystem(platformDb, tenantId), id) });
 }
