@@ -2,14 +2,12 @@ import { z } from 'zod';
 import { eventTypeFilterPattern } from '../domain/event-types.js';
 import { CIRCUIT_STATES } from '../domain/circuit.js';
 import { ATTEMPT_OUTCOMES, DEAD_LETTER_REASONS, DELIVERY_STATUSES, FINAL_STATUSES, TRIGGERS, WAIT_REASONS } from '../domain/delivery-status.js';
-import { endpointHeaderProblems, MASKED_HEADER_VALUE, MAX_ENDPOINT_HEADERS, MAX_HEADER_VALUE_BYTES } from '../domain/endpoint-headers.js';
+import { MASKED_HEADER_VALUE } from '../domain/endpoint-headers.js';
 import { ENDPOINT_STATUSES, ORDERINGS } from '../domain/endpoints.js';
-import type { Problem } from '../domain/errors.js';
-import { compileEventFilter } from '../domain/event-filter.js';
-import { toExactJson } from '../domain/exact-json.js';
 import { INTAKE_OUTCOMES } from '../domain/events.js';
 import { REPLAY_STATUSES } from '../domain/replays.js';
 import { SOURCE_TYPES } from '../domain/sources.js';
+import { endpointHeaders, eventFilter } from './endpoint-schemas.js';
 
 export const errorSchema = z
   .object({
@@ -103,24 +101,6 @@ export const retryPolicySchema = z.strictObject({
   // Bounded by RETENTION_DAYS too, checked by the route (it is configuration).
   maxEventAgeSeconds: z.number().int().min(1).max(315_360_000).optional(),
 });
-/** Problems found by a domain rule, as issues at their paths under the field (`headers.X-Key`). */
-function addProblems(ctx: z.RefinementCtx, field: string, problems: Problem[]): void {
-  for (const p of problems) ctx.addIssue({ code: 'custom', message: p.message, path: p.path === field ? [] : [p.path.slice(field.length + 1)] });
-}
-const endpointHeaders = z
-  .record(z.string(), z.unknown())
-  .superRefine((headers, ctx) => addProblems(ctx, 'headers', endpointHeaderProblems(headers)))
-  .transform((headers) => headers as Record<string, string>)
-  .nullable()
-  .describe(`The endpoint's own request headers, sent on every attempt: at most ${MAX_ENDPOINT_HEADERS}, values up to ${MAX_HEADER_VALUE_BYTES} bytes; names the platform sets (webhook-*, content-type, host, ...) are refused. Replaced whole on PATCH; null or {} removes them.`);
-const eventFilter = z
-  .record(z.string(), z.unknown())
-  .superRefine((filter, ctx) => {
-    const compiled = compileEventFilter(toExactJson(filter));
-    if (!compiled.ok) addProblems(ctx, 'filter', compiled.problems);
-  })
-  .nullable()
-  .describe('Only events matching this filter over type and data are delivered (see docs/api.md); null removes it');
 const endpointFields = {
   url: z.string().max(2048),
   eventTypes: z.array(eventTypeFilter).max(100),
