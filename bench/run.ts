@@ -114,7 +114,7 @@ async function main(): Promise<number> {
     const scenarios: Record<ScenarioName, () => Promise<void>> = {
       intake: async () => {
         const r = await runIntake(ctx);
-        results.intake = { rps: r.rps, floorRps: r.floorRps, ratio: r.ratio, p99MsHalfLoad: r.p99MsHalfLoad };
+        results.intake = { rps: r.rps, floorRps: r.floorRps, ratio: r.ratio, p99MsHalfLoad: r.p99MsHalfLoad, filteredRatio: r.filteredRatio };
         details.intake = r.details;
       },
       dispatch: async () => {

@@ -9,6 +9,7 @@ import { checkSecretsKey } from './store/secrets-key-check.js';
 import { DeliveryLifecycle, type LifecycleEffects } from './delivery/index.js';
 import { SecretBox } from './domain/secret-box.js';
 import { Dispatcher } from './outbound/dispatcher.js';
+import { endpointHeadersFrom } from './outbound/endpoint-headers.js';
 import { createDeliveryClient, type DeliveryClient, type LookupFn } from './outbound/http-client.js';
 import { IntakeService } from './inbound/intake-service.js';
 import { emitDeliveriesDead, emitEndpointDisabled, emitEndpointFailing } from './ops/platform-events.js';
@@ -70,7 +71,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   const announceWork = coalesced(() => redis.publish(wakeChannel, '1'));
   const lifecycle = buildLifecycle(config, db, () => (dispatcher ? dispatcher.wake() : announceWork()));
   let subscriber: RedisClient | undefined;
-  if (role !== 'api') ({ dispatcher, subscriber } = buildDispatcher(opts, { lifecycle, box, logger, prefix, wakeChannel }));
+  if (role !== 'api') ({ dispatcher, subscriber } = buildDispatcher(opts, { db, lifecycle, box, logger, prefix, wakeChannel }));
 
   const maxAge = config.retry.maxEventAgeSeconds;
   const intake = new IntakeService({ db, box, defaultMaxAgeSeconds: maxAge, batching: config.intakeBatching, fannedOut: (r) => lifecycle.fannedOut(r) });
@@ -146,13 +147,14 @@ function buildLifecycle(config: Config, db: Knex, newWork: () => void): Delivery
  */
 function buildDispatcher(
   opts: PlatformOptions,
-  parts: { lifecycle: DeliveryLifecycle; box: SecretBox; logger: Logger; prefix: string; wakeChannel: string },
+  parts: { db: Knex; lifecycle: DeliveryLifecycle; box: SecretBox; logger: Logger; prefix: string; wakeChannel: string },
 ): { dispatcher: Dispatcher; subscriber?: RedisClient } {
   const { config, role } = opts;
-  const { lifecycle, box, logger, prefix, wakeChannel } = parts;
+  const { db, lifecycle, box, logger, prefix, wakeChannel } = parts;
   const connection = connectRedis(config, 'worker');
   connection.on('error', (err) => logger.debug({ err }, 'redis queue connection error'));
-  const dispatcher = new Dispatcher({ config, lifecycle, box, logger, connection, queuePrefix: prefix, lookup: opts.lookup });
+  const endpointHeaders = endpointHeadersFrom(db, box);
+  const dispatcher = new Dispatcher({ config, lifecycle, box, logger, connection, queuePrefix: prefix, lookup: opts.lookup, endpointHeaders });
   if (role !== 'worker') return { dispatcher };
   // API processes announce new work here; polling covers any announcement that is lost. A
   // cluster client subscribes on one node and moves to another when that node goes away.

@@ -48,6 +48,21 @@ export async function createTenant(platform: PlatformProcess, adminToken: string
   return { id: tenant.id, apiKey: tenant.apiKey, endpointIds, ...(source && { source }) };
 }
 
+/**
+ * Endpoints with a content filter, one per URL. The filter is JSON text sent as written, since
+ * its numbers may have more digits than JSON.stringify keeps.
+ */
+export async function createFilteredEndpoints(platform: PlatformProcess, apiKey: string, urls: string[], filterText: string): Promise<void> {
+  for (const url of urls) {
+    const res = await fetch(`${platform.url}/v1/endpoints`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+      body: `{"url": ${JSON.stringify(url)}, "filter": ${filterText}}`,
+    });
+    if (res.status !== 201) throw new Error(`POST /v1/endpoints answered ${res.status}: ${await res.text()}`);
+  }
+}
+
 export async function createSource(platform: PlatformProcess, apiKey: string, name: string): Promise<SignedSource> {
   const src = await call<{ id: string; secret: string }>(platform.url, apiKey, 'POST', '/v1/sources', { type: 'momo-automation', name });
   return { id: src.id, secret: src.secret, subscription: `sub_${name}` };

@@ -71,6 +71,8 @@ export const benchConfig = {
     warmupSeconds: int('BENCH_INTAKE_WARMUP_SECONDS', 3),
     seconds: int('BENCH_INTAKE_SECONDS', 15),
     halfLoadSeconds: int('BENCH_INTAKE_HALF_LOAD_SECONDS', 15),
+    /** Filtered endpoints each tenant gains for `intake.filteredRatio`. */
+    filteredEndpoints: int('BENCH_INTAKE_FILTERED_ENDPOINTS', 100),
   },
   dispatch: {
     backlog: int('BENCH_DISPATCH_BACKLOG', 100_000),

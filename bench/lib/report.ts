@@ -2,7 +2,7 @@ import { scenarioNames, type ScenarioName } from './config.js';
 
 /** The published shape of bench/results/latest.json: numbers only, nothing else. */
 export interface LatestJson {
-  intake: { rps: number; floorRps: number; ratio: number; p99MsHalfLoad: number };
+  intake: { rps: number; floorRps: number; ratio: number; p99MsHalfLoad: number; filteredRatio: number };
   dispatch: { rps: number; floorRps: number; ratio: number };
   isolation: { ratio: number };
   latency: { p50Ms: number; p99Ms: number };
@@ -34,6 +34,7 @@ export function summaryRows(r: Partial<LatestJson>): Row[] {
   if (r.intake) {
     rows.push({ measure: 'intake rps (callbacks/s)', value: fmt(r.intake.rps), floor: fmt(r.intake.floorRps), target: '', met: undefined });
     rows.push({ measure: 'intake ratio', value: fmt(r.intake.ratio, 3), floor: '', target: '≥ 0.5', met: check(r.intake.ratio, (v) => v >= 0.5) });
+    rows.push({ measure: 'intake filtered ratio (vs unfiltered)', value: fmt(r.intake.filteredRatio, 3), floor: '', target: '', met: undefined });
     rows.push({ measure: 'intake p99 ms at half load', value: fmt(r.intake.p99MsHalfLoad, 1), floor: '', target: '≤ 20', met: check(r.intake.p99MsHalfLoad, (v) => v <= 20) });
   }
   if (r.dispatch) {

@@ -1,4 +1,4 @@
-import { createTenant } from '../lib/api.js';
+import { createFilteredEndpoints, createTenant } from '../lib/api.js';
 import { freePort, repoRoot, spawnTs, waitForHttp } from '../lib/children.js';
 import { resetState, startMeasured, type BenchContext } from '../lib/context.js';
 import { countRows } from '../lib/database.js';
@@ -17,8 +17,17 @@ export interface IntakeResult {
   floorRps: number;
   ratio: number;
   p99MsHalfLoad: number;
+  /** Maximum rate once every tenant also has `filteredEndpoints` endpoints with a content filter, over the rate without. */
+  filteredRatio: number;
   details: Record<string, unknown>;
 }
+
+/**
+ * The filter of intake.filteredRatio's endpoints: a big-integer comparison and a list, over fields
+ * the bench's payloads lack, so fan-out parses every event and evaluates every filter, and no
+ * filtered endpoint gets a delivery (the row counts below stay two per event).
+ */
+const benchFilter = '{"data.amount": {"$gte": 12345678901234567890}, "data.country": {"$in": ["VN", "TH"]}}';
 
 /**
  * Hands out pre-generated signed callbacks (distinct event ids), so signing costs the load
@@ -64,12 +73,15 @@ export async function runIntake(ctx: BenchContext): Promise<IntakeResult> {
   let stalls: ReturnType<typeof stallReport> | undefined;
   let half;
   let warm;
+  let filteredWarm;
+  let filtered;
   let lateSigned = 0;
   let cpu: Record<string, number>;
   let perCallback: Record<string, number>;
   let pgActivity: ReturnType<PgSampler['stop']> | undefined;
   try {
     const sources: SignedSource[] = [];
+    const apiKeys: string[] = [];
     for (let t = 0; t < cfg.tenants; t++) {
       const tenant = await createTenant(api, ctx.settings.adminToken, {
         name: `intake-${t}`,
@@ -77,6 +89,7 @@ export async function runIntake(ctx: BenchContext): Promise<IntakeResult> {
         source: true,
       });
       sources.push(tenant.source!);
+      apiKeys.push(tenant.apiKey);
     }
     // Generous pools: 6,000 callbacks per second of run time outruns what 2 cores can take.
     const warmFeed = new Feed(sources, 6_000 * cfg.warmupSeconds, payloadBytes, 0);
@@ -107,7 +120,16 @@ export async function runIntake(ctx: BenchContext): Promise<IntakeResult> {
       stalls = stallReport(timeline, latenciesMs.map((ms, i) => ({ at: startedAt + (i * 1000) / rate, ms })));
       ctx.log(`intake: ${stalls.episodes.length} slow spans (> ${stalls.slowMs} ms) at half load; disk probe fsync p99 ${stalls.diskProbe.p99Ms} ms, max ${stalls.diskProbe.maxMs} ms`);
     }
-    lateSigned = warmFeed.lateSigned + maxFeed.lateSigned + halfFeed.lateSigned;
+    ctx.log(`intake: ${cfg.filteredEndpoints} filtered endpoints per tenant, then the maximum rate again`);
+    for (const [t, apiKey] of apiKeys.entries()) {
+      const urls = Array.from({ length: cfg.filteredEndpoints }, (_, i) => ctx.receiver.okUrl(2, `t${t}/f${i}`));
+      await createFilteredEndpoints(api, apiKey, urls, benchFilter);
+    }
+    const filteredWarmFeed = new Feed(sources, 6_000 * cfg.warmupSeconds, payloadBytes, 3_000_000);
+    filteredWarm = await closedLoop(api.url, filteredWarmFeed.next, cfg.connections, cfg.warmupSeconds);
+    const filteredFeed = new Feed(sources, 6_000 * cfg.seconds, payloadBytes, 4_000_000);
+    filtered = await closedLoop(api.url, filteredFeed.next, cfg.connections, cfg.seconds);
+    lateSigned = warmFeed.lateSigned + maxFeed.lateSigned + halfFeed.lateSigned + filteredWarmFeed.lateSigned + filteredFeed.lateSigned;
   } finally {
     await api.stop();
   }
@@ -116,8 +138,8 @@ export async function runIntake(ctx: BenchContext): Promise<IntakeResult> {
   // deliveries, or the number above measured something other than the full path. autocannon drops
   // the requests still in flight when its time is up (at most one per connection per run); the
   // platform may still have committed those, so they may add to the rows but never be missing.
-  const answered = warm.ok + max.ok + half.ok;
-  const unanswered = 2 * cfg.connections;
+  const answered = warm.ok + max.ok + half.ok + filteredWarm.ok + filtered.ok;
+  const unanswered = 4 * cfg.connections;
   const events = await countRows(ctx.db, "SELECT count(*) AS n FROM events WHERE origin = 'callback'");
   const receipts = await countRows(ctx.db, "SELECT count(*) AS n FROM receipts WHERE outcome = 'accepted'");
   const deliveries = await countRows(ctx.db, "SELECT count(*) AS n FROM deliveries WHERE status = 'pending'");
@@ -133,6 +155,7 @@ export async function runIntake(ctx: BenchContext): Promise<IntakeResult> {
     floorRps: round(floor.rps),
     ratio: round(max.rps / floor.rps, 3),
     p99MsHalfLoad: round(p99(halfLatencies), 2),
+    filteredRatio: round(filtered.rps / max.rps, 3),
     details: {
       connections: cfg.connections,
       seconds: cfg.seconds,
@@ -151,6 +174,7 @@ export async function runIntake(ctx: BenchContext): Promise<IntakeResult> {
         p99Ms: round(p99(halfLatencies), 2),
         maxMs: round(Math.max(...halfLatencies), 2),
       },
+      filtered: { endpointsPerTenant: cfg.filteredEndpoints, filter: benchFilter, rps: round(filtered.rps), ok: filtered.ok, failed: filtered.failed, p50Ms: filtered.p50Ms, p99Ms: filtered.p99Ms },
       floor,
       ...(pgActivity && { pgActivity }),
       ...(stalls && { stalls }),

@@ -1,6 +1,9 @@
 -- fan_out_targets: the endpoints an event goes to.
 --
 -- Inputs:  p_tenant_id, p_type  the event's tenant and type.
+--          p_body       the event as stored ({id, type, timestamp, messageId, data}), which an
+--                       endpoint's content filter (filter_path) is matched against; parsed only
+--                       when the tenant has an endpoint with a filter. NULL: filters not applied.
 -- Outputs: one fan_out_target (endpoint_id, active, per_message, max_age_seconds) per endpoint of
 --          the tenant, not deleted, whose filter matches the type, ordered by endpoint id: the
 --          order in which callers hand out their delivery ids.
@@ -12,7 +15,10 @@
 -- exactly or by an `x.*` prefix. Disabled endpoints are included: they get a dead delivery
 -- (see fan_out_write). Planned generically with sequential scans priced out, so its one plan is the
 -- endpoints_tenant index whatever the statistics say about how endpoints spread over tenants.
-CREATE OR REPLACE FUNCTION fan_out_targets(p_tenant_id text, p_type text)
+--
+-- This file holds two signatures: (text, text) is the one of release 0.1.0, kept for its callers
+-- while a deploy rolls, and applies no content filter; it goes in the next release.
+CREATE OR REPLACE FUNCTION fan_out_targets(p_tenant_id text, p_type text, p_body text)
 RETURNS fan_out_target[]
 LANGUAGE plpgsql
 STABLE
@@ -29,6 +35,17 @@ BEGIN
        AND ((cardinality(e.event_types) = 0 AND NOT starts_with(p_type, 'platform.'))
             OR p_type = ANY(e.event_types)
             OR EXISTS (SELECT 1 FROM unnest(e.event_types) f WHERE right(f, 2) = '.*' AND starts_with(p_type, left(f, -1))))
+
+       -- The body is parsed once (an InitPlan, run on first use), and only when a filter asks.
+       AND (e.filter_path IS NULL OR p_body IS NULL OR jsonb_path_match((SELECT p_body::jsonb), e.filter_path))
   );
 END
+$function$;
+
+CREATE OR REPLACE FUNCTION fan_out_targets(p_tenant_id text, p_type text)
+RETURNS fan_out_target[]
+LANGUAGE sql
+STABLE
+AS $function$
+  SELECT fan_out_targets(p_tenant_id, p_type, NULL)
 $function$;

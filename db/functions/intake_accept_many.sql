@@ -69,7 +69,7 @@ BEGIN
     event_id := NULL;
 
     -- Read before anything is written, so that too few ids can be answered without writing.
-    v_targets := fan_out_targets(x."tenantId", x.type);
+    v_targets := fan_out_targets(x."tenantId", x.type, x.body);
     endpoint_count := cardinality(v_targets);
     IF endpoint_count > cardinality(x."deliveryIds") THEN
       outcome := 'need_ids';

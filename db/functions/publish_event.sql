@@ -49,7 +49,7 @@ SET plan_cache_mode = force_generic_plan
 AS $function$
 DECLARE
   -- Read before anything is written, so that too few ids can be answered without writing.
-  v_targets fan_out_target[] := fan_out_targets(p_tenant_id, p_type);
+  v_targets fan_out_target[] := fan_out_targets(p_tenant_id, p_type, p_body);
   v_event events%ROWTYPE;
   v_claimed text;
 BEGIN

@@ -2,10 +2,12 @@ import { z } from 'zod';
 import { eventTypeFilterPattern } from '../domain/event-types.js';
 import { CIRCUIT_STATES } from '../domain/circuit.js';
 import { ATTEMPT_OUTCOMES, DEAD_LETTER_REASONS, DELIVERY_STATUSES, FINAL_STATUSES, TRIGGERS, WAIT_REASONS } from '../domain/delivery-status.js';
+import { MASKED_HEADER_VALUE } from '../domain/endpoint-headers.js';
 import { ENDPOINT_STATUSES, ORDERINGS } from '../domain/endpoints.js';
 import { INTAKE_OUTCOMES } from '../domain/events.js';
 import { REPLAY_STATUSES } from '../domain/replays.js';
 import { SOURCE_TYPES } from '../domain/sources.js';
+import { endpointHeaders, eventFilter } from './endpoint-schemas.js';
 
 export const errorSchema = z
   .object({
@@ -107,6 +109,8 @@ const endpointFields = {
   rateLimitPerSecond: z.number().int().min(1).max(100_000).nullable(),
   retryPolicy: retryPolicySchema,
   ordering: z.enum(ORDERINGS).meta({ id: 'Ordering' }),
+  headers: endpointHeaders,
+  filter: eventFilter,
 };
 export const createEndpointBody = z.strictObject({
   url: endpointFields.url,
@@ -116,6 +120,8 @@ export const createEndpointBody = z.strictObject({
   rateLimitPerSecond: endpointFields.rateLimitPerSecond.optional(),
   retryPolicy: endpointFields.retryPolicy.optional(),
   ordering: endpointFields.ordering.optional(),
+  headers: endpointFields.headers.optional(),
+  filter: endpointFields.filter.optional(),
 });
 // Every field is optional on PATCH (only what is sent changes), but an empty change is refused.
 export const patchEndpointBody = createEndpointBody
@@ -162,6 +168,8 @@ export const endpointSchema = z
     rateLimitPerSecond: z.number().nullable(),
     retryPolicy: retryPolicySchema,
     ordering: endpointFields.ordering,
+    headers: z.record(z.string(), z.string()).describe(`Every header name, each value shown as ${MASKED_HEADER_VALUE}`),
+    filter: z.record(z.string(), z.unknown()).nullable().describe('As written, numbers digit for digit'),
     createdAt: z.string(),
     updatedAt: z.string(),
     circuit: circuitSchema,

@@ -1,16 +1,20 @@
 import type { Logger } from 'pino';
+import { isPlatformHeader } from '../domain/endpoint-headers.js';
 import type { AttemptRecord, ClaimedDelivery, DeliveryLifecycle, Recorded, SuccessItem } from '../delivery/index.js';
 import { decide, resolvePolicy, type AttemptResult, type RetryPolicy } from '../domain/retry-policy.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import { signatureHeader } from '../domain/signing.js';
 import { metrics, statusClass } from '../metrics/registry.js';
 import { signingSecrets } from '../store/endpoints-store.js';
+import type { EndpointHeaders } from './endpoint-headers.js';
 import type { DeliveryClient } from './http-client.js';
 
 export interface DeliverDeps {
   lifecycle: DeliveryLifecycle;
   box: SecretBox;
   client: DeliveryClient;
+  /** The endpoints' own request headers; without it, attempts carry the platform's headers only. */
+  endpointHeaders?: EndpointHeaders;
   logger: Logger;
   defaults: RetryPolicy;
   /** Lease on an in-flight attempt: the attempt timeout plus a margin for recording the result. */
@@ -28,9 +32,14 @@ const maxHandOffs = 500;
 
 const userAgent = 'webhook-relay/1.0';
 
-/** The request headers of one attempt, following Standard Webhooks. */
-export function outboundHeaders(d: ClaimedDelivery, secrets: string[], timestampSec: number): Record<string, string> {
+/**
+ * The request headers of one attempt, following Standard Webhooks, after the endpoint's own
+ * (`own`). A platform header's name is refused on write; it is skipped here too, whatever its case,
+ * so that no stored value can ever replace or duplicate one.
+ */
+export function outboundHeaders(d: ClaimedDelivery, secrets: string[], timestampSec: number, own: Record<string, string> = {}): Record<string, string> {
   return {
+    ...Object.fromEntries(Object.entries(own).filter(([name]) => !isPlatformHeader(name))),
     'content-type': 'application/json',
     'user-agent': userAgent,
     'webhook-id': d.event_id,
@@ -74,9 +83,10 @@ async function attemptClaimed(deps: DeliverDeps, claimed: ClaimedDelivery, mayHa
   const ep = claimed.endpoint;
   const startedAt = now();
   const timestampSec = Math.floor(startedAt.getTime() / 1000);
+  const own = deps.endpointHeaders ? await deps.endpointHeaders.of(claimed.tenant_id, ep.id) : {};
   const result = await deps.client.send({
     url: ep.url,
-    headers: outboundHeaders(claimed, signingSecrets(deps.box, ep, startedAt), timestampSec),
+    headers: outboundHeaders(claimed, signingSecrets(deps.box, ep, startedAt), timestampSec, own),
     body: claimed.body,
   });
   const outcome: AttemptResult = result.outcome;

@@ -8,6 +8,7 @@ import { mayBeOneRowsFault } from '../infra/db.js';
 import type { RedisClient } from '../infra/redis.js';
 import { AdmissionLoop } from './admission-loop.js';
 import { deliverQueued, runSlot, type DeliverDeps } from './deliver.js';
+import type { EndpointHeaders } from './endpoint-headers.js';
 import { createDeliveryClient, type DeliveryClient, type LookupFn } from './http-client.js';
 import { createJobQueue, deliveryJobId, jobQueueName, shardOf, shardPrefixes, type DeliveryJob } from './job-queue.js';
 
@@ -16,6 +17,8 @@ export interface DispatcherDeps {
   lifecycle: DeliveryLifecycle;
   box: SecretBox;
   logger: Logger;
+  /** The endpoints' own request headers, added to every attempt. */
+  endpointHeaders?: EndpointHeaders;
   /** The job queues' and workers' Redis connection (role `worker`); the dispatcher closes it when it stops. */
   connection: RedisClient;
   /** Separates job queues of parallel test runs sharing one Redis (default: QUEUE_PREFIX). */
@@ -127,6 +130,7 @@ export class Dispatcher {
       lifecycle,
       box: deps.box,
       client: this.client,
+      endpointHeaders: deps.endpointHeaders,
       logger: deps.logger,
       defaults: config.retry,
       inFlightLeaseMs: this.inFlightLeaseMs,

@@ -27,6 +27,11 @@ export interface EndpointRow {
   created_at: Date;
   updated_at: Date;
   deleted_at: Date | null;
+  /** The endpoint's own request headers, a JSON object sealed with the SecretBox (bound to the id). */
+  headers_enc: string | null;
+  /** The content filter as the tenant wrote it, and compiled (src/domain/event-filter.ts). */
+  filter: string | null;
+  filter_path: string | null;
 }
 
 export interface EndpointInput {
@@ -38,6 +43,25 @@ export interface EndpointInput {
   retryPolicy?: Record<string, number | undefined>;
   ordering?: 'none' | 'per-message';
   status?: 'active' | 'disabled';
+  /** Replaces every header; null or {} removes them. Validated (src/domain/endpoint-headers.ts). */
+  headers?: Record<string, string> | null;
+  /** The filter's text and its compiled jsonpath; null removes it. */
+  filter?: { text: string; path: string } | null;
+}
+
+/** The sealed form of a headers object, or null for none. */
+function sealHeaders(box: SecretBox, id: string, headers: Record<string, string> | null | undefined): string | null {
+  return headers && Object.keys(headers).length > 0 ? box.seal(JSON.stringify(headers), id) : null;
+}
+
+/** The sealed headers of an endpoint, deleted or not: the worker reads them for its attempts. */
+export async function readSealedHeaders(scope: TenantScope, id: string): Promise<Pick<EndpointRow, 'id' | 'headers_enc'> | undefined> {
+  return scope.from('endpoints').where('endpoints.id', id).first('endpoints.id', 'endpoints.headers_enc');
+}
+
+/** The endpoint's own request headers, opened. */
+export function openHeaders(box: SecretBox, row: Pick<EndpointRow, 'id' | 'headers_enc'>): Record<string, string> {
+  return row.headers_enc === null ? {} : (JSON.parse(box.open(row.headers_enc, row.id)) as Record<string, string>);
 }
 
 /** How long a rotated-out secret keeps signing beside the new one. */
@@ -90,6 +114,9 @@ export async function insertEndpoint(
         retry_policy: JSON.stringify(input.retryPolicy ?? {}),
         ordering: input.ordering ?? 'none',
         secret_enc: box.seal(secret, id),
+        headers_enc: sealHeaders(box, id, input.headers),
+        filter: input.filter?.text ?? null,
+        filter_path: input.filter?.path ?? null,
       })
       .returning('*');
     await audit(s, { action: 'endpoint.created', targetType: 'endpoint', targetId: id, details: { url: input.url } });
@@ -97,10 +124,14 @@ export async function insertEndpoint(
   });
 }
 
-/** An endpoint column's value for the audit log: dates as ISO text. (URLs never carry credentials: they are refused.) */
-const auditValue = (value: unknown): unknown => (value instanceof Date ? value.toISOString() : value);
+/**
+ * An endpoint column's value for the audit log: dates as ISO text, and the sealed headers as only
+ * whether there are any. (URLs never carry credentials: they are refused.)
+ */
+const auditValue = (column: string, value: unknown): unknown =>
+  column === 'headers_enc' ? value !== null : value instanceof Date ? value.toISOString() : value;
 
-export async function updateEndpoint(scope: TenantScope, id: string, input: EndpointInput): Promise<EndpointRow | undefined> {
+export async function updateEndpoint(scope: TenantScope, box: SecretBox, id: string, input: EndpointInput): Promise<EndpointRow | undefined> {
   return scope.transactionWithPlatformDb(async (s, trx) => {
     const current: EndpointRow | undefined = await live(s).where('endpoints.id', id).forUpdate().first();
     if (!current) return undefined;
@@ -112,6 +143,11 @@ export async function updateEndpoint(scope: TenantScope, id: string, input: Endp
     if (input.rateLimitPerSecond !== undefined) changes.rate_limit_per_second = input.rateLimitPerSecond;
     if (input.retryPolicy !== undefined) changes.retry_policy = JSON.stringify(input.retryPolicy);
     if (input.ordering !== undefined) changes.ordering = input.ordering;
+    if (input.headers !== undefined) changes.headers_enc = sealHeaders(box, id, input.headers);
+    if (input.filter !== undefined) {
+      changes.filter = input.filter?.text ?? null;
+      changes.filter_path = input.filter?.path ?? null;
+    }
     const statusChanged = input.status !== undefined && input.status !== current.status;
     // The status is endpoint health's to write (src/delivery/endpoint-health.ts); the audit entry is this update's.
     if (statusChanged) await setEndpointStatus(trx, id, input.status!, 'disabled by the tenant');
@@ -119,7 +155,7 @@ export async function updateEndpoint(scope: TenantScope, id: string, input: Endp
     const { updated_at: _, ...fields } = changes;
     const changed = { ...fields, ...(statusChanged && { status: true, disabled_reason: true }) };
     // Read from the rows, not the request, so values are as stored (retry_policy as an object, not its JSON text).
-    const valuesIn = (source: Record<string, unknown>) => Object.fromEntries(Object.keys(changed).map((column) => [column, auditValue(source[column])]));
+    const valuesIn = (source: Record<string, unknown>) => Object.fromEntries(Object.keys(changed).map((column) => [column, auditValue(column, source[column])]));
     const before = valuesIn(current as unknown as Record<string, unknown>);
     const after = valuesIn(row as Record<string, unknown>);
     await recordAudit(trx, {

@@ -235,6 +235,11 @@ export class TenantScope {
     return new TenantScope(platformDb, tenantId, { type: 'admin', id: null });
   }
 
+  /** The scope the platform's own jobs read in for one tenant (a worker reading an endpoint's settings). */
+  static forSystem(platformDb: Knex, tenantId: string): TenantScope {
+    return new TenantScope(platformDb, tenantId, { type: 'system', id: null });
+  }
+
   /** Runs `work` in one transaction with a scope bound to it. */
   transaction<T>(work: (scope: TenantScope) => Promise<T>): Promise<T> {
     return this.#db.transaction((trx) => work(new TenantScope(trx, this.tenantId, this.actor, this.session)));

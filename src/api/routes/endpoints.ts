@@ -1,11 +1,15 @@
+import type { Request } from 'express';
 import { z } from 'zod';
 import { notFound, ValidationError } from '../../domain/errors.js';
+import { compileEventFilter } from '../../domain/event-filter.js';
+import { parseExactJson } from '../../domain/exact-json.js';
 import { maxAgeProblem } from '../../domain/retention.js';
 import { generateWebhookSecret } from '../../domain/signing.js';
 import { checkTargetUrl } from '../../outbound/address-guard.js';
 import { getEndpoint, insertEndpoint, listEndpointsQuery, updateEndpoint, type EndpointRow } from '../../store/endpoints-store.js';
 import { paginate } from '../../store/pagination.js';
 import type { ApiContext } from '../context.js';
+import { rawJsonMember } from '../json-body.js';
 import type { ApiRoutes } from '../route.js';
 import { createEndpointBody, endpointSchema, idParams, page, pageQuery, patchEndpointBody } from '../schemas.js';
 import { endpointInsightRoutes } from './endpoint-insight.js';
@@ -31,7 +35,15 @@ function endpointCrudRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     const problem = policy?.maxEventAgeSeconds === undefined ? undefined : maxAgeProblem(policy.maxEventAgeSeconds, ctx.config.retention);
     if (problem) throw new ValidationError([{ path: 'retryPolicy.maxEventAgeSeconds', message: problem }]);
   };
-  const present = (row: EndpointRow) => presentEndpoint(ctx.config, row);
+  const present = (row: EndpointRow) => presentEndpoint(ctx.config, ctx.box, row);
+  // Validated by the schema as parsed; compiled from the text as written, so its numbers keep every digit.
+  const exactFilter = (req: Request, filter: unknown) => {
+    if (filter === undefined || filter === null) return filter;
+    const text = rawJsonMember(req, 'filter').text;
+    const compiled = compileEventFilter(parseExactJson(text));
+    if (!compiled.ok) throw new ValidationError(compiled.problems);
+    return { text, path: compiled.path };
+  };
   const tag = 'endpoints';
 
   routes.add(
@@ -46,10 +58,11 @@ function endpointCrudRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       body: createEndpointBody,
       success: { status: 201, description: 'Created', schema: endpointSchema },
     },
-    async ({ body, scope }) => {
+    async ({ req, body, scope }) => {
       withinRetention(body.retryPolicy);
       const secret = generateWebhookSecret();
-      const row = await insertEndpoint(scope, ctx.box, { ...body, url: validUrl(body.url) }, secret, ctx.config.endpointMaxConcurrency);
+      const input = { ...body, url: validUrl(body.url), filter: exactFilter(req, body.filter) };
+      const row = await insertEndpoint(scope, ctx.box, input, secret, ctx.config.endpointMaxConcurrency);
       return { status: 201, body: { ...present(row), secret } };
     },
   );
@@ -103,9 +116,10 @@ function endpointCrudRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       success: { status: 200, description: 'The updated endpoint', schema: endpointSchema },
       errors: [404],
     },
-    async ({ params, body, scope }) => {
+    async ({ req, params, body, scope }) => {
       withinRetention(body.retryPolicy ?? undefined);
-      const row = await updateEndpoint(scope, params.id, { ...body, url: body.url === undefined ? undefined : validUrl(body.url) });
+      const input = { ...body, url: body.url === undefined ? undefined : validUrl(body.url), filter: exactFilter(req, body.filter) };
+      const row = await updateEndpoint(scope, ctx.box, params.id, input);
       if (!row) throw notFound('endpoint');
       return { status: 200, body: present(row) };
     },
