@@ -4,7 +4,7 @@ import { CIRCUIT_STATES } from '../domain/circuit.js';
 import { ATTEMPT_OUTCOMES, DEAD_LETTER_REASONS, DELIVERY_STATUSES, FINAL_STATUSES, TRIGGERS, WAIT_REASONS } from '../domain/delivery-status.js';
 import { ENDPOINT_STATUSES, ORDERINGS } from '../domain/endpoints.js';
 import { INTAKE_OUTCOMES } from '../domain/events.js';
-import { REPLAY_STATUSES } from '../domain/replays.js';
+import { REPLAY_KINDS, REPLAY_STATUSES } from '../domain/replays.js';
 import { SOURCE_TYPES } from '../domain/sources.js';
 
 export const errorSchema = z
@@ -363,7 +363,7 @@ export const bulkReplayResult = z
   })
   .meta({ id: 'BulkReplayResult' });
 export const replayProgressSchema = z
-  .object({ id: z.string(), status: z.enum(REPLAY_STATUSES), total: z.number(), done: z.number(), failed: z.number(), reason: z.string(), filter: z.unknown(), createdAt: z.string() })
+  .object({ id: z.string(), kind: z.enum(REPLAY_KINDS).describe('A bulk replay, or a backfill of one endpoint'), status: z.enum(REPLAY_STATUSES), total: z.number(), done: z.number(), failed: z.number(), reason: z.string(), filter: z.unknown(), createdAt: z.string() })
   .meta({ id: 'ReplayProgress' });
 export const auditQuery = z.strictObject({
   ...pageQuery,
