@@ -3,6 +3,8 @@ import { expectError } from '../helpers/api.js';
 import { createEndpoint, publish } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
+import { createSource, expectOutcome, postCallback, sign } from '../helpers/intake.js';
+import { communication } from '../helpers/providers.js';
 import { completed } from '../helpers/replay.js';
 
 /**
@@ -148,6 +150,29 @@ describe('endpoint backfill', () => {
     expect(mine).toHaveLength(3);
     expect(mine.map((e: { reason: string }) => e.reason).sort()).toEqual(['new endpoint needs history', 'new endpoint needs history', 'once more']);
     expect(mine.map((e: { details: { count: number } }) => e.details.count).sort()).toEqual([0, 1, 3]);
+  });
+
+  it('leaves out stale events: fan-out forwarded them to nobody', async () => {
+    const c = await t.createTenant('stale');
+    const source = await createSource(c, 'momo-communication');
+    const messageId = `m-${Date.now()}`;
+    const delivered = expectOutcome(await postCallback(t, source.id, sign.communication(source.secret, communication.messageStatus(messageId, 'delivered'))), 'accepted');
+    const stale = expectOutcome(await postCallback(t, source.id, sign.communication(source.secret, communication.messageStatus(messageId, 'sent'))), 'stale');
+    const rx = await startReceiver();
+    try {
+      const ep = (await createEndpoint(c, { url: `${rx.url}/m`, ordering: 'per-message' })).id;
+      const dry = await backfill(c, ep, { dryRun: true });
+      expect(dry.body).toMatchObject({ total: 1, sample: [{ id: delivered.eventId, stale: false }] });
+      const res = await backfill(c, ep, {});
+      expect(res.body.total).toBe(1);
+      await completed(c, res.body.id);
+      expect([...rx.eventIds()]).toEqual([delivered.eventId]);
+      expect(rx.eventIds().has(stale.eventId)).toBe(false);
+      // Ordered per message as fan-out would have: the same key as the message's other deliveries.
+      expect(await t.platform.db('deliveries').where({ endpoint_id: ep }).pluck('order_key')).toEqual([`${source.id}:${messageId}`]);
+    } finally {
+      await rx.close();
+    }
   });
 
   it('refuses a disabled or deleted endpoint with 409', async () => {
