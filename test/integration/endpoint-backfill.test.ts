@@ -175,6 +175,22 @@ describe('endpoint backfill', () => {
     }
   });
 
+  it('a portal link needs manage, stays within its endpoints, and backfills only its event types', async () => {
+    const session = async (body: Record<string, unknown>) => {
+      const created = await a.call('POST', '/v1/portal-sessions', { body });
+      expect(created.status, created.text).toBe(201);
+      const ex = await t.call('POST', '/v1/portal-sessions/exchange', { body: { token: new URL(created.body.url).hash.replace(/^#token=/, '') } });
+      expect(ex.status, ex.text).toBe(200);
+      return { id: 'session', apiKey: '', call: (m, p, o) => t.call(m, p, { ...o, token: ex.body.sessionToken }) } as TestTenant;
+    };
+    const ep = (await createEndpoint(a, { url: `${rn.url}/portal`, eventTypes: ['order.*', 'invoice.*'] })).id;
+    expectError(await backfill(await session({ capabilities: ['read'] }), ep, { dryRun: true }), 403, 'forbidden');
+    expectError(await backfill(await session({ capabilities: ['read', 'manage'], endpointIds: [epE] }), ep, { dryRun: true }), 404, 'not_found');
+    const invoices = await backfill(await session({ capabilities: ['read', 'manage'], eventTypes: ['invoice.*'] }), ep, { dryRun: true });
+    expect(invoices.status, invoices.text).toBe(200);
+    expect(invoices.body).toMatchObject({ total: 1, sample: [{ id: ev.i1 }] });
+  });
+
   it('refuses a disabled or deleted endpoint with 409', async () => {
     const ep = (await createEndpoint(a, { url: `${rn.url}/gone` })).id;
     const disabled = await a.call('PATCH', `/v1/endpoints/${ep}`, { body: { status: 'disabled' } });
