@@ -24,6 +24,8 @@ describe('endpoint backfill', () => {
   let epN: string;
   let since: string;
   const ev: Record<string, string> = {};
+  /** REPLAY_MAX_LIMIT: the most events one backfill may take. */
+  const cap = 4;
 
   const backfill = (tenant: TestTenant, endpointId: string, body: Record<string, unknown>) =>
     tenant.call('POST', `/v1/endpoints/${endpointId}/backfill`, { body: { since, reason: 'new endpoint needs history', ...body } });
@@ -36,7 +38,7 @@ describe('endpoint backfill', () => {
   };
 
   beforeAll(async () => {
-    t = await startTestPlatform({ env: { REPLAY_RATE_PER_SECOND: '200' } });
+    t = await startTestPlatform({ env: { REPLAY_RATE_PER_SECOND: '200', REPLAY_MAX_LIMIT: String(cap) } });
     a = await t.createTenant('backfill');
     b = await t.createTenant('other');
     re = await startReceiver();
@@ -189,6 +191,30 @@ describe('endpoint backfill', () => {
     const invoices = await backfill(await session({ capabilities: ['read', 'manage'], eventTypes: ['invoice.*'] }), ep, { dryRun: true });
     expect(invoices.status, invoices.text).toBe(200);
     expect(invoices.body).toMatchObject({ total: 1, sample: [{ id: ev.i1 }] });
+  });
+
+  it('refuses more than REPLAY_MAX_LIMIT events and creates nothing; a narrower window or type list goes through', async () => {
+    const rx = await startReceiver();
+    try {
+      // An empty filter takes all six events: o1 o2 i1 p1 s1 o3.
+      const ep = (await createEndpoint(a, { url: `${rx.url}/all` })).id;
+      expect((await backfill(a, ep, { dryRun: true })).body.total).toBe(6);
+      const tooMany = await backfill(a, ep, {});
+      expectError(tooMany, 400, 'backfill_too_large');
+      expect(tooMany.body.error.details).toEqual([{ path: 'since', message: expect.stringContaining(`more than ${cap} events match`) }]);
+      expect(await deliveriesTo(ep)).toEqual([]);
+      const orders = await backfill(a, ep, { eventTypes: ['order.*'] });
+      expect(orders.status, orders.text).toBe(202);
+      expect(orders.body.total).toBe(4);
+      const rest = await backfill(a, ep, {});
+      expect(rest.body.total).toBe(2);
+      await completed(a, rest.body.id);
+      await completed(a, orders.body.id);
+      expect(rx.eventIds().size).toBe(6);
+      expect(rx.requests).toHaveLength(6);
+    } finally {
+      await rx.close();
+    }
   });
 
   it('refuses a disabled or deleted endpoint with 409', async () => {
