@@ -10,9 +10,8 @@
 -- Effects: none (STABLE).
 -- Locks:   none.
 --
--- An empty filter means every type except operational events (platform.*): a catch-all endpoint
--- never receives a type it did not know existed; those only reach endpoints that name them,
--- exactly or by an `x.*` prefix. Disabled endpoints are included: they get a dead delivery
+-- Whether a filter takes a type is endpoint_matches_type's rule (a backfill asks the same one).
+-- Disabled endpoints are included: they get a dead delivery
 -- (see fan_out_write). Planned generically with sequential scans priced out, so its one plan is the
 -- endpoints_tenant index whatever the statistics say about how endpoints spread over tenants.
 --
@@ -32,10 +31,7 @@ BEGIN
                     '{}')
       FROM endpoints e
      WHERE e.tenant_id = p_tenant_id AND e.deleted_at IS NULL
-       AND ((cardinality(e.event_types) = 0 AND NOT starts_with(p_type, 'platform.'))
-            OR p_type = ANY(e.event_types)
-            OR EXISTS (SELECT 1 FROM unnest(e.event_types) f WHERE right(f, 2) = '.*' AND starts_with(p_type, left(f, -1))))
-
+       AND endpoint_matches_type(e.event_types, p_type)
        -- The body is parsed once (an InitPlan, run on first use), and only when a filter asks.
        AND (e.filter_path IS NULL OR p_body IS NULL OR jsonb_path_match((SELECT p_body::jsonb), e.filter_path))
   );

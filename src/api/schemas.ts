@@ -5,7 +5,7 @@ import { ATTEMPT_OUTCOMES, DEAD_LETTER_REASONS, DELIVERY_STATUSES, FINAL_STATUSE
 import { MASKED_HEADER_VALUE } from '../domain/endpoint-headers.js';
 import { ENDPOINT_STATUSES, ORDERINGS } from '../domain/endpoints.js';
 import { INTAKE_OUTCOMES } from '../domain/events.js';
-import { REPLAY_STATUSES } from '../domain/replays.js';
+import { REPLAY_KINDS, REPLAY_STATUSES } from '../domain/replays.js';
 import { SOURCE_TYPES } from '../domain/sources.js';
 import { endpointHeaders, eventFilter } from './endpoint-schemas.js';
 
@@ -382,7 +382,7 @@ export const bulkReplayResult = z
   })
   .meta({ id: 'BulkReplayResult' });
 export const replayProgressSchema = z
-  .object({ id: z.string(), status: z.enum(REPLAY_STATUSES), total: z.number(), done: z.number(), failed: z.number(), reason: z.string(), filter: z.unknown(), createdAt: z.string() })
+  .object({ id: z.string(), kind: z.enum(REPLAY_KINDS).describe('A bulk replay, or a backfill of one endpoint'), status: z.enum(REPLAY_STATUSES), total: z.number(), done: z.number(), failed: z.number(), reason: z.string(), filter: z.unknown(), createdAt: z.string() })
   .meta({ id: 'ReplayProgress' });
 export const auditQuery = z.strictObject({
   ...pageQuery,

@@ -24,6 +24,7 @@
  *   sql/mirror-vacuum.ts keeps delivery_queue (the mirror of unfinished deliveries that every
  *                        step above reads to find rows; migration 20261201000024) quick to walk
  *   sql/operator.ts      endpoint deleted: waiting → dead; replay: dead | succeeded → pending
+ *   sql/backfill.ts      backfill: (none) → pending, paced, for past events an endpoint lacks
  *   fan-out              SQL functions `fan_out_write` and `fan_out_insert`, called by intake and
  *                        publishing: one pending delivery per matching endpoint, or a dead one
  *                        (`endpoint_disabled`) for a disabled endpoint
@@ -37,12 +38,14 @@ import type { DeadLetterReason } from '../domain/delivery-status.js';
 import { metrics } from '../metrics/registry.js';
 import { deleteEndpoint } from '../store/endpoints-store.js';
 import type { FanOutResult } from '../domain/fan-out.js';
+import { startBackfill, type BackfillPacing, type BackfillRequest } from '../store/backfill-store.js';
 import { replayDelivery, startBulkReplay, type ReplayFilter, type ReplayPacing } from '../store/replays-store.js';
 import type { TenantScope } from '../store/tenant-scope.js';
 import { disableFailing, disableGone, warnFailing, type DisabledEndpoint, type FailingEndpoint } from './endpoint-health.js';
 import { admitDue, type AdmissionLimits, type AdmissionRound, type LocalClaims } from './sql/admit.js';
 import { claimDelivery, recordAttempt, recordSuccesses, type AttemptRecord, type HealthLimits, type Recorded, type SuccessItem } from './sql/attempts.js';
 import type { ClaimedDelivery } from './sql/claimed.js';
+import { insertBackfillDeliveries } from './sql/backfill.js';
 import { deadLetterForDeletedEndpoint, restartDeliveriesPaced, restartDelivery } from './sql/operator.js';
 import { vacuumMirror } from './sql/mirror-vacuum.js';
 import { sweep, unqueue, type SweepLimits } from './sql/sweep.js';
@@ -97,6 +100,18 @@ export class DeliveryLifecycle {
   async startBulkReplay(scope: TenantScope, filter: ReplayFilter, reason: string, limit: number, pacing: ReplayPacing) {
     const started = await startBulkReplay(scope, filter, reason, limit, pacing, restartDeliveriesPaced);
     this.replayed('bulk', started.count);
+    return started;
+  }
+
+  /**
+   * Creates the deliveries an endpoint lacks for past events (see store/backfill-store.ts), paced
+   * like a bulk replay; answers the job to follow at GET /v1/replays/:id, or why not.
+   */
+  async backfill(scope: TenantScope, endpointId: string, request: BackfillRequest, pacing: BackfillPacing) {
+    const started = await startBackfill(scope, endpointId, request, pacing, (trx, rows) =>
+      insertBackfillDeliveries(trx, { ...rows, tenantId: scope.tenantId, ratePerSecond: pacing.ratePerSecond, defaultMaxAgeSeconds: pacing.defaultMaxAgeSeconds }),
+    );
+    if (typeof started !== 'string' && started.total > 0) this.effects.newWork();
     return started;
   }
 

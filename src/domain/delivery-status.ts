@@ -42,6 +42,7 @@ export type Trigger = (typeof TRIGGERS)[number];
  */
 export const TRANSITIONS = {
   fanOut: { from: null, to: ['pending', 'dead'] },
+  backfill: { from: null, to: ['pending'] },
   admit: { from: ['pending'], to: ['queued', 'in_flight'] },
   claim: { from: ['queued'], to: ['in_flight', 'dead'] },
   record: { from: ['in_flight'], to: ['succeeded', 'pending', 'dead'] },

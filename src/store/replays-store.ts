@@ -129,7 +129,7 @@ export async function startBulkReplay(
  * comparing done + failed with the total would leave such a replay "running" forever.
  */
 export async function replayProgress(scope: TenantScope, id: string) {
-  const replay: { id: string; total: number; reason: string; filter: unknown; created_at: Date } | undefined = await scope
+  const replay: { id: string; kind: string; total: number; reason: string; filter: unknown; created_at: Date } | undefined = await scope
     .from('replays')
     .where('replays.id', id)
     .first();
@@ -145,6 +145,7 @@ export async function replayProgress(scope: TenantScope, id: string) {
   const outstanding = UNFINISHED_STATUSES.reduce((n, status) => n + by(status), 0);
   return {
     id: replay.id,
+    kind: replay.kind,
     status: outstanding > 0 ? 'running' : 'completed',
     total: replay.total,
     done,

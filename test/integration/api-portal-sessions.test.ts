@@ -249,6 +249,7 @@ describe('portal sessions', () => {
       'get /v1/endpoints/{id}/secret', // in api-portal-manage.test.ts
       'post /v1/endpoints/{id}/test',
       'get /v1/endpoints/{id}/stats',
+      'post /v1/endpoints/{id}/backfill', // in endpoint-backfill.test.ts
       'get /v1/events',
       'get /v1/events/{id}',
       'get /v1/deliveries',

@@ -57,6 +57,11 @@ const idCases: Record<string, IdCase> = {
   'get /v1/endpoints/{id}/secret': { id: (a) => a.endpoint, ownerPath: (a) => `/v1/endpoints/${a.endpoint}` },
   'post /v1/endpoints/{id}/test': { id: (a) => a.endpoint, ownerPath: (a) => `/v1/deliveries?endpointId=${a.endpoint}`, body: {} },
   'get /v1/endpoints/{id}/stats': { id: (a) => a.endpoint },
+  'post /v1/endpoints/{id}/backfill': {
+    id: (a) => a.endpoint,
+    ownerPath: (a) => `/v1/endpoints/${a.endpoint}`,
+    body: { since: new Date(Date.now() - 3_600_000).toISOString(), reason: 'not yours' },
+  },
   'get /v1/events/{id}': { id: (a) => a.event },
   'get /v1/deliveries/{id}': { id: (a) => a.delivery },
   'post /v1/deliveries/{id}/replay': { id: (a) => a.delivery, ownerPath: (a) => `/v1/deliveries/${a.delivery}`, body: { reason: 'not yours' } },

@@ -28,16 +28,18 @@ describe('delivery statuses, defined once', () => {
     expect(checked('next_trigger')).toEqual([...TRIGGERS]);
   });
 
-  it('every transition names only known statuses, and only fan-out creates a delivery', () => {
+  it('every transition names only known statuses, and only fan-out and a backfill create a delivery', () => {
     for (const [name, t] of Object.entries(TRANSITIONS)) {
       for (const s of [...(t.from ?? []), ...t.to]) expect(DELIVERY_STATUSES, name).toContain(s);
-      if (name !== 'fanOut') expect(t.from, name).not.toBeNull();
+      if (name !== 'fanOut' && name !== 'backfill') expect(t.from, name).not.toBeNull();
     }
   });
 
   it('answers what may happen and what may not', () => {
     expect(allows('admit', 'pending', 'in_flight')).toBe(true);
     expect(allows('admit', 'queued', 'in_flight')).toBe(false);
+    expect(allows('backfill', null, 'pending')).toBe(true);
+    expect(allows('backfill', null, 'dead')).toBe(false);
     expect(allows('record', 'in_flight', 'pending')).toBe(true);
     expect(allows('record', 'pending', 'succeeded')).toBe(false);
     expect(allows('replay', 'succeeded', 'pending')).toBe(true);

@@ -130,7 +130,7 @@ describe('TenantScope is sealed', () => {
   it('hands out the unscoped transaction only where the name is written', () => {
     const users = files.filter(({ text }) => text.includes('transactionWithPlatformDb(')).map(({ path }) => path);
     // The delivery lifecycle's statements take the transaction; these two go when the lifecycle takes a scope.
-    expect(users.sort()).toEqual(['src/store/endpoints-store.ts', 'src/store/replays-store.ts']);
+    expect(users.sort()).toEqual(['src/store/backfill-store.ts', 'src/store/endpoints-store.ts', 'src/store/replays-store.ts']);
     const constructed = files.filter(({ text }) => /new TenantScope\(/.test(text)).map(({ path }) => path);
     expect(constructed.sort()).toEqual(['src/api/auth.ts', 'src/ops/platform-events.ts', 'src/store/tenant-scope.ts']);
   });

@@ -2,6 +2,7 @@ import { useState } from 'preact/hooks';
 import { describeError, type Client, type Endpoint } from '../api/client.js';
 import { formatTime, parseEventTypes } from '../format.js';
 import type { PageProps } from '../page-props.js';
+import { Backfill } from '../parts/backfill.js';
 import { Confirm } from '../parts/confirm.js';
 import { LoadFailed } from '../parts/load-failed.js';
 import { ReadOnlyNote } from '../parts/scope.js';
@@ -40,6 +41,7 @@ export function EndpointPage({ client, session, canManage, route }: PageProps) {
             <>
               <Settings client={client} endpoint={result.value} onSaved={reload} />
               <StatusControl client={client} endpoint={result.value} onChanged={reload} />
+              <Backfill client={client} endpointId={id} />
               <Secret client={client} endpointId={id} />
               <Delete client={client} endpointId={id} />
             </>

@@ -12,15 +12,17 @@ import type { ApiContext } from '../context.js';
 import { rawJsonMember } from '../json-body.js';
 import type { ApiRoutes } from '../route.js';
 import { createEndpointBody, endpointSchema, idParams, page, pageQuery, patchEndpointBody } from '../schemas.js';
+import { endpointBackfillRoutes } from './endpoint-backfill.js';
 import { endpointInsightRoutes } from './endpoint-insight.js';
 import { endpointSecretRoutes } from './endpoint-secret.js';
 import { presentEndpoint } from './endpoint-view.js';
 
-/** Every /v1/endpoints route: the endpoint itself here, its secret and its insight (test, stats) beside. */
+/** Every /v1/endpoints route: the endpoint itself here, its secret, its insight (test, stats) and its backfill beside. */
 export function endpointRoutes(routes: ApiRoutes, ctx: ApiContext): void {
   endpointCrudRoutes(routes, ctx);
   endpointSecretRoutes(routes, ctx);
   endpointInsightRoutes(routes, ctx);
+  endpointBackfillRoutes(routes, ctx);
 }
 
 /** Create, list, get, change and delete an endpoint. */

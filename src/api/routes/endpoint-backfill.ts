@@ -1,0 +1,63 @@
+import { backfillWindowProblems } from '../../domain/backfill.js';
+import { conflict, notFound, ValidationError } from '../../domain/errors.js';
+import { BackfillTooLarge, previewBackfill, type BackfillRefusal } from '../../store/backfill-store.js';
+import { rowToEvent } from '../../store/events-store.js';
+import type { ApiContext } from '../context.js';
+import type { ApiRoutes } from '../route.js';
+import { backfillBody, backfillPreview, backfillStarted } from '../backfill-schemas.js';
+import { idParams } from '../schemas.js';
+
+function refused(why: BackfillRefusal): Error {
+  if (why === 'not_found') return notFound('endpoint');
+  if (why === 'deleted') return conflict('endpoint_deleted', 'the endpoint is deleted');
+  return conflict('endpoint_disabled', 'the endpoint is disabled; enable it (PATCH status: active) before backfilling it');
+}
+
+/** POST /v1/endpoints/:id/backfill: deliveries for past events an endpoint never got. */
+export function endpointBackfillRoutes(routes: ApiRoutes, ctx: ApiContext): void {
+  routes.add(
+    {
+      method: 'post',
+      path: '/v1/endpoints/:id/backfill',
+      operationId: 'backfillEndpoint',
+      summary:
+        'Create a delivery, paced like a bulk replay, for each past event in [since, until) that the endpoint matches and has no delivery for; audited. Running it again creates nothing new. dryRun counts and samples without creating',
+      tag: 'endpoints',
+      auth: 'tenant',
+      portal: 'scoped',
+      params: idParams,
+      body: backfillBody,
+      success: [
+        { status: 202, description: 'Started: the job to follow with GET /v1/replays/{id}, and how many deliveries it created', schema: backfillStarted },
+        { status: 200, description: 'Dry run: how many deliveries would be created, and the first events; nothing is created', schema: backfillPreview },
+      ],
+      errors: [404, 409],
+    },
+    async ({ params, body, scope }) => {
+      const problems = backfillWindowProblems(body, new Date(), ctx.config.retention);
+      if (problems.length > 0) throw new ValidationError(problems);
+      const request = { since: body.since, until: body.until, eventTypes: body.eventTypes, reason: body.reason };
+      if (body.dryRun) {
+        const preview = await previewBackfill(scope, params.id, request);
+        if (typeof preview === 'string') throw refused(preview);
+        return { status: 200, body: { total: preview.total, sample: preview.sample.map((e) => rowToEvent(e)) } };
+      }
+      const max = ctx.config.replayMaxLimit;
+      try {
+        const started = await ctx.lifecycle.backfill(scope, params.id, request, {
+          ratePerSecond: ctx.config.replayRatePerSecond,
+          defaultMaxAgeSeconds: ctx.config.retry.maxEventAgeSeconds,
+          maxEvents: max,
+        });
+        if (typeof started === 'string') throw refused(started);
+        return { status: 202, body: started };
+      } catch (err) {
+        if (!(err instanceof BackfillTooLarge)) throw err;
+        throw new ValidationError(
+          [{ path: 'since', message: `more than ${max} events match (REPLAY_MAX_LIMIT); narrow since/until or eventTypes and backfill in parts: a later part never repeats an earlier one` }],
+          'backfill_too_large',
+        );
+      }
+    },
+  );
+}

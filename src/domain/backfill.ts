@@ -1,0 +1,31 @@
+/**
+ * What a backfill may ask for, checked before any row is read. Pure: the caller passes the clock.
+ */
+import type { Problem } from './errors.js';
+import type { RetentionPolicy } from './retention.js';
+
+const dayMs = 86_400_000;
+
+export interface BackfillWindow {
+  since: Date;
+  until?: Date;
+}
+
+/**
+ * Every problem with a backfill's window: `until` must come after `since`, and `since` must lie
+ * inside RETENTION_DAYS, because older events are gone or being removed by retention, so a backfill
+ * reaching further back would silently deliver only some of them.
+ */
+export function backfillWindowProblems(window: BackfillWindow, now: Date, retention: RetentionPolicy): Problem[] {
+  const problems: Problem[] = [];
+  const oldest = new Date(now.getTime() - retention.retentionDays * dayMs);
+  if (window.since < oldest) {
+    problems.push({
+      path: 'since',
+      message: `must be within RETENTION_DAYS (${retention.retentionDays} days): no earlier than ${oldest.toISOString()}; older events are removed by retention`,
+    });
+  }
+  if (window.since >= now) problems.push({ path: 'since', message: 'must be in the past' });
+  if (window.until !== undefined && window.until <= window.since) problems.push({ path: 'until', message: 'must be after since' });
+  return problems;
+}
