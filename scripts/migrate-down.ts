@@ -2,11 +2,14 @@
  * `npm run migrate:down`: undoes the newest applied migration, one per run, with the code that
  * wrote it (an older version cannot undo what it never knew). Run it from the version you are
  * rolling back from, before starting the older one; see docs/operations/upgrade.md, "Rollback",
- * for what a down migration may lose.
+ * for what a down migration may lose. It also forgets which function sources were applied, so the
+ * older release's `migrate` applies its own files (a newer release's files are otherwise kept, so
+ * that an old process restarting mid-deploy cannot put back older text).
  */
 import { ensureLocalSecrets } from '../src/config/dotenv.js';
 import { loadConfig } from '../src/config/index.js';
 import { createDb } from '../src/infra/db.js';
+import { functionsTable } from '../src/infra/function-sources.js';
 
 ensureLocalSecrets(process.env, process.env.ENV_FILE || '.env');
 const config = loadConfig(process.env);
@@ -18,6 +21,7 @@ try {
     process.stdout.write('migrate:down: no migration is applied; nothing to undo\n');
   } else {
     await db.migrate.down();
+    if (await db.schema.hasTable(functionsTable)) await db(functionsTable).delete();
     const [after] = (await db.migrate.list()) as [Array<{ name: string }>, unknown];
     process.stdout.write(`migrate:down: undid ${newest.name}; newest applied is now ${after.at(-1)?.name ?? 'none'}\n`);
   }
