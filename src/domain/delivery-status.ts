@@ -43,7 +43,7 @@ export type Trigger = (typeof TRIGGERS)[number];
 export const TRANSITIONS = {
   fanOut: { from: null, to: ['pending', 'dead'] },
   admit: { from: ['pending'], to: ['queued', 'in_flight'] },
-  claim: { from: ['queued'], to: ['in_flight', 'dead'] },
+  claim: { from: ['queued'], to: ['in_flight', 'pending', 'dead'] },
   record: { from: ['in_flight'], to: ['succeeded', 'pending', 'dead'] },
   handOff: { from: ['pending'], to: ['in_flight'] },
   sweepLostJob: { from: ['queued'], to: ['pending'] },

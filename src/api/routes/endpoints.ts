@@ -3,18 +3,20 @@ import { notFound, ValidationError } from '../../domain/errors.js';
 import { maxAgeProblem } from '../../domain/retention.js';
 import { generateWebhookSecret } from '../../domain/signing.js';
 import { checkTargetUrl } from '../../outbound/address-guard.js';
-import { getEndpoint, insertEndpoint, listEndpointsQuery, updateEndpoint, type EndpointRow } from '../../store/endpoints-store.js';
+import { getEndpoint, insertEndpoint, listEndpointsQuery, type EndpointRow } from '../../store/endpoints-store.js';
 import { paginate } from '../../store/pagination.js';
 import type { ApiContext } from '../context.js';
 import type { ApiRoutes } from '../route.js';
 import { createEndpointBody, endpointSchema, idParams, page, pageQuery, patchEndpointBody } from '../schemas.js';
 import { endpointInsightRoutes } from './endpoint-insight.js';
 import { endpointSecretRoutes } from './endpoint-secret.js';
+import { endpointStatusRoutes } from './endpoint-status.js';
 import { presentEndpoint } from './endpoint-view.js';
 
-/** Every /v1/endpoints route: the endpoint itself here, its secret and its insight (test, stats) beside. */
+/** Every /v1/endpoints route: the endpoint itself here, its status, secret and insight (test, stats) beside. */
 export function endpointRoutes(routes: ApiRoutes, ctx: ApiContext): void {
   endpointCrudRoutes(routes, ctx);
+  endpointStatusRoutes(routes, ctx);
   endpointSecretRoutes(routes, ctx);
   endpointInsightRoutes(routes, ctx);
 }
@@ -94,7 +96,7 @@ function endpointCrudRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       method: 'patch',
       path: '/v1/endpoints/:id',
       operationId: 'updateEndpoint',
-      summary: 'Change an endpoint; `status: active` re-enables a disabled one',
+      summary: 'Change an endpoint; `status: paused` pauses it, `status: active` resumes or re-enables it',
       tag,
       auth: 'tenant',
       portal: 'scoped',
@@ -105,7 +107,7 @@ function endpointCrudRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     },
     async ({ params, body, scope }) => {
       withinRetention(body.retryPolicy ?? undefined);
-      const row = await updateEndpoint(scope, params.id, { ...body, url: body.url === undefined ? undefined : validUrl(body.url) });
+      const row = await ctx.lifecycle.updateEndpoint(scope, params.id, { ...body, url: body.url === undefined ? undefined : validUrl(body.url) });
       if (!row) throw notFound('endpoint');
       return { status: 200, body: present(row) };
     },
