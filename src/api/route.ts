@@ -128,6 +128,8 @@ function isObject(value: unknown): boolean {
 
 /** Every problem `schema` finds in `value`, with `where` naming the root (body, query, params, headers). */
 function problemsIn(schema: ZodType, value: unknown, where: 'body' | 'query' | 'params' | 'headers'): { data?: unknown; problems: Problem[] } {
+  // A route whose body is optional (e.g. pause, with an optional reason) may be called without one.
+  if (where === 'body' && value === undefined && schema.safeParse(undefined).success) return { data: undefined, problems: [] };
   if (where === 'body' && !isObject(value)) {
     return { problems: [{ path: 'body', message: value === undefined ? 'a JSON object is required' : 'body must be a JSON object' }] };
   }
