@@ -245,7 +245,7 @@ export class ApiRoutes {
         ...(spec.params ? { params: spec.params as never } : {}),
         ...(hasQuery ? { query: query as never } : {}),
         ...(spec.headers ? { headers: spec.headers as never } : {}),
-        ...(spec.body ? { body: { required: true, content: { 'application/json': { schema: spec.body } } } } : {}),
+        ...(spec.body ? { body: { required: !spec.body.safeParse(undefined).success, content: { 'application/json': { schema: spec.body } } } } : {}),
         ...(spec.rawBody
           ? {
               body: {
