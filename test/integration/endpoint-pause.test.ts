@@ -127,3 +127,40 @@ describe('pausing an endpoint', () => {
     expect(spec.body.paths['/v1/endpoints/{id}/resume'].post.operationId).toBe('resumeEndpoint');
   });
 });
+
+// Role `api`: no dispatcher, so the test moves deliveries itself and can hold one at the moment
+// between admission (queued in Redis) and its claim, which a pause may fall into.
+describe('a delivery admitted before the pause and claimed after it', () => {
+  let t: TestPlatform;
+  let tenant: TestTenant;
+  beforeAll(async () => {
+    t = await startTestPlatform({ role: 'api' });
+    tenant = await t.createTenant('pause-claim');
+  });
+  afterAll(async () => {
+    await t.stop();
+  });
+
+  it('goes back to pending unsent, with no attempt counted, and the sweep leaves it waiting', async () => {
+    const ep = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/held', eventTypes: ['held.*'], maxConcurrency: 5 });
+    const ids = [await publish(tenant, 'held.one'), await publish(tenant, 'held.two')];
+    const round = await t.platform.lifecycle.admit();
+    const admitted = round.queued.filter((d) => d.endpoint_id === ep.id).map((d) => d.id);
+    expect(admitted).toHaveLength(2);
+
+    expect((await tenant.call('POST', `/v1/endpoints/${ep.id}/pause`)).status).toBe(200);
+    for (const id of admitted) expect((await t.platform.lifecycle.claim(id, 30_000))?.status).toBe('pending');
+    await t.platform.lifecycle.sweep();
+    for (const id of ids) {
+      const d = await tenant.call('GET', `/v1/deliveries/${(await deliveryOfEvent(tenant, id))!.id}`);
+      expect(d.body).toMatchObject({ status: 'pending', attemptCount: 0, deadReason: null });
+      expect(d.body.attempts).toEqual([]);
+    }
+    // Paused: admission starts nothing.
+    expect((await t.platform.lifecycle.admit()).queued.filter((d) => d.endpoint_id === ep.id)).toEqual([]);
+
+    expect((await tenant.call('POST', `/v1/endpoints/${ep.id}/resume`)).status).toBe(200);
+    const resumed = (await t.platform.lifecycle.admit()).queued.filter((d) => d.endpoint_id === ep.id);
+    expect(resumed.map((d) => d.id).sort()).toEqual([...admitted].sort());
+  });
+});
