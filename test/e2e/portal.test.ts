@@ -214,6 +214,17 @@ describe('tenant portal', () => {
     expect((await tenant.call('GET', `/v1/endpoints/${hooks.id}`)).body.status).toBe('active');
   });
 
+  it('pauses and resumes the endpoint', async () => {
+    await page.getByRole('button', { name: 'Pause endpoint' }).click();
+    await page.locator('[data-endpoint-status]', { hasText: 'paused' }).waitFor();
+    expect((await tenant.call('GET', `/v1/endpoints/${hooks.id}`)).body.status).toBe('paused');
+    await page.getByRole('button', { name: 'Resume endpoint' }).click();
+    await page.locator('[data-endpoint-status]', { hasText: 'active' }).waitFor();
+    expect((await tenant.call('GET', `/v1/endpoints/${hooks.id}`)).body.status).toBe('active');
+    const actions = (await tenant.call('GET', `/v1/audit-log?targetId=${hooks.id}`)).body.data.map((e: { action: string }) => e.action);
+    expect(actions).toEqual(expect.arrayContaining(['endpoint.paused', 'endpoint.resumed']));
+  });
+
   it('a failing receiver: the test delivery is retried, then dead, and its hostile answer renders as text', async () => {
     receiver.setResponder((_req, res) => {
       res.writeHead(500, { 'content-type': 'text/html' }).end(hostile);

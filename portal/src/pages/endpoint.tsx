@@ -40,6 +40,7 @@ export function EndpointPage({ client, session, canManage, route }: PageProps) {
           {canManage ? (
             <>
               <Settings client={client} endpoint={result.value} onSaved={reload} />
+              <PauseControl client={client} endpoint={result.value} onChanged={reload} />
               <StatusControl client={client} endpoint={result.value} onChanged={reload} />
               <Backfill client={client} endpointId={id} />
               <Secret client={client} endpointId={id} />
@@ -231,11 +232,42 @@ function Settings({ client, endpoint, onSaved }: { client: Client; endpoint: End
   );
 }
 
+/** Pause holds the endpoint's deliveries (nothing sent, nothing given up); resume sends what waited. */
+function PauseControl({ client, endpoint, onChanged }: { client: Client; endpoint: Endpoint; onChanged: () => void }) {
+  const [busy, setBusy] = useState(false);
+  const [outcome, setOutcome] = useState<Outcome>(null);
+  if (endpoint.status === 'disabled') return null;
+  const paused = endpoint.status === 'paused';
+
+  const change = async () => {
+    setBusy(true);
+    const path = { params: { path: { id: endpoint.id } } };
+    const { failure } = await attempt(paused ? client.POST('/v1/endpoints/{id}/resume', path) : client.POST('/v1/endpoints/{id}/pause', path));
+    setBusy(false);
+    setOutcome(failure ? { kind: 'error', text: failure } : { kind: 'ok', text: paused ? 'Resumed.' : 'Paused.' });
+    if (!failure) onChanged();
+  };
+
+  return (
+    <section aria-labelledby="pause-heading">
+      <h2 id="pause-heading">{paused ? 'Resume' : 'Pause'}</h2>
+      <p class="help">
+        {paused
+          ? 'Nothing is sent while it is paused, and new events wait. Resuming sends everything that waited, in order.'
+          : 'For a maintenance window: nothing is sent and nothing is given up (except events older than the maximum age); new events wait until you resume.'}
+      </p>
+      <button type="button" onClick={change} disabled={busy} data-pause-control>{paused ? 'Resume endpoint' : 'Pause endpoint'}</button>
+      <div role="status" aria-live="polite">{outcome && <p class={outcome.kind === 'error' ? 'error' : 'ok'}>{outcome.text}</p>}</div>
+    </section>
+  );
+}
+
 function StatusControl({ client, endpoint, onChanged }: { client: Client; endpoint: Endpoint; onChanged: () => void }) {
   const [confirming, setConfirming] = useState(false);
   const [busy, setBusy] = useState(false);
   const [outcome, setOutcome] = useState<Outcome>(null);
-  const active = endpoint.status === 'active';
+  // A paused endpoint can be disabled too; enabling is only for a disabled one.
+  const active = endpoint.status !== 'disabled';
 
   const change = async () => {
     setBusy(true);
