@@ -1,5 +1,6 @@
 import { useState } from 'preact/hooks';
 import { describeError, type Client, type Endpoint } from '../api/client.js';
+import { indentJson, jsonTextAt } from '../browse/json-text.js';
 import { formatTime, parseEventTypes } from '../format.js';
 import type { PageProps } from '../page-props.js';
 import { Backfill } from '../parts/backfill.js';
@@ -24,7 +25,11 @@ async function attempt<T>(call: Promise<{ data?: T; error?: unknown; response: R
 
 export function EndpointPage({ client, session, canManage, route }: PageProps) {
   const id = route.id;
-  const [result, reload] = useLoad(() => client.GET('/v1/endpoints/{id}', { params: { path: { id } } }), [client, id]);
+  // As text too: the content filter is shown from the answer's own characters, every digit as written.
+  const [result, reload] = useLoad(async () => {
+    const { data, error, response } = await client.GET('/v1/endpoints/{id}', { params: { path: { id } }, parseAs: 'text' });
+    return { data: data === undefined ? undefined : { ...(JSON.parse(data) as Endpoint), text: data }, error, response };
+  }, [client, id]);
   return (
     <>
       <p><a href={href('endpoints')}>← All endpoints</a></p>
@@ -58,7 +63,8 @@ export function EndpointPage({ client, session, canManage, route }: PageProps) {
   );
 }
 
-function Summary({ endpoint }: { endpoint: Endpoint }) {
+function Summary({ endpoint }: { endpoint: Endpoint & { text: string } }) {
+  const filter = jsonTextAt(endpoint.text, ['filter']);
   const policy = endpoint.effectiveRetryPolicy;
   return (
     <dl class="panel">
@@ -76,6 +82,10 @@ function Summary({ endpoint }: { endpoint: Endpoint }) {
       <dd>{endpoint.circuit.state}{endpoint.circuit.openUntil ? ` until ${formatTime(endpoint.circuit.openUntil)}` : ''}</dd>
       <dt>Event types</dt>
       <dd>{endpoint.eventTypes.length ? endpoint.eventTypes.join(', ') : 'all'}</dd>
+      <dt>Content filter</dt>
+      <dd data-endpoint-filter>{filter && filter !== 'null' ? <pre class="excerpt">{indentJson(filter)}</pre> : 'none: every event of those types'}</dd>
+      <dt>Headers</dt>
+      <dd data-endpoint-headers>{Object.keys(endpoint.headers ?? {}).length ? Object.keys(endpoint.headers ?? {}).join(', ') + ' (values hidden)' : 'none'}</dd>
       <dt>Concurrency</dt>
       <dd>at most {endpoint.maxConcurrency} at once</dd>
       <dt>Rate limit</dt>
