@@ -109,6 +109,22 @@ describe('portal sessions managing endpoints and replays', () => {
     });
   });
 
+  describe('pausing and resuming from a session', () => {
+    it('needs manage, answers 404 outside the scope, and pauses and resumes the endpoint in scope', async () => {
+      for (const action of ['pause', 'resume']) {
+        expect((await readOnly.call('POST', `/v1/endpoints/${epA.id}/${action}`)).status).toBe(403);
+        expect((await onlyA.call('POST', `/v1/endpoints/${epB.id}/${action}`)).status).toBe(404);
+      }
+      const paused = await onlyA.call('POST', `/v1/endpoints/${epA.id}/pause`, { body: { reason: 'maintenance' } });
+      expect(paused.status, paused.text).toBe(200);
+      expect(paused.body.status).toBe('paused');
+      const resumed = await onlyA.call('POST', `/v1/endpoints/${epA.id}/resume`);
+      expect(resumed.status, resumed.text).toBe(200);
+      expect(resumed.body.status).toBe('active');
+      expect((await tenant.call('GET', `/v1/endpoints/${epB.id}`)).body.status).toBe('active');
+    });
+  });
+
   describe('bulk replays from a session', () => {
     const dryRun = async (s: Session, filter: Record<string, unknown>) => {
       const res = await s.call('POST', '/v1/replays', { body: { filter, reason: 'preview', dryRun: true } });

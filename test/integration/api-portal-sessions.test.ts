@@ -250,6 +250,8 @@ describe('portal sessions', () => {
       'post /v1/endpoints/{id}/test',
       'get /v1/endpoints/{id}/stats',
       'post /v1/endpoints/{id}/backfill', // in endpoint-backfill.test.ts
+      'post /v1/endpoints/{id}/pause', // in api-portal-manage.test.ts
+      'post /v1/endpoints/{id}/resume', // in api-portal-manage.test.ts
       'get /v1/events',
       'get /v1/events/{id}',
       'get /v1/deliveries',

@@ -57,6 +57,8 @@ const idCases: Record<string, IdCase> = {
   'get /v1/endpoints/{id}/secret': { id: (a) => a.endpoint, ownerPath: (a) => `/v1/endpoints/${a.endpoint}` },
   'post /v1/endpoints/{id}/test': { id: (a) => a.endpoint, ownerPath: (a) => `/v1/deliveries?endpointId=${a.endpoint}`, body: {} },
   'get /v1/endpoints/{id}/stats': { id: (a) => a.endpoint },
+  'post /v1/endpoints/{id}/pause': { id: (a) => a.endpoint, ownerPath: (a) => `/v1/endpoints/${a.endpoint}`, body: { reason: 'not yours' } },
+  'post /v1/endpoints/{id}/resume': { id: (a) => a.endpoint, ownerPath: (a) => `/v1/endpoints/${a.endpoint}`, body: {} },
   'post /v1/endpoints/{id}/backfill': {
     id: (a) => a.endpoint,
     ownerPath: (a) => `/v1/endpoints/${a.endpoint}`,
