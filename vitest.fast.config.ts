@@ -25,6 +25,7 @@ export const slowFiles: Record<string, string> = {
   'test/integration/upgrade.test.ts': 'restores the release snapshot with psql and waits out its in-flight leases',
   'test/integration/backup-drill.test.ts': 'pg_dump and pg_restore of a delivering platform, then a second platform',
   'test/integration/settings-during-drain.test.ts': 'drains backlogs through slow receivers, seconds each, by design',
+  'test/integration/endpoint-pause.test.ts': 'holds a backlog paused for 10 s by design',
 };
 
 /**

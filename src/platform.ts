@@ -12,7 +12,7 @@ import { Dispatcher } from './outbound/dispatcher.js';
 import { endpointHeadersFrom } from './outbound/endpoint-headers.js';
 import { createDeliveryClient, type DeliveryClient, type LookupFn } from './outbound/http-client.js';
 import { IntakeService } from './inbound/intake-service.js';
-import { emitDeliveriesDead, emitEndpointDisabled, emitEndpointFailing } from './ops/platform-events.js';
+import { emitDeliveriesDead, emitEndpointDisabled, emitEndpointFailing, emitEndpointHeld } from './ops/platform-events.js';
 import { Reconciler } from './ops/reconciler.js';
 import { Retention } from './ops/retention.js';
 import { coalesced } from './infra/coalesce.js';
@@ -69,7 +69,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   // committed before it, so announcements made meanwhile need one more, not one each.
   let dispatcher: Dispatcher | undefined;
   const announceWork = coalesced(() => redis.publish(wakeChannel, '1'));
-  const lifecycle = buildLifecycle(config, db, () => (dispatcher ? dispatcher.wake() : announceWork()));
+  const lifecycle = buildLifecycle(config, db, logger, () => (dispatcher ? dispatcher.wake() : announceWork()));
   let subscriber: RedisClient | undefined;
   if (role !== 'api') ({ dispatcher, subscriber } = buildDispatcher(opts, { db, lifecycle, box, logger, prefix, wakeChannel }));
 
@@ -122,13 +122,20 @@ async function openStorage(config: Config, role: Role, logger: Logger) {
 }
 
 /** The delivery lifecycle with its side effects: metrics, operational events, wake-ups. */
-function buildLifecycle(config: Config, db: Knex, newWork: () => void): DeliveryLifecycle {
+function buildLifecycle(config: Config, db: Knex, logger: Logger, newWork: () => void): DeliveryLifecycle {
   const maxAge = config.retry.maxEventAgeSeconds;
   const effects: LifecycleEffects = {
     deadLettered: (reason, count) => metrics.deadLettered.inc({ reason }, count),
     announceDead: (ids) => emitDeliveriesDead(db, ids, maxAge),
     announceEndpointDisabled: (endpoint) => emitEndpointDisabled(db, endpoint, maxAge),
     announceEndpointFailing: (endpoint) => emitEndpointFailing(db, endpoint, maxAge),
+    // The pause or resume has committed and answers the tenant's request: an event that cannot be
+    // published is logged, not turned into a failed request.
+    announceEndpointHeld: (change) =>
+      emitEndpointHeld(db, change, maxAge).catch((err: unknown) => {
+        logger.error({ err, endpointId: change.id }, `platform.endpoint.${change.kind} not published`);
+        return { pending: 0, deadDisabled: 0 };
+      }),
     newWork,
   };
   return new DeliveryLifecycle(db, effects, {

@@ -26,7 +26,7 @@ SET enable_seqscan = off
 AS $function$
 BEGIN
   RETURN (
-    SELECT coalesce(array_agg(ROW(e.id, e.status = 'active', e.ordering = 'per-message',
+    SELECT coalesce(array_agg(ROW(e.id, e.status <> 'disabled', e.ordering = 'per-message',
                                   (e.retry_policy->>'maxEventAgeSeconds')::int)::fan_out_target ORDER BY e.id),
                     '{}')
       FROM endpoints e

@@ -19,5 +19,5 @@ export interface ApiContext {
   intake: IntakeService;
   logger: Logger;
   /** Accounts for deliveries that API actions create, dead-letter or restart (metrics, dispatcher wake-up). */
-  lifecycle: Pick<DeliveryLifecycle, 'fannedOut' | 'deleteEndpoint' | 'replayDelivery' | 'startBulkReplay' | 'backfill'>;
+  lifecycle: Pick<DeliveryLifecycle, 'fannedOut' | 'updateEndpoint' | 'deleteEndpoint' | 'replayDelivery' | 'startBulkReplay' | 'backfill'>;
 }

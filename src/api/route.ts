@@ -128,6 +128,8 @@ function isObject(value: unknown): boolean {
 
 /** Every problem `schema` finds in `value`, with `where` naming the root (body, query, params, headers). */
 function problemsIn(schema: ZodType, value: unknown, where: 'body' | 'query' | 'params' | 'headers'): { data?: unknown; problems: Problem[] } {
+  // A route whose body is optional (e.g. pause, with an optional reason) may be called without one.
+  if (where === 'body' && value === undefined && schema.safeParse(undefined).success) return { data: undefined, problems: [] };
   if (where === 'body' && !isObject(value)) {
     return { problems: [{ path: 'body', message: value === undefined ? 'a JSON object is required' : 'body must be a JSON object' }] };
   }
@@ -243,7 +245,7 @@ export class ApiRoutes {
         ...(spec.params ? { params: spec.params as never } : {}),
         ...(hasQuery ? { query: query as never } : {}),
         ...(spec.headers ? { headers: spec.headers as never } : {}),
-        ...(spec.body ? { body: { required: true, content: { 'application/json': { schema: spec.body } } } } : {}),
+        ...(spec.body ? { body: { required: !spec.body.safeParse(undefined).success, content: { 'application/json': { schema: spec.body } } } } : {}),
         ...(spec.rawBody
           ? {
               body: {

@@ -128,6 +128,10 @@ export const patchEndpointBody = createEndpointBody
   .partial()
   .extend({ status: z.enum(ENDPOINT_STATUSES).optional() })
   .refine((body) => Object.keys(body).length > 0, 'at least one field is required');
+/** POST /v1/endpoints/:id/pause and /resume: the body, and the reason in it, may be left out. */
+export const endpointStatusBody = z
+  .strictObject({ reason: z.string().trim().min(1).max(1000).optional().describe('Kept in the audit log and the operational event') })
+  .optional();
 export const circuitSchema = z
   .object({
     state: z.enum(CIRCUIT_STATES).describe('half_open: the cooldown has passed, one probe at a time until one succeeds'),

@@ -5,21 +5,27 @@
  *                      recorded attempt; `next_due` obeys it and src/domain/circuit.ts shows it
  *   410 Gone           `disableGone`: the attempt that got it disables the endpoint before its result
  *                      is recorded, so no slot hands anything on to it afterwards
- *   failing too long   `disableFailing`: the sweep disables endpoints whose failure streak has lasted
- *                      longer than AUTO_DISABLE_AFTER_SECONDS
+ *   failing too long   `disableFailing`: the sweep disables active endpoints whose failure streak has
+ *                      lasted longer than AUTO_DISABLE_AFTER_SECONDS (a paused one is never disabled)
  *   warnings           `warnFailing`: before that, the sweep raises `failure_warned_percent` as the
  *                      streak passes 50, 75 and 90 % of the window (a success clears it with the streak)
- *   the tenant         `setStatus`, inside the endpoint update's transaction, which audits it
+ *   the tenant         `setStatus` (PATCH status, pause, resume) and `newDestination` (a new URL),
+ *                      inside the endpoint update's transaction, which audits them
  *
  * A disable by the platform writes its `endpoint.auto_disabled` audit entry in the same transaction,
  * and only the call that changed the row reports it, so one disable is one entry and one
  * `platform.endpoint.disabled`.
+ *
+ * Pausing keeps the circuit as it was: resuming a receiver that was failing probes it with one
+ * attempt first. The time spent paused does not count toward the failure streak: resume moves
+ * `failing_since` forward by it, so a pause neither disables an endpoint nor brings its disable closer.
  */
 import type { Knex } from 'knex';
 import { FAILURE_WARNING_PERCENTS, thresholdsToAnnounce } from '../domain/failure-warnings.js';
+import type { EndpointStatus } from '../domain/endpoints.js';
 import { recordAudit } from '../store/audit-store.js';
 
-export type EndpointStatus = 'active' | 'disabled';
+export type { EndpointStatus };
 
 export interface DisabledEndpoint {
   id: string;
@@ -27,18 +33,57 @@ export interface DisabledEndpoint {
   reason: string;
 }
 
+/** What a tenant's status change was, for its audit entry and operational event; null when none. */
+export type StatusChange = 'paused' | 'resumed' | 'enabled' | 'disabled';
+
 const systemActor = { type: 'system', id: null } as const;
 
-/** The columns a status change writes. An endpoint enabled again starts with a closed circuit. */
-function statusColumns(trx: Knex.Transaction, to: EndpointStatus, reason: string | null): Record<string, unknown> {
-  const columns: Record<string, unknown> = { status: to, disabled_reason: to === 'disabled' ? reason : null, updated_at: trx.fn.now() };
-  if (to === 'active') Object.assign(columns, { consecutive_failures: 0, failing_since: null, failure_warned_percent: null, circuit_open_until: null });
+/** A closed circuit and no failure streak: what a re-enabled endpoint and a new destination start with. */
+const closedCircuit = { consecutive_failures: 0, failing_since: null, failure_warned_percent: null, circuit_open_until: null };
+
+/** The columns a status change from `from` to `to` writes. */
+function statusColumns(trx: Knex.Transaction, from: EndpointStatus, to: EndpointStatus, reason: string | null): Record<string, unknown> {
+  const columns: Record<string, unknown> = {
+    status: to,
+    disabled_reason: to === 'disabled' ? reason : null,
+    paused_at: to === 'paused' ? trx.fn.now() : null,
+    updated_at: trx.fn.now(),
+  };
+  // An endpoint coming back from disabled starts afresh; one coming back from a pause keeps its
+  // streak, less the time it spent paused.
+  if (from === 'disabled' && to !== 'disabled') Object.assign(columns, closedCircuit);
+  if (from === 'paused' && to === 'active') columns.failing_since = trx.raw('failing_since + (now() - COALESCE(paused_at, now()))');
   return columns;
 }
 
-/** A tenant's status change, in the caller's transaction (which holds the endpoint's row and audits). */
-export async function setStatus(trx: Knex.Transaction, endpointId: string, to: EndpointStatus, reason: string | null): Promise<void> {
-  await trx('endpoints').where({ id: endpointId }).update(statusColumns(trx, to, reason));
+function changeOf(from: EndpointStatus, to: EndpointStatus): StatusChange | null {
+  if (from === to) return null;
+  if (to === 'paused') return 'paused';
+  if (to === 'disabled') return 'disabled';
+  return from === 'paused' ? 'resumed' : 'enabled';
+}
+
+/**
+ * A tenant's status change, in the caller's transaction (which holds the endpoint's row and
+ * audits); answers what it was, or null when the endpoint already had that status.
+ */
+export async function setStatus(
+  trx: Knex.Transaction,
+  endpoint: { id: string; status: EndpointStatus },
+  to: EndpointStatus,
+  reason: string | null,
+): Promise<StatusChange | null> {
+  const change = changeOf(endpoint.status, to);
+  if (change) await trx('endpoints').where({ id: endpoint.id }).update(statusColumns(trx, endpoint.status, to, reason));
+  return change;
+}
+
+/**
+ * A new URL is a new destination: its circuit starts closed with no failure streak, because the
+ * old receiver's failures say nothing about it. In the caller's transaction, like `setStatus`.
+ */
+export async function newDestination(trx: Knex.Transaction, endpointId: string): Promise<void> {
+  await trx('endpoints').where({ id: endpointId }).update(closedCircuit);
 }
 
 async function disableBySystem(trx: Knex.Transaction, endpoint: DisabledEndpoint): Promise<void> {
@@ -61,7 +106,7 @@ export async function disableGone(db: Knex, endpoint: DisabledEndpoint): Promise
     const changed = await trx('endpoints')
       .where({ id: endpoint.id, status: 'active' })
       .whereNull('deleted_at')
-      .update(statusColumns(trx, 'disabled', endpoint.reason));
+      .update(statusColumns(trx, 'active', 'disabled', endpoint.reason));
     if (changed === 0) return false;
     await disableBySystem(trx, endpoint);
     return true;
@@ -81,7 +126,7 @@ export async function disableFailing(db: Knex, autoDisableAfterSeconds: number):
     const disabled: DisabledEndpoint[] = [];
     for (const ep of failing) {
       const endpoint = { id: ep.id, tenantId: ep.tenant_id, reason: `failing continuously since ${ep.failing_since.toISOString()}` };
-      await trx('endpoints').where({ id: ep.id }).update(statusColumns(trx, 'disabled', endpoint.reason));
+      await trx('endpoints').where({ id: ep.id }).update(statusColumns(trx, 'active', 'disabled', endpoint.reason));
       await disableBySystem(trx, endpoint);
       disabled.push(endpoint);
     }

@@ -3,7 +3,15 @@
  * other module can change a delivery's status, or an endpoint's, except through what this exports.
  */
 export { DeliveryLifecycle, type LifecycleEffects, type LifecycleLimits } from './lifecycle.js';
-export { setStatus as setEndpointStatus, type DisabledEndpoint, type EndpointStatus, type FailingEndpoint } from './endpoint-health.js';
+export {
+  newDestination as newEndpointDestination,
+  setStatus as setEndpointStatus,
+  type DisabledEndpoint,
+  type EndpointStatus,
+  type FailingEndpoint,
+  type StatusChange as EndpointStatusChange,
+} from './endpoint-health.js';
 export type { AdmissionRound, AdmittedDelivery, LocalClaims } from './sql/admit.js';
 export type { AttemptRecord, Recorded, SuccessItem } from './sql/attempts.js';
 export type { ClaimedDelivery } from './sql/claimed.js';
+export type { EndpointHeld } from './lifecycle.js';

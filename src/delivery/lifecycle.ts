@@ -10,6 +10,7 @@
  *                 │                                              │  max attempts, max age) │
  *                 └── sweep: max age, endpoint disabled/deleted ─┴────────▶ dead ◀─────────┘ (replay: → pending)
  *                                     hand-off: pending ─▶ in_flight for the slot a result frees
+ *                                     claim of a paused endpoint's delivery: queued ─▶ pending
  *
  * The words (statuses, dead-letter reasons, triggers, the allowed transitions) are in
  * domain/delivery-status.ts; the invariant checker of the chaos suite holds every run to them.
@@ -28,15 +29,17 @@
  *   fan-out              SQL functions `fan_out_write` and `fan_out_insert`, called by intake and
  *                        publishing: one pending delivery per matching endpoint, or a dead one
  *                        (`endpoint_disabled`) for a disabled endpoint
- *   endpoint-health.ts   the endpoint's status and circuit, which the steps above obey
+ *   endpoint-health.ts   the endpoint's status and circuit, which the steps above obey; a paused
+ *                        endpoint starts nothing (next_due) and keeps its waiting work pending
  *
  * Side effects (metrics, operational events, waking admission) go through `LifecycleEffects`, which
  * the composition root (platform.ts) wires. Every dead letter is counted here and nowhere else.
  */
 import type { Knex } from 'knex';
 import type { DeadLetterReason } from '../domain/delivery-status.js';
+import type { SecretBox } from '../domain/secret-box.js';
 import { metrics } from '../metrics/registry.js';
-import { deleteEndpoint } from '../store/endpoints-store.js';
+import { deleteEndpoint, updateEndpoint, type EndpointInput, type EndpointRow } from '../store/endpoints-store.js';
 import type { FanOutResult } from '../domain/fan-out.js';
 import { startBackfill, type BackfillPacing, type BackfillRequest } from '../store/backfill-store.js';
 import { replayDelivery, startBulkReplay, type ReplayFilter, type ReplayPacing } from '../store/replays-store.js';
@@ -60,8 +63,19 @@ export interface LifecycleEffects {
   announceEndpointDisabled(endpoint: DisabledEndpoint): Promise<FanOutResult>;
   /** Operational events for an endpoint's failure streak passing warning thresholds; what their fan-out created. */
   announceEndpointFailing(endpoint: FailingEndpoint): Promise<FanOutResult>;
+  /** An operational event for an endpoint a tenant paused or resumed; what its fan-out created. */
+  announceEndpointHeld(change: EndpointHeld): Promise<FanOutResult>;
   /** New pending work exists: admission should run. */
   newWork(): void;
+}
+
+/** A pause or a resume, as `platform.endpoint.paused` / `platform.endpoint.resumed` report it. */
+export interface EndpointHeld {
+  kind: 'paused' | 'resumed';
+  id: string;
+  tenantId: string;
+  reason: string | null;
+  at: Date;
 }
 
 export interface LifecycleLimits extends AdmissionLimits, HealthLimits, SweepLimits {}
@@ -87,6 +101,23 @@ export class DeliveryLifecycle {
     const deleted = await deleteEndpoint(scope, endpointId, deadLetterForDeletedEndpoint);
     if (deleted && deleted.deadLettered > 0) this.effects.deadLettered('endpoint_deleted', deleted.deadLettered);
     return deleted !== null;
+  }
+
+  /**
+   * Changes an endpoint (PATCH, pause, resume); answers the updated row, or undefined when there is
+   * no such endpoint. A resume, a re-enable or a new URL (whose circuit starts closed) wakes
+   * admission, since work held back may now go; a pause or a resume is announced.
+   */
+  async updateEndpoint(scope: TenantScope, box: SecretBox, endpointId: string, input: EndpointInput): Promise<EndpointRow | undefined> {
+    const updated = await updateEndpoint(scope, box, endpointId, input);
+    if (!updated) return undefined;
+    const { row, statusChange } = updated;
+    if (statusChange === 'resumed' || statusChange === 'enabled' || input.url !== undefined) this.effects.newWork();
+    if (statusChange === 'paused' || statusChange === 'resumed') {
+      const held = { kind: statusChange, id: row.id, tenantId: scope.tenantId, reason: input.statusReason ?? null, at: row.updated_at };
+      this.fannedOut(await this.effects.announceEndpointHeld(held));
+    }
+    return row;
   }
 
   /** Replays one dead or succeeded delivery (back to pending, audited); answers why not when it cannot. */
@@ -131,7 +162,10 @@ export class DeliveryLifecycle {
     return unqueue(this.db, deliveryIds);
   }
 
-  /** queued → in_flight; a delivery whose endpoint was disabled or deleted since admission comes back `dead`, unsent. */
+  /**
+   * queued → in_flight; a delivery whose endpoint was paused since admission comes back `pending`
+   * (it waits for the resume), one whose endpoint was disabled or deleted comes back `dead`; both unsent.
+   */
   async claim(deliveryId: string, leaseMs: number): Promise<ClaimedDelivery | undefined> {
     const claimed = await claimDelivery(this.db, deliveryId, leaseMs);
     if (claimed?.status === 'dead') this.effects.deadLettered(claimed.endpoint.deleted_at ? 'endpoint_deleted' : 'endpoint_disabled', 1);

@@ -44,7 +44,7 @@ export const TRANSITIONS = {
   fanOut: { from: null, to: ['pending', 'dead'] },
   backfill: { from: null, to: ['pending'] },
   admit: { from: ['pending'], to: ['queued', 'in_flight'] },
-  claim: { from: ['queued'], to: ['in_flight', 'dead'] },
+  claim: { from: ['queued'], to: ['in_flight', 'pending', 'dead'] },
   record: { from: ['in_flight'], to: ['succeeded', 'pending', 'dead'] },
   handOff: { from: ['pending'], to: ['in_flight'] },
   sweepLostJob: { from: ['queued'], to: ['pending'] },

@@ -10,7 +10,7 @@
  * Two kinds of metrics live here:
  * - per-process counters and histograms (what *this* process did); dashboards `sum()` them over
  *   instances;
- * - global gauges (backlog, dead letters, oldest due delivery, open circuits) computed from
+ * - global gauges (backlog, dead letters, oldest due delivery, open circuits, paused endpoints) computed from
  *   PostgreSQL, the source of truth. Every process reports the same value, so dashboards and alerts
  *   must aggregate them with `max()`, never `sum()`.
  */
@@ -67,6 +67,7 @@ export const METRIC_NAMES = {
   deadLetterDeliveries: 'webhook_dead_letter_deliveries',
   oldestPendingAge: 'webhook_oldest_pending_age_seconds',
   openCircuits: 'webhook_open_circuits',
+  pausedEndpoints: 'webhook_endpoints_paused',
   retentionRemoved: 'webhook_retention_removed_total',
 } as const;
 
@@ -194,6 +195,8 @@ export interface BacklogSnapshot {
   oldestPendingAgeSeconds: number;
   /** Endpoints whose circuit breaker is currently open. */
   openCircuits: number;
+  /** Endpoints a tenant has paused (not deleted). */
+  pausedEndpoints: number;
 }
 export type BacklogSource = () => Promise<BacklogSnapshot>;
 
@@ -295,6 +298,7 @@ globalGauge(
   (s) => s.oldestPendingAgeSeconds,
 );
 globalGauge(METRIC_NAMES.openCircuits, 'Endpoints whose circuit breaker is open.', (s) => s.openCircuits);
+globalGauge(METRIC_NAMES.pausedEndpoints, 'Endpoints paused by their tenant (their work waits).', (s) => s.pausedEndpoints);
 
 // ---------------------------------------------------------------------------------------------
 // Typed recording API

@@ -9,6 +9,8 @@ export const platformEventTypes = {
   endpointDisabled: 'platform.endpoint.disabled',
   endpointFailing: 'platform.endpoint.failing',
   deliveryDead: 'platform.delivery.dead',
+  endpointPaused: 'platform.endpoint.paused',
+  endpointResumed: 'platform.endpoint.resumed',
 } as const;
 
 const system = { type: 'system', id: null } as const;
@@ -36,6 +38,17 @@ export async function emitEndpointDisabled(db: Knex, endpoint: { id: string; ten
     { endpointId: endpoint.id, reason: endpoint.reason },
     defaultMaxAgeSeconds,
   );
+}
+
+/** `platform.endpoint.paused` or `platform.endpoint.resumed`: `{endpointId, reason?, at}`. */
+export async function emitEndpointHeld(
+  db: Knex,
+  change: { kind: 'paused' | 'resumed'; id: string; tenantId: string; reason: string | null; at: Date },
+  defaultMaxAgeSeconds: number,
+): Promise<FanOutResult> {
+  const type = change.kind === 'paused' ? platformEventTypes.endpointPaused : platformEventTypes.endpointResumed;
+  const data = { endpointId: change.id, ...(change.reason !== null && { reason: change.reason }), at: change.at.toISOString() };
+  return emit(db, change.tenantId, type, `${type}:${change.id}:${change.at.getTime()}`, data, defaultMaxAgeSeconds);
 }
 
 /**

@@ -32,7 +32,7 @@ export async function sendTestEvent(
       .forShare()
       .first('id', 'status', 'retry_policy');
     if (!ep) return undefined;
-    if (ep.status !== 'active') throw conflict('endpoint_disabled', 'the endpoint is disabled; enable it (PATCH status: active) before sending a test event');
+    if (ep.status === 'disabled') throw conflict('endpoint_disabled', 'the endpoint is disabled; enable it (PATCH status: active) before sending a test event');
     const eventId = newId('event');
     const deliveryId = newId('delivery');
     const now = new Date();

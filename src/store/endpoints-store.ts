@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
-import { setEndpointStatus } from '../delivery/index.js';
+import { newEndpointDestination, setEndpointStatus, type EndpointStatusChange } from '../delivery/index.js';
+import type { EndpointStatus } from '../domain/endpoints.js';
 import { newId } from '../domain/ids.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import { audit, recordAudit } from './audit-store.js';
@@ -11,8 +12,9 @@ export interface EndpointRow {
   url: string;
   description: string | null;
   event_types: string[];
-  status: 'active' | 'disabled';
+  status: EndpointStatus;
   disabled_reason: string | null;
+  paused_at: Date | null;
   max_concurrency: number;
   rate_limit_per_second: number | null;
   retry_policy: Record<string, number>;
@@ -42,11 +44,19 @@ export interface EndpointInput {
   rateLimitPerSecond?: number | null;
   retryPolicy?: Record<string, number | undefined>;
   ordering?: 'none' | 'per-message';
-  status?: 'active' | 'disabled';
+  status?: EndpointStatus;
+  /** Why the status changes (a pause's reason, say), for the audit entry and the operational event. */
+  statusReason?: string;
   /** Replaces every header; null or {} removes them. Validated (src/domain/endpoint-headers.ts). */
   headers?: Record<string, string> | null;
   /** The filter's text and its compiled jsonpath; null removes it. */
   filter?: { text: string; path: string } | null;
+}
+
+/** An endpoint as updated, and its status change (for the operational event) when there was one. */
+export interface UpdatedEndpoint {
+  row: EndpointRow;
+  statusChange: EndpointStatusChange | null;
 }
 
 /** The sealed form of a headers object, or null for none. */
@@ -131,12 +141,12 @@ export async function insertEndpoint(
 const auditValue = (column: string, value: unknown): unknown =>
   column === 'headers_enc' ? value !== null : value instanceof Date ? value.toISOString() : value;
 
-export async function updateEndpoint(scope: TenantScope, box: SecretBox, id: string, input: EndpointInput): Promise<EndpointRow | undefined> {
+export async function updateEndpoint(scope: TenantScope, box: SecretBox, id: string, input: EndpointInput): Promise<UpdatedEndpoint | undefined> {
   return scope.transactionWithPlatformDb(async (s, trx) => {
     const current: EndpointRow | undefined = await live(s).where('endpoints.id', id).forUpdate().first();
     if (!current) return undefined;
     const changes: Record<string, unknown> = { updated_at: trx.fn.now() };
-    if (input.url !== undefined) changes.url = input.url;
+    if (input.url !== undefined && input.url !== current.url) changes.url = input.url;
     if (input.eventTypes !== undefined) changes.event_types = input.eventTypes;
     if (input.description !== undefined) changes.description = input.description;
     if (input.maxConcurrency !== undefined) changes.max_concurrency = input.maxConcurrency;
@@ -148,12 +158,13 @@ export async function updateEndpoint(scope: TenantScope, box: SecretBox, id: str
       changes.filter = input.filter?.text ?? null;
       changes.filter_path = input.filter?.path ?? null;
     }
-    const statusChanged = input.status !== undefined && input.status !== current.status;
-    // The status is endpoint health's to write (src/delivery/endpoint-health.ts); the audit entry is this update's.
-    if (statusChanged) await setEndpointStatus(trx, id, input.status!, 'disabled by the tenant');
+    // The status and the circuit are endpoint health's to write (src/delivery/endpoint-health.ts); the audit entry is this update's.
+    const reason = input.statusReason ?? (input.status === 'disabled' ? 'disabled by the tenant' : null);
+    const statusChange = input.status === undefined ? null : await setEndpointStatus(trx, current, input.status, reason);
+    if (changes.url !== undefined) await newEndpointDestination(trx, id);
     const [row] = await trx('endpoints').where({ id }).update(changes).returning('*');
     const { updated_at: _, ...fields } = changes;
-    const changed = { ...fields, ...(statusChanged && { status: true, disabled_reason: true }) };
+    const changed = { ...fields, ...(statusChange && { status: true, disabled_reason: true }) };
     // Read from the rows, not the request, so values are as stored (retry_policy as an object, not its JSON text).
     const valuesIn = (source: Record<string, unknown>) => Object.fromEntries(Object.keys(changed).map((column) => [column, auditValue(column, source[column])]));
     const before = valuesIn(current as unknown as Record<string, unknown>);
@@ -161,12 +172,13 @@ export async function updateEndpoint(scope: TenantScope, box: SecretBox, id: str
     await recordAudit(trx, {
       tenantId: s.tenantId,
       actor: s.actor,
-      action: statusChanged ? `endpoint.${input.status === 'active' ? 'enabled' : 'disabled'}` : 'endpoint.updated',
+      action: statusChange ? `endpoint.${statusChange}` : 'endpoint.updated',
       targetType: 'endpoint',
       targetId: id,
+      reason: input.statusReason,
       details: { changed: Object.keys(changed), before, after },
     });
-    return row as EndpointRow;
+    return { row: row as EndpointRow, statusChange };
   });
 }
 

@@ -54,7 +54,7 @@ export async function replayDelivery(
     if (!current) return 'not_found';
     if (current.status !== 'dead' && current.status !== 'succeeded') return 'busy';
     if (!current.in_window) return 'expired';
-    if (current.ep_status !== 'active' || current.deleted_at) return 'endpoint_disabled';
+    if (current.ep_status === 'disabled' || current.deleted_at) return 'endpoint_disabled';
     await restart(trx, id, pacing.defaultMaxAgeSeconds);
     await audit(s, { action: 'delivery.replayed', targetType: 'delivery', targetId: id, reason });
     return 'replayed';
@@ -62,11 +62,11 @@ export async function replayDelivery(
 }
 
 function filtered(scope: TenantScope, filter: ReplayFilter, retention: RetentionPolicy): Knex.QueryBuilder {
-  // Only deliveries whose endpoint can take them now (a disabled endpoint would dead-letter them
-  // again) and that retention may not be removing.
+  // Only deliveries whose endpoint can take them (a disabled endpoint would dead-letter them again;
+  // a paused one keeps them pending until it resumes) and that retention may not be removing.
   return filteredDeliveries(scope, { ...filter, status: filter.status ?? 'dead' })
     .join('endpoints', 'endpoints.id', 'deliveries.endpoint_id')
-    .where('endpoints.status', 'active')
+    .whereNot('endpoints.status', 'disabled')
     .whereNull('endpoints.deleted_at')
     .whereRaw(withinWindow, windowBindings(retention));
 }

@@ -102,7 +102,7 @@ describe('tenant portal', () => {
   it('creates an endpoint whose hostile description renders as text', async () => {
     hooks.url = `${receiver.url}/hooks`;
     await page.getByLabel('URL').fill(hooks.url);
-    await page.getByLabel('Event types').fill('order.created, portal.test');
+    await page.getByLabel('Event types', { exact: true }).fill('order.created, portal.test');
     await page.getByLabel('Description (optional)').fill(hostile);
     await page.getByRole('button', { name: 'Add endpoint' }).click();
     const created = page.getByText('Endpoint created.');
@@ -181,7 +181,7 @@ describe('tenant portal', () => {
     await page.getByLabel('Rate limit per second').fill('50');
     await page.getByLabel('Concurrency').fill('4');
     await page.getByLabel('Ordering').selectOption('per-message');
-    await page.getByLabel('Event types').fill('order.*, portal.test');
+    await page.getByLabel('Event types', { exact: true }).fill('order.*, portal.test');
     await page.getByLabel('Description').fill('Orders for the warehouse');
     await page.getByRole('button', { name: 'Save changes' }).click();
     await page.getByText('Saved.').waitFor();
@@ -212,6 +212,33 @@ describe('tenant portal', () => {
     await page.getByRole('button', { name: 'Enable endpoint' }).click();
     await page.locator('[data-endpoint-status]', { hasText: 'active' }).waitFor();
     expect((await tenant.call('GET', `/v1/endpoints/${hooks.id}`)).body.status).toBe('active');
+  });
+
+  it("shows the endpoint's content filter digit for digit and its header names, never their values", async () => {
+    const bodyText = `{"filter":{"data.amount":{"$gte":12345678901234567890123}},"headers":{"X-Team":"payments-secret-value"}}`;
+    const res = await tenant.call('PATCH', `/v1/endpoints/${hooks.id}`, { rawBody: bodyText, headers: { 'content-type': 'application/json' } });
+    expect(res.status, res.text).toBe(200);
+    // Changed behind the page's back: leave the page and come back, so it loads again.
+    await go(page, '#/endpoints');
+    await page.getByRole('heading', { level: 1, name: 'Endpoints' }).waitFor();
+    await openEndpointPage(page, hooks.id);
+    await page.locator('[data-endpoint-filter]', { hasText: '12345678901234567890123' }).waitFor();
+    const headers = await page.locator('[data-endpoint-headers]').innerText();
+    expect(headers).toContain('X-Team');
+    expect(await page.content()).not.toContain('payments-secret-value');
+    const cleared = await tenant.call('PATCH', `/v1/endpoints/${hooks.id}`, { body: { filter: null, headers: null } });
+    expect(cleared.status, cleared.text).toBe(200);
+  });
+
+  it('pauses and resumes the endpoint', async () => {
+    await page.getByRole('button', { name: 'Pause endpoint' }).click();
+    await page.locator('[data-endpoint-status]', { hasText: 'paused' }).waitFor();
+    expect((await tenant.call('GET', `/v1/endpoints/${hooks.id}`)).body.status).toBe('paused');
+    await page.getByRole('button', { name: 'Resume endpoint' }).click();
+    await page.locator('[data-endpoint-status]', { hasText: 'active' }).waitFor();
+    expect((await tenant.call('GET', `/v1/endpoints/${hooks.id}`)).body.status).toBe('active');
+    const actions = (await tenant.call('GET', `/v1/audit-log?targetId=${hooks.id}`)).body.data.map((e: { action: string }) => e.action);
+    expect(actions).toEqual(expect.arrayContaining(['endpoint.paused', 'endpoint.resumed']));
   });
 
   it('a failing receiver: the test delivery is retried, then dead, and its hostile answer renders as text', async () => {

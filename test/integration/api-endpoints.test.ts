@@ -148,7 +148,7 @@ describe('endpoints API', () => {
     const { body: ep } = await create({ url: target });
     expectError(await tenant.call('PATCH', `/v1/endpoints/${ep.id}`, { body: { url: 'ftp://x.example.com' } }), 400, 'scheme_not_allowed');
     expectError(await tenant.call('PATCH', `/v1/endpoints/${ep.id}`, { body: { eventTypes: ['bad type!'] } }), 400, 'validation_failed');
-    expectError(await tenant.call('PATCH', `/v1/endpoints/${ep.id}`, { body: { status: 'paused' } }), 400, 'validation_failed');
+    expectError(await tenant.call('PATCH', `/v1/endpoints/${ep.id}`, { body: { status: 'sleeping' } }), 400, 'validation_failed');
     expectError(await tenant.call('PATCH', `/v1/endpoints/${ep.id}`, { body: {} }), 400, 'validation_failed');
     expectError(await tenant.call('PATCH', `/v1/endpoints/${ep.id}`, { body: { secret: 'whsec_x' } }), 400, 'validation_failed');
     expect((await tenant.call('GET', `/v1/endpoints/${ep.id}`)).body).toMatchObject({ url: target, eventTypes: [], status: 'active' });

@@ -92,7 +92,7 @@ describe('dashboard queries against a real Prometheus scraping this registry', (
 
   it('every panel expression is valid and returns data; the alert and SLO rules load', async () => {
     let backlog = 100;
-    setBacklogSource(async () => ({ backlog: (backlog += 7), deadLetters: 4, oldestPendingAgeSeconds: 12, openCircuits: 1 }), { ttlMs: 0 });
+    setBacklogSource(async () => ({ backlog: (backlog += 7), deadLetters: 4, oldestPendingAgeSeconds: 12, openCircuits: 1, pausedEndpoints: 0 }), { ttlMs: 0 });
     cleanups.push(async () => setBacklogSource(undefined));
     const target = await serve(async () => {
       recordTraffic();

@@ -51,6 +51,7 @@ const snapshot = (n: number): BacklogSnapshot => ({
   deadLetters: n + 1,
   oldestPendingAgeSeconds: n + 2,
   openCircuits: n + 3,
+  pausedEndpoints: n + 4,
 });
 
 beforeEach(() => resetMetrics());

@@ -1,5 +1,6 @@
 import { useState } from 'preact/hooks';
 import { describeError, type Client, type Endpoint } from '../api/client.js';
+import { indentJson, jsonTextAt } from '../browse/json-text.js';
 import { formatTime, parseEventTypes } from '../format.js';
 import type { PageProps } from '../page-props.js';
 import { Backfill } from '../parts/backfill.js';
@@ -24,7 +25,11 @@ async function attempt<T>(call: Promise<{ data?: T; error?: unknown; response: R
 
 export function EndpointPage({ client, session, canManage, route }: PageProps) {
   const id = route.id;
-  const [result, reload] = useLoad(() => client.GET('/v1/endpoints/{id}', { params: { path: { id } } }), [client, id]);
+  // As text too: the content filter is shown from the answer's own characters, every digit as written.
+  const [result, reload] = useLoad(async () => {
+    const { data, error, response } = await client.GET('/v1/endpoints/{id}', { params: { path: { id } }, parseAs: 'text' });
+    return { data: data === undefined ? undefined : { ...(JSON.parse(data) as Endpoint), text: data }, error, response };
+  }, [client, id]);
   return (
     <>
       <p><a href={href('endpoints')}>← All endpoints</a></p>
@@ -40,6 +45,7 @@ export function EndpointPage({ client, session, canManage, route }: PageProps) {
           {canManage ? (
             <>
               <Settings client={client} endpoint={result.value} onSaved={reload} />
+              <PauseControl client={client} endpoint={result.value} onChanged={reload} />
               <StatusControl client={client} endpoint={result.value} onChanged={reload} />
               <Backfill client={client} endpointId={id} />
               <Secret client={client} endpointId={id} />
@@ -57,7 +63,8 @@ export function EndpointPage({ client, session, canManage, route }: PageProps) {
   );
 }
 
-function Summary({ endpoint }: { endpoint: Endpoint }) {
+function Summary({ endpoint }: { endpoint: Endpoint & { text: string } }) {
+  const filter = jsonTextAt(endpoint.text, ['filter']);
   const policy = endpoint.effectiveRetryPolicy;
   return (
     <dl class="panel">
@@ -75,6 +82,10 @@ function Summary({ endpoint }: { endpoint: Endpoint }) {
       <dd>{endpoint.circuit.state}{endpoint.circuit.openUntil ? ` until ${formatTime(endpoint.circuit.openUntil)}` : ''}</dd>
       <dt>Event types</dt>
       <dd>{endpoint.eventTypes.length ? endpoint.eventTypes.join(', ') : 'all'}</dd>
+      <dt>Content filter</dt>
+      <dd data-endpoint-filter>{filter && filter !== 'null' ? <pre class="excerpt">{indentJson(filter)}</pre> : 'none: every event of those types'}</dd>
+      <dt>Headers</dt>
+      <dd data-endpoint-headers>{Object.keys(endpoint.headers ?? {}).length ? Object.keys(endpoint.headers ?? {}).join(', ') + ' (values hidden)' : 'none'}</dd>
       <dt>Concurrency</dt>
       <dd>at most {endpoint.maxConcurrency} at once</dd>
       <dt>Rate limit</dt>
@@ -231,11 +242,42 @@ function Settings({ client, endpoint, onSaved }: { client: Client; endpoint: End
   );
 }
 
+/** Pause holds the endpoint's deliveries (nothing sent, nothing given up); resume sends what waited. */
+function PauseControl({ client, endpoint, onChanged }: { client: Client; endpoint: Endpoint; onChanged: () => void }) {
+  const [busy, setBusy] = useState(false);
+  const [outcome, setOutcome] = useState<Outcome>(null);
+  if (endpoint.status === 'disabled') return null;
+  const paused = endpoint.status === 'paused';
+
+  const change = async () => {
+    setBusy(true);
+    const path = { params: { path: { id: endpoint.id } } };
+    const { failure } = await attempt(paused ? client.POST('/v1/endpoints/{id}/resume', path) : client.POST('/v1/endpoints/{id}/pause', path));
+    setBusy(false);
+    setOutcome(failure ? { kind: 'error', text: failure } : { kind: 'ok', text: paused ? 'Resumed.' : 'Paused.' });
+    if (!failure) onChanged();
+  };
+
+  return (
+    <section aria-labelledby="pause-heading">
+      <h2 id="pause-heading">{paused ? 'Resume' : 'Pause'}</h2>
+      <p class="help">
+        {paused
+          ? 'Nothing is sent while it is paused, and new events wait. Resuming sends everything that waited, in order.'
+          : 'For a maintenance window: nothing is sent and nothing is given up (except events older than the maximum age); new events wait until you resume.'}
+      </p>
+      <button type="button" onClick={change} disabled={busy} data-pause-control>{paused ? 'Resume endpoint' : 'Pause endpoint'}</button>
+      <div role="status" aria-live="polite">{outcome && <p class={outcome.kind === 'error' ? 'error' : 'ok'}>{outcome.text}</p>}</div>
+    </section>
+  );
+}
+
 function StatusControl({ client, endpoint, onChanged }: { client: Client; endpoint: Endpoint; onChanged: () => void }) {
   const [confirming, setConfirming] = useState(false);
   const [busy, setBusy] = useState(false);
   const [outcome, setOutcome] = useState<Outcome>(null);
-  const active = endpoint.status === 'active';
+  // A paused endpoint can be disabled too; enabling is only for a disabled one.
+  const active = endpoint.status !== 'disabled';
 
   const change = async () => {
     setBusy(true);

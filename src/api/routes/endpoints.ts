@@ -6,7 +6,7 @@ import { parseExactJson } from '../../domain/exact-json.js';
 import { maxAgeProblem } from '../../domain/retention.js';
 import { generateWebhookSecret } from '../../domain/signing.js';
 import { checkTargetUrl } from '../../outbound/address-guard.js';
-import { getEndpoint, insertEndpoint, listEndpointsQuery, updateEndpoint, type EndpointRow } from '../../store/endpoints-store.js';
+import { getEndpoint, insertEndpoint, listEndpointsQuery, type EndpointRow } from '../../store/endpoints-store.js';
 import { paginate } from '../../store/pagination.js';
 import type { ApiContext } from '../context.js';
 import { rawJsonMember } from '../json-body.js';
@@ -15,11 +15,13 @@ import { createEndpointBody, endpointSchema, idParams, page, pageQuery, patchEnd
 import { endpointBackfillRoutes } from './endpoint-backfill.js';
 import { endpointInsightRoutes } from './endpoint-insight.js';
 import { endpointSecretRoutes } from './endpoint-secret.js';
+import { endpointStatusRoutes } from './endpoint-status.js';
 import { presentEndpoint } from './endpoint-view.js';
 
-/** Every /v1/endpoints route: the endpoint itself here, its secret, its insight (test, stats) and its backfill beside. */
+/** Every /v1/endpoints route: the endpoint itself here, its status, secret, insight (test, stats) and backfill beside. */
 export function endpointRoutes(routes: ApiRoutes, ctx: ApiContext): void {
   endpointCrudRoutes(routes, ctx);
+  endpointStatusRoutes(routes, ctx);
   endpointSecretRoutes(routes, ctx);
   endpointInsightRoutes(routes, ctx);
   endpointBackfillRoutes(routes, ctx);
@@ -109,7 +111,7 @@ function endpointCrudRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       method: 'patch',
       path: '/v1/endpoints/:id',
       operationId: 'updateEndpoint',
-      summary: 'Change an endpoint; `status: active` re-enables a disabled one',
+      summary: 'Change an endpoint; `status: paused` pauses it, `status: active` resumes or re-enables it',
       tag,
       auth: 'tenant',
       portal: 'scoped',
@@ -121,7 +123,7 @@ function endpointCrudRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     async ({ req, params, body, scope }) => {
       withinRetention(body.retryPolicy ?? undefined);
       const input = { ...body, url: body.url === undefined ? undefined : validUrl(body.url), filter: exactFilter(req, body.filter) };
-      const row = await updateEndpoint(scope, ctx.box, params.id, input);
+      const row = await ctx.lifecycle.updateEndpoint(scope, ctx.box, params.id, input);
       if (!row) throw notFound('endpoint');
       return { status: 200, body: present(row) };
     },

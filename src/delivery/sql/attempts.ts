@@ -1,5 +1,6 @@
 /**
- * claim:  queued → in_flight (or → dead, unsent, when its endpoint was disabled since admission)
+ * claim:  queued → in_flight (or, unsent, → pending when its endpoint was paused since admission,
+ *         → dead when it was disabled or deleted)
  * record: in_flight → succeeded | pending (retry at next_attempt_at) | dead (dead_reason)
  *         + attempt row + endpoint health, and the slot's hand-off: pending → in_flight
  *
@@ -15,22 +16,26 @@ import { claimedColumns, rowToClaimed, type ClaimedDelivery } from './claimed.js
 /**
  * Takes a queued delivery for one attempt. Only one worker can win: the row moves queued -> in_flight
  * atomically, with a lease long enough for the attempt, after which the sweeper may take it back.
- * An endpoint disabled or deleted since admission gets nothing sent: the delivery is dead-lettered
- * in the same statement (`status` comes back `dead`), with no attempt counted or logged, as if
- * it had still been waiting when the endpoint was disabled.
+ * The endpoint row is read here, at attempt time, so a URL or secret changed since admission applies.
+ * An endpoint paused since admission gets nothing sent: the delivery goes back to pending as it was
+ * (`status` comes back `pending`), with no attempt counted, to wait for the resume. One disabled or
+ * deleted since admission gets nothing sent either: the delivery is dead-lettered in the same
+ * statement (`status` comes back `dead`), with no attempt counted or logged, as if it had still been
+ * waiting when the endpoint was disabled.
  */
 const claimStatement = statement(
   'claim_delivery',
   `UPDATE deliveries d
-        SET status = CASE WHEN x.live THEN 'in_flight' ELSE 'dead' END,
+        SET status = CASE WHEN x.live THEN 'in_flight' WHEN x.held THEN 'pending' ELSE 'dead' END,
             attempt_count = d.attempt_count + CASE WHEN x.live THEN 1 ELSE 0 END,
             lease_until = CASE WHEN x.live THEN now() + make_interval(secs => :lease / 1000.0) END,
-            next_attempt_at = CASE WHEN x.live THEN d.next_attempt_at END,
-            dead_reason = CASE WHEN x.live THEN d.dead_reason WHEN ep.deleted_at IS NULL THEN 'endpoint_disabled' ELSE 'endpoint_deleted' END,
-            last_error = CASE WHEN x.live THEN d.last_error
+            next_attempt_at = CASE WHEN x.live OR x.held THEN d.next_attempt_at END,
+            dead_reason = CASE WHEN x.live OR x.held THEN d.dead_reason WHEN ep.deleted_at IS NULL THEN 'endpoint_disabled' ELSE 'endpoint_deleted' END,
+            last_error = CASE WHEN x.live OR x.held THEN d.last_error
                               WHEN ep.deleted_at IS NULL THEN 'endpoint is disabled' ELSE 'endpoint was deleted' END,
             updated_at = now()
-       FROM events ev, endpoints ep, LATERAL (SELECT ep.status = 'active' AND ep.deleted_at IS NULL AS live) x
+       FROM events ev, endpoints ep,
+            LATERAL (SELECT ep.status = 'active' AND ep.deleted_at IS NULL AS live, ep.status = 'paused' AND ep.deleted_at IS NULL AS held) x
       WHERE d.id = :id AND d.status = 'queued' AND ev.id = d.event_id AND ep.id = d.endpoint_id
   RETURNING ${claimedColumns}`,
 );

@@ -8,8 +8,11 @@ import type { Trigger } from '../../domain/delivery-status.js';
 export interface ClaimedDelivery {
   id: string;
   tenant_id: string;
-  /** `in_flight`: this worker holds it. `dead`: its endpoint was disabled before it could be sent. */
-  status: 'in_flight' | 'dead';
+  /**
+   * `in_flight`: this worker holds it. `pending`: its endpoint was paused before it could be sent,
+   * so it waits again. `dead`: its endpoint was disabled or deleted before it could be sent.
+   */
+  status: 'in_flight' | 'pending' | 'dead';
   attempt_count: number;
   /** Attempts made before the last replay; a replay gets a fresh attempt budget. */
   attempt_base: number;

@@ -3,8 +3,10 @@
  *   queued → pending            the job was lost with Redis (lease expired before a claim), or
  *                               Redis refused it (`unqueue`, at once)
  *   in_flight → pending | dead  the worker died mid-attempt (lease expired): a `worker_lost` attempt row
- *   pending → dead              past its deadline (`max_age`), or its endpoint is disabled
- *                               (`endpoint_disabled`) or deleted (`endpoint_deleted`)
+ *   pending → dead              past its deadline (`max_age`, whatever its endpoint's status, a
+ *                               paused one's included), or its endpoint is disabled
+ *                               (`endpoint_disabled`) or deleted (`endpoint_deleted`); a paused
+ *                               endpoint's work is held, never dead-lettered for the pause
  * (Endpoints failing for too long are disabled by ../endpoint-health.ts, in the same sweep.)
  *
  * Inputs: the default attempt budget. Outputs: counts and ids per
@@ -95,7 +97,8 @@ export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult>
     .returning('id')
     .then((rows: Array<{ id: string }>) => rows.map((r) => r.id));
 
-  // Raw: the builder's UPDATE ... FROM takes one table, and this one needs two.
+  // Raw: the builder's UPDATE ... FROM takes one table, and this one needs two. Only `disabled`: a
+  // paused endpoint keeps its waiting work.
   const { rows: deadEndpoint } = await db.raw<{ rows: Array<{ dead_reason: string }> }>(
     `UPDATE deliveries d SET status = 'dead', dead_reason = CASE WHEN ep.deleted_at IS NULL THEN 'endpoint_disabled' ELSE 'endpoint_deleted' END,
             last_error = CASE WHEN ep.deleted_at IS NULL THEN 'endpoint is disabled' ELSE 'endpoint was deleted' END,
