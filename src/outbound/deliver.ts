@@ -128,6 +128,9 @@ async function attemptClaimed(deps: DeliverDeps, claimed: ClaimedDelivery, mayHa
   const sc = statusClass(statusCode);
   metrics.attemptDuration.observe({ status_class: sc }, result.durationMs / 1000);
   metrics.deliveryAttempts.inc({ outcome: record.outcome, status_class: sc });
+  if (claimed.next_trigger === 'initial' && claimed.attempt_count - claimed.attempt_base === 1) {
+    metrics.firstAttemptDelay.observe((startedAt.getTime() - claimed.event_created_at.getTime()) / 1000);
+  }
   // Every attempt in flight may get the 410; only the one that disables the endpoint audits and announces it.
   const disabledNow = record.disableEndpoint
     ? await deps.lifecycle.disableGoneEndpoint({ id: ep.id, tenantId: claimed.tenant_id, reason: record.disableEndpoint })

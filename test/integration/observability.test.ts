@@ -25,10 +25,15 @@ import { aggregationsOf } from '../helpers/promql-aggregation.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
 import { UNFINISHED_STATUSES } from '../../src/domain/delivery-status.js';
 
-const ALERTS_FILE = 'grafana/prometheus/alerts.yml';
+const RULE_FILES = ['grafana/prometheus/alerts.yml', 'grafana/prometheus/slo.yml'];
 const GLOBAL_GAUGES = [METRIC_NAMES.dispatchBacklog, METRIC_NAMES.deadLetterDeliveries, METRIC_NAMES.oldestPendingAge, METRIC_NAMES.openCircuits];
+/** Every rule of every rule file, alerts and recordings, by the name Prometheus lists it under. */
 const alertRules = (): Array<{ alert: string; expr: string }> =>
-  (parse(readFileSync(ALERTS_FILE, 'utf8')) as { groups: Array<{ rules: Array<{ alert: string; expr: string }> }> }).groups.flatMap((g) => g.rules);
+  RULE_FILES.flatMap((file) =>
+    (parse(readFileSync(file, 'utf8')) as { groups: Array<{ rules: Array<{ alert?: string; record?: string; expr: string }> }> }).groups
+      .flatMap((g) => g.rules)
+      .map((r) => ({ alert: r.alert ?? r.record ?? '', expr: r.expr })),
+  );
 
 /** Samples keyed by the values of `labels`, e.g. `momo-automation|accepted`, zeros left out. */
 function byLabels(samples: Sample[], labels: string[]): Record<string, number> {
@@ -80,7 +85,7 @@ describe('observability: api and worker processes scraped by a real Prometheus',
     }
 
     targets = { api: `127.0.0.1:${t.platform.port}`, worker: `127.0.0.1:${await worker.port()}` };
-    prom = await startPrometheus({ targets: [targets.api, targets.worker], intervalSeconds: 1, ruleFiles: [ALERTS_FILE] });
+    prom = await startPrometheus({ targets: [targets.api, targets.worker], intervalSeconds: 1, ruleFiles: RULE_FILES });
     // rate() only sees increments between two samples: let Prometheus record the starting zeros
     // of both processes before any traffic.
     await prom.waitFor('count_over_time(up[1m]) >= 2 and on (instance) up == 1', (s) => s.length === 2, 20_000);
@@ -228,6 +233,14 @@ describe('observability: api and worker processes scraped by a real Prometheus',
     expect(firstSuccesses).toBeGreaterThan(0);
     await expectEventually(async () => (await prom.query('sum(webhook_delivery_latency_seconds_count)'))[0]?.value, firstSuccesses);
 
+    // The first-attempt delay (the delivery-latency SLI) observes each delivery's first attempt
+    // once: retries and replays add nothing, deliveries never attempted (endpoint_disabled) neither.
+    const [{ n: firstAttempts }] = (
+      await db.raw<{ rows: [{ n: number }] }>(`SELECT count(*)::int AS n FROM attempts WHERE trigger = 'initial' AND attempt_number = 1`)
+    ).rows;
+    expect(firstAttempts).toBeGreaterThan(0);
+    await expectEventually(async () => (await prom.query('sum(webhook_first_attempt_delay_seconds_count)'))[0]?.value, firstAttempts);
+
     // Dead letters by reason: the dead rows, plus the max_attempts ones replayed to success since.
     const { rows: dead } = await db.raw<{ rows: Array<{ dead_reason: string; n: number }> }>(
       `SELECT dead_reason, count(*)::int AS n FROM deliveries WHERE status = 'dead' GROUP BY 1`,
@@ -263,8 +276,8 @@ describe('observability: api and worker processes scraped by a real Prometheus',
     await expectEventually(async () => (await prom.query(`count(${METRIC_NAMES.oldestPendingAge} > 1)`))[0]?.value, 2);
   }, 30_000);
 
-  it('loads every alert rule into Prometheus and evaluates each one without error', async () => {
-    const expected = alertRules().map((r) => r.alert).sort();
+  it('loads every alert and recording rule into Prometheus and evaluates each one without error', async () => {
+    const expected = alertRules().map((r) => r.alert).sort((a, b) => a.localeCompare(b));
     expect(expected.length).toBeGreaterThanOrEqual(6);
     const loaded = await eventually(
       async () => {
@@ -311,7 +324,7 @@ describe('dashboards and alert rules aggregate the global gauges with max()', ()
   it('every dashboard query and alert expression over a global gauge uses max()', () => {
     const expressions = [
       ...dashboardExpressions().map((e) => ({ where: `${e.dashboard} / ${e.panel}`, expr: e.expr })),
-      ...alertRules().map((r) => ({ where: `alert ${r.alert}`, expr: r.expr })),
+      ...alertRules().map((r) => ({ where: `rule ${r.alert}`, expr: r.expr })),
     ];
     const uses: string[] = [];
     for (const { where, expr } of expressions) {

@@ -85,11 +85,12 @@ describe('dashboard queries against a real Prometheus scraping this registry', (
     }
     for (const status_class of STATUS_CLASSES) metrics.attemptDuration.observe({ status_class }, 0.05 + Math.random());
     metrics.deliveryLatency.observe(0.2 + Math.random() * 30);
+    for (let i = 0; i < 3; i++) metrics.firstAttemptDelay.observe(0.01 + Math.random() * 2);
     for (const reason of DEAD_LETTER_REASONS) metrics.deadLettered.inc({ reason });
     for (const kind of REPLAY_KINDS) metrics.replays.inc({ kind });
   }
 
-  it('every panel expression is valid and returns data; the alert rules load', async () => {
+  it('every panel expression is valid and returns data; the alert and SLO rules load', async () => {
     let backlog = 100;
     setBacklogSource(async () => ({ backlog: (backlog += 7), deadLetters: 4, oldestPendingAgeSeconds: 12, openCircuits: 1, pausedEndpoints: 0 }), { ttlMs: 0 });
     cleanups.push(async () => setBacklogSource(undefined));
@@ -97,7 +98,7 @@ describe('dashboard queries against a real Prometheus scraping this registry', (
       recordTraffic();
       return registry.metrics();
     });
-    const prom = await prometheus({ targets: [target], ruleFiles: ['grafana/prometheus/alerts.yml'] });
+    const prom = await prometheus({ targets: [target], ruleFiles: ['grafana/prometheus/alerts.yml', 'grafana/prometheus/slo.yml'] });
 
     // Enough scrapes for rate() and deriv() over 1m windows to see changes.
     await prom.waitFor('count_over_time(webhook_dispatch_backlog[1m])', (s) => (s[0]?.value ?? 0) >= 4);
@@ -116,7 +117,8 @@ describe('dashboard queries against a real Prometheus scraping this registry', (
       data: { groups: { rules: { name: string; health: string }[] }[] };
     };
     const loaded = rules.data.groups.flatMap((g) => g.rules);
-    expect(loaded).toHaveLength(6);
+    // Six alerts in alerts.yml; in slo.yml two objectives of a budget, five error ratios and two alerts each.
+    expect(loaded).toHaveLength(6 + 2 * (1 + 5 + 2));
     // health becomes "ok" after the first evaluation; "err" would mean the query fails at runtime.
     for (const r of loaded) expect(r.health, r.name).not.toBe('err');
   }, 60_000);

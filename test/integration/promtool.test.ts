@@ -27,20 +27,20 @@ function run(args: string[], input?: string): { status: number | null; output: s
 }
 
 describe('promtool', () => {
-  it('check rules grafana/prometheus/alerts.yml', () => {
-    const { status, output } = run(['check', 'rules', 'grafana/prometheus/alerts.yml']);
+  it.each(['alerts.yml', 'slo.yml'])('check rules grafana/prometheus/%s', (file) => {
+    const { status, output } = run(['check', 'rules', `grafana/prometheus/${file}`]);
     expect(status, output).toBe(0);
   });
 
-  it('test rules grafana/prometheus/alerts.test.yml', () => {
-    const { status, output } = run(['test', 'rules', 'grafana/prometheus/alerts.test.yml']);
+  it.each(['alerts.test.yml', 'slo.test.yml'])('test rules grafana/prometheus/%s', (file) => {
+    const { status, output } = run(['test', 'rules', `grafana/prometheus/${file}`]);
     expect(status, output).toBe(0);
   });
 
   it('check config grafana/prometheus/prometheus.yml (resolving its rule files)', () => {
     const { status, output } = run(['check', 'config', 'grafana/prometheus/prometheus.yml']);
     expect(status, output).toBe(0);
-    expect(output).toMatch(/SUCCESS: 1 rule files found/);
+    expect(output).toMatch(/SUCCESS: 2 rule files found/);
   });
 
   it('check metrics: the /metrics exposition passes the linter', async () => {
@@ -50,6 +50,7 @@ describe('promtool', () => {
     metrics.deliveryAttempts.inc({ outcome: 'success', status_class: statusClass(200) });
     metrics.attemptDuration.observe({ status_class: '2xx' }, 0.04);
     metrics.deliveryLatency.observe(1.5);
+    metrics.firstAttemptDelay.observe(0.2);
     const { status, output } = run(['check', 'metrics'], await registry.metrics());
     expect(status, output).toBe(0);
   });

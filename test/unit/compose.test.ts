@@ -19,6 +19,7 @@ const compose = yamlFile('docker-compose.yml');
 const services: Record<string, any> = compose.services;
 const promConfig = yamlFile('grafana/prometheus/prometheus.yml');
 const alerts = yamlFile('grafana/prometheus/alerts.yml');
+const slo = yamlFile('grafana/prometheus/slo.yml');
 
 function commandText(service: any): string {
   const c = service.command;
@@ -143,7 +144,7 @@ describe('docker-compose.yml', () => {
       expect(hostPathFor(prom, posix.join(posix.dirname(configInContainer), rules))).toBe(join(root, 'grafana/prometheus', rules));
       expect(existsSync(join(root, 'grafana/prometheus', rules))).toBe(true);
     }
-    expect(promConfig.rule_files).toContain('alerts.yml');
+    expect(promConfig.rule_files).toEqual(['alerts.yml', 'slo.yml']);
   });
 
   it('the scrape config names the api and worker services at the ports they listen on', () => {
@@ -199,6 +200,8 @@ describe('Dockerfile', () => {
 // ---------------------------------------------------------------------------------------------
 
 const knownMetrics = new Set<string>(Object.values(METRIC_NAMES));
+/** Series recorded by slo.yml (`level:metric:operations` names); dashboards may query them too. */
+const recorded = new Set<string>(slo.groups.flatMap((g: any) => g.rules).filter((r: any) => r.record).map((r: any) => r.record as string));
 const globalGauges = [
   METRIC_NAMES.dispatchBacklog,
   METRIC_NAMES.deadLetterDeliveries,
@@ -209,6 +212,11 @@ const globalGauges = [
 /** webhook_* metric names used in an expression, with histogram suffixes removed. */
 function metricsUsed(expr: string): string[] {
   return [...expr.matchAll(/\bwebhook_[a-z_]+/g)].map((m) => m[0].replace(/_(bucket|sum|count)$/, ''));
+}
+
+/** Recorded series (`slo:…:…`) used in an expression. */
+function recordedUsed(expr: string): string[] {
+  return [...expr.matchAll(/\bslo:[a-z_]+:[a-z0-9_]+/g)].map((m) => m[0]);
 }
 
 function dashboardPanels(file: string): any[] {
@@ -230,8 +238,10 @@ describe('dashboards', () => {
       for (const target of panel.targets) {
         expect(target.datasource?.uid ?? panel.datasource.uid).toBe('prometheus');
         const used = metricsUsed(target.expr);
-        expect(used.length, `${panel.title}: ${target.expr}`).toBeGreaterThan(0);
+        const fromRules = recordedUsed(target.expr);
+        expect(used.length + fromRules.length, `${panel.title}: ${target.expr}`).toBeGreaterThan(0);
         for (const name of used) expect(knownMetrics, `${panel.title}: ${name}`).toContain(name);
+        for (const name of fromRules) expect(recorded, `${panel.title}: ${name}`).toContain(name);
       }
     }
   });
@@ -249,7 +259,8 @@ describe('dashboards', () => {
 });
 
 describe('alert rules and runbook', () => {
-  const rules: any[] = alerts.groups.flatMap((g: any) => g.rules);
+  const sloRules: any[] = slo.groups.flatMap((g: any) => g.rules);
+  const rules: any[] = [...alerts.groups.flatMap((g: any) => g.rules), ...sloRules.filter((r) => r.alert)];
   const runbook = read('docs/runbook.md');
   /** GitHub's heading anchors: lowercase, spaces to dashes, punctuation dropped. */
   const anchors = new Set(
@@ -259,12 +270,29 @@ describe('alert rules and runbook', () => {
   it('covers every alert the issue asks for', () => {
     expect(rules.map((r) => r.alert).sort()).toEqual([
       'WebhookDeadLettersGrowing',
+      'WebhookDeliveryLatencyBudgetFastBurn',
+      'WebhookDeliveryLatencyBudgetSlowBurn',
       'WebhookDispatchBacklogGrowing',
       'WebhookDispatchDelayed',
       'WebhookEndpoint5xxShareHigh',
       'WebhookEndpointTerminal4xxHigh',
       'WebhookInboundSignatureRejections',
+      'WebhookIntakeAvailabilityBudgetFastBurn',
+      'WebhookIntakeAvailabilityBudgetSlowBurn',
     ]);
+  });
+
+  it('SLO recording rules are named level:metric:operations and read only registry metrics', () => {
+    for (const rule of sloRules.filter((r) => r.record)) {
+      expect(rule.record).toMatch(/^slo:(delivery_latency|intake_availability):(error_budget|error_ratio_rate(5m|30m|1h|6h|30d))$/);
+      for (const name of metricsUsed(rule.expr)) expect(knownMetrics).toContain(name);
+    }
+    // Every alert of slo.yml compares a long and a short window against the recorded budget.
+    for (const rule of sloRules.filter((r) => r.alert)) {
+      const used = recordedUsed(rule.expr);
+      expect(used.filter((n) => n.endsWith(':error_budget')).length, rule.alert).toBe(2);
+      for (const name of used) expect(recorded).toContain(name);
+    }
   });
 
   it.each(rules.map((r) => [r.alert, r]))('%s has severity, summary and a runbook section', (_name, rule) => {
@@ -280,7 +308,7 @@ describe('alert rules and runbook', () => {
   });
 
   it('every rule has a promtool test', () => {
-    const tests = read('grafana/prometheus/alerts.test.yml');
+    const tests = read('grafana/prometheus/alerts.test.yml') + read('grafana/prometheus/slo.test.yml');
     for (const rule of rules) expect(tests).toContain(`alertname: ${rule.alert}`);
     expect(statSync(join(root, 'grafana/prometheus/alerts.test.yml')).isFile()).toBe(true);
   });

@@ -96,6 +96,7 @@ describe('metric names and label sets', () => {
     ['webhook_inbound_ack_seconds', ['outcome', 'source_type']],
     ['webhook_attempt_duration_seconds', ['status_class']],
     ['webhook_delivery_latency_seconds', []],
+    ['webhook_first_attempt_delay_seconds', []],
   ] as const)('histogram %s carries labels %j', async (name, labels) => {
     const m = await metric(name);
     expect(m.type).toBe('histogram');
@@ -104,6 +105,8 @@ describe('metric names and label sets', () => {
       metrics.inboundAck.observe({ source_type: 'standard-webhooks', outcome: 'accepted' }, 0.004);
     } else if (name === 'webhook_attempt_duration_seconds') {
       metrics.attemptDuration.observe({ status_class: '5xx' }, 0.2);
+    } else if (name === 'webhook_first_attempt_delay_seconds') {
+      metrics.firstAttemptDelay.observe(0.3);
     } else {
       metrics.deliveryLatency.observe(12);
     }
@@ -132,6 +135,16 @@ describe('metric names and label sets', () => {
     const latency = await buckets('webhook_delivery_latency_seconds');
     expect(Math.min(...latency)).toBeLessThanOrEqual(0.01);
     expect(Math.max(...latency)).toBeGreaterThanOrEqual(3 * 3600);
+  });
+
+  it('the first-attempt delay has a bucket at the 5 s objective, so its good share is exact', async () => {
+    metrics.firstAttemptDelay.observe(4.9);
+    metrics.firstAttemptDelay.observe(5);
+    metrics.firstAttemptDelay.observe(5.1);
+    const text = await registry.metrics();
+    const bucket = (le: string) => Number(text.match(new RegExp(`^webhook_first_attempt_delay_seconds_bucket\\{le="${le}"\\} (\\S+)$`, 'm'))?.[1]);
+    expect(bucket('5')).toBe(2);
+    expect(bucket('\\+Inf')).toBe(3);
   });
 
   it('global gauges exist, unlabelled', async () => {
