@@ -5,5 +5,5 @@
 export { DeliveryLifecycle, type LifecycleEffects, type LifecycleLimits } from './lifecycle.js';
 export { setStatus as setEndpointStatus, type DisabledEndpoint, type EndpointStatus } from './endpoint-health.js';
 export type { AdmissionRound, AdmittedDelivery, LocalClaims } from './sql/admit.js';
-export type { AttemptRecord, Recorded, SuccessItem } from './sql/attempts.js';
+export type { AttemptRecord, EgressFailure, Recorded, SuccessItem } from './sql/attempts.js';
 export type { ClaimedDelivery } from './sql/claimed.js';
