@@ -71,6 +71,8 @@ export interface ProxyLimits {
   connectTimeoutMs: number;
   attemptTimeoutMs: number;
   connections: number | null;
+  /** See DeliveryClientOptions.testTrustedCa. */
+  testTrustedCa?: string;
 }
 
 export interface ProxyRoutes {
@@ -101,7 +103,7 @@ export function createProxyRoutes(proxy: EgressProxyOptions, limits: ProxyLimits
     ...keepAlive,
     ...timeouts,
     connections: limits.connections,
-    requestTls: { timeout: limits.connectTimeoutMs },
+    requestTls: { timeout: limits.connectTimeoutMs, ...(limits.testTrustedCa ? { ca: limits.testTrustedCa } : {}) },
     // A pool, not undici's default single client, so CONNECTs for different targets run side by side;
     // its connect() is where the proxy's answer to CONNECT is judged.
     clientFactory: (proxyOrigin) => {

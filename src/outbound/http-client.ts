@@ -36,6 +36,8 @@ export interface DeliveryClientOptions {
   connectionsPerOrigin?: number;
   /** EGRESS_PROXY_URL and EGRESS_NO_PROXY; unset: every request connects directly. */
   proxy?: EgressProxyOptions;
+  /** Tests only: CA certificates (PEM) that https targets may chain to, instead of the system's. */
+  testTrustedCa?: string;
 }
 export interface DeliveryRequest {
   url: string;
@@ -92,7 +94,7 @@ const defaultLookup: LookupFn = (hostname) => dns.lookup(hostname, { all: true }
 
 export function createDeliveryClient(opts: DeliveryClientOptions): DeliveryClient {
   const lookup = opts.lookup ?? defaultLookup;
-  const baseConnect = buildConnector({ timeout: opts.connectTimeoutMs });
+  const baseConnect = buildConnector({ timeout: opts.connectTimeoutMs, ...(opts.testTrustedCa ? { ca: opts.testTrustedCa } : {}) });
 
   /** The one address this connection may use, or an error: checked here, connected to below. */
   async function resolveTarget(hostname: string): Promise<string> {
@@ -128,7 +130,7 @@ export function createDeliveryClient(opts: DeliveryClientOptions): DeliveryClien
     bodyTimeout: opts.attemptTimeoutMs,
   });
 
-  const proxy = opts.proxy && createProxyRoutes(opts.proxy, { connectTimeoutMs: opts.connectTimeoutMs, attemptTimeoutMs: opts.attemptTimeoutMs, connections: opts.connectionsPerOrigin ?? null });
+  const proxy = opts.proxy && createProxyRoutes(opts.proxy, { connectTimeoutMs: opts.connectTimeoutMs, attemptTimeoutMs: opts.attemptTimeoutMs, connections: opts.connectionsPerOrigin ?? null, testTrustedCa: opts.testTrustedCa });
 
   async function send(req: DeliveryRequest): Promise<DeliveryResult> {
     const started = performance.now();
