@@ -82,6 +82,8 @@ export interface ProxyRoutes {
   forward: Dispatcher;
   /** Proxy-Authorization for absolute-form requests; CONNECT carries it inside `tunnel`. */
   authorization?: string;
+  /** Whether a target connects directly (EGRESS_NO_PROXY). */
+  bypasses(hostname: string, port: string): boolean;
   close(): Promise<void>;
 }
 
@@ -130,6 +132,7 @@ export function createProxyRoutes(proxy: EgressProxyOptions, limits: ProxyLimits
     tunnel,
     forward,
     authorization,
+    bypasses: (hostname, port) => bypassesProxy(hostname, port, proxy.noProxy),
     close: async () => void (await Promise.all([tunnel.close(), forward.close()])),
   };
 }

@@ -12,7 +12,7 @@ import type { AttemptResult, ErrorClass, ProxyFailure, ProxyFailureReason } from
 import { RecentMap } from '../infra/recent.js';
 import { metrics } from '../metrics/registry.js';
 import { classifyAddress, isLocalhostName, targetRefusal } from './address-guard.js';
-import { bypassesProxy, createProxyRoutes, ProxyFailureError, ProxyRejectedError, type EgressProxyOptions } from './egress-proxy.js';
+import { createProxyRoutes, ProxyFailureError, ProxyRejectedError, type EgressProxyOptions } from './egress-proxy.js';
 
 export interface LookupAddress {
   address: string;
@@ -130,14 +130,21 @@ export function createDeliveryClient(opts: DeliveryClientOptions): DeliveryClien
     bodyTimeout: opts.attemptTimeoutMs,
   });
 
-  const proxy = opts.proxy && createProxyRoutes(opts.proxy, { connectTimeoutMs: opts.connectTimeoutMs, attemptTimeoutMs: opts.attemptTimeoutMs, connections: opts.connectionsPerOrigin ?? null, testTrustedCa: opts.testTrustedCa });
+  const proxy =
+    opts.proxy &&
+    createProxyRoutes(opts.proxy, {
+      connectTimeoutMs: opts.connectTimeoutMs,
+      attemptTimeoutMs: opts.attemptTimeoutMs,
+      connections: opts.connectionsPerOrigin ?? null,
+      testTrustedCa: opts.testTrustedCa,
+    });
 
   async function send(req: DeliveryRequest): Promise<DeliveryResult> {
     const started = performance.now();
     const elapsed = () => Math.round(performance.now() - started);
     const target = targetOf(req.url);
     if ('refusal' in target) return fail('invalid_target', target.refusal, elapsed());
-    const viaProxy = proxy !== undefined && !bypassesProxy(target.hostname, target.port, opts.proxy!.noProxy);
+    const viaProxy = proxy !== undefined && !proxy.bypasses(target.hostname, target.port);
 
     const deadline = new AttemptDeadline();
     const timer = setTimeout(() => deadline.fire(new AttemptTimeoutError('attempt timed out')), opts.attemptTimeoutMs);

@@ -104,13 +104,18 @@ describe('the delivery client through the proxy (CONNECT for an https target)', 
     expect(withAuth.outcome).toEqual({ kind: 'response', statusCode: 200 });
   });
 
-  it("the proxy's own 503 on CONNECT is a proxy failure", async () => {
-    const fake = await rawServer((s) => s.end('HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n'));
+  it.each([
+    [502, 'bad_gateway'],
+    [503, 'unavailable'],
+    [504, 'gateway_timeout'],
+  ])("the proxy's own %i on CONNECT is a proxy failure (%s)", async (code, reason) => {
+    // A proxy of a few bytes: tinyproxy itself answers 500, not 502-504, when it cannot go on.
+    const fake = await rawServer((s) => s.end(`HTTP/1.1 ${code} Proxy Trouble\r\ncontent-length: 0\r\n\r\n`));
     cleanups.push(() => fake.close());
-    const before = await proxyFailures('unavailable');
+    const before = await proxyFailures(reason);
     const result = await post(client(fake.url));
-    expect(result.outcome).toMatchObject({ kind: 'proxy_failure', reason: 'unavailable' });
-    expect(await proxyFailures('unavailable')).toBe(before + 1);
+    expect(result.outcome).toMatchObject({ kind: 'proxy_failure', reason });
+    expect(await proxyFailures(reason)).toBe(before + 1);
   });
 
   it('nothing listening at the proxy address is a proxy failure (refused)', async () => {
