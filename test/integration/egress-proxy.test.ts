@@ -8,6 +8,7 @@ import { createServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { renderMetrics } from '../../src/metrics/registry.js';
 import { createDeliveryClient, type DeliveryClient } from '../../src/outbound/http-client.js';
@@ -221,12 +222,25 @@ describe('a platform behind the proxy (absolute-form for http targets)', () => {
     expect(r.requests).toHaveLength(0); // the proxy answered every one of them itself
 
     const credentials = `relay:${encodeURIComponent('pa-ss_w0rd')}@`;
-    const withAuth = await startTestPlatform({ database, env: { EGRESS_PROXY_URL: p.url.replace('http://', `http://${credentials}`), SECRETS_KEY: without.env.SECRETS_KEY! } });
+    let logs = '';
+    const sink = new Writable({ write: (chunk: Buffer, _enc, done) => ((logs += chunk.toString()), done()) });
+    const withAuth = await startTestPlatform({
+      database,
+      logs: sink,
+      env: { EGRESS_PROXY_URL: p.url.replace('http://', `http://${credentials}`), SECRETS_KEY: without.env.SECRETS_KEY!, LOG_LEVEL: 'trace' },
+    });
     cleanups.push(() => withAuth.stop());
     await eventually(async () => r.eventIds().size === 3, 'the deliveries went through with credentials');
     await eventually(async () => (await deliveryRows(withAuth, endpointId)).every((d) => d.status === 'succeeded'), 'every delivery recorded');
     await expectEachOnceFirstTime(withAuth, r, endpointId, eventIds);
     await expectEndpointUntouched(withAuth, endpointId);
+    // The proxy's password reaches neither the logs nor the receiver, in clear or as the Basic token.
+    expect(logs).not.toBe('');
+    const token = Buffer.from('relay:pa-ss_w0rd').toString('base64');
+    for (const secret of ['pa-ss_w0rd', token]) {
+      expect(logs).not.toContain(secret);
+      expect(JSON.stringify(r.requests)).not.toContain(secret);
+    }
   });
 
   it('EGRESS_NO_PROXY targets connect directly; the rest go through the proxy', async () => {
