@@ -261,6 +261,7 @@ describe('alert rules and runbook', () => {
       'WebhookDeadLettersGrowing',
       'WebhookDispatchBacklogGrowing',
       'WebhookDispatchDelayed',
+      'WebhookEgressProxyFailing',
       'WebhookEndpoint5xxShareHigh',
       'WebhookEndpointTerminal4xxHigh',
       'WebhookInboundSignatureRejections',
