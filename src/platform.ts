@@ -181,6 +181,7 @@ function buildReconciler(
   // Provider polling goes through the same SSRF guard as deliveries: baseUrl is tenant input.
   const client = createDeliveryClient({
     allowPrivateTargets: config.allowPrivateTargets,
+    proxy: config.egressProxy,
     connectTimeoutMs: config.connectTimeoutMs,
     attemptTimeoutMs: Math.min(config.attemptTimeoutMs, 10_000),
     maxResponseBytes: 16 * 1024,

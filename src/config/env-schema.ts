@@ -36,6 +36,50 @@ const clusterNodes = z.string().transform((value, ctx) => {
 });
 
 /**
+ * `http://[user:pass@]host:port` of the forward proxy every delivery leaves through. Only http: the
+ * hop to the proxy is inside our network, and CONNECT carries https end to end. The port is
+ * required so no one has to guess which default a proxy URL implies. Messages never echo the
+ * value: it may hold the proxy's password.
+ */
+const proxyUrl = z.string().transform((value, ctx) => {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    ctx.addIssue({ code: 'custom', message: 'must be a URL like http://[user:pass@]host:port' });
+    return z.NEVER;
+  }
+  const problem =
+    url.protocol !== 'http:' ? 'scheme must be http'
+    : url.hostname === '' ? 'must name a host'
+    : url.port === '' || !/:\d{1,5}$/.test(url.host) ? 'must give a port (http://host:port)'
+    : (url.pathname !== '/' && url.pathname !== '') || url.search !== '' || url.hash !== '' ? 'must not have a path, query or fragment'
+    : url.password !== '' && url.username === '' ? 'a password needs a user name'
+    : undefined;
+  if (problem !== undefined) {
+    ctx.addIssue({ code: 'custom', message: `${problem} (http://[user:pass@]host:port)` });
+    return z.NEVER;
+  }
+  return url.href.replace(/\/$/, '');
+});
+
+/**
+ * NO_PROXY conventions: comma-separated host names, `.example.com` or `*.example.com` for a domain's
+ * subdomains (a bare `example.com` covers its subdomains too), IP literals, optional `:port`, and
+ * `*` for everything. Lower-cased, without empty entries.
+ */
+const noProxyList = z.string().transform((value, ctx) => {
+  const entries = value.split(',').map((e) => e.trim().toLowerCase()).filter((e) => e !== '');
+  for (const entry of entries) {
+    if (!/^(\*|(\*?\.)?[a-z0-9_-]+(\.[a-z0-9_-]+)*\.?|\[[0-9a-f:.]+\]|[0-9a-f:.]+)(:\d{1,5})?$/.test(entry)) {
+      ctx.addIssue({ code: 'custom', message: `must be a comma-separated list of hosts, .domains or IP addresses, got "${entry}"` });
+      return z.NEVER;
+    }
+  }
+  return entries;
+});
+
+/**
  * Every environment variable the platform reads, with its default. This is the only description of
  * configuration: the README table is checked against it by a test.
  */
@@ -54,6 +98,9 @@ export const envSchema = z.object({
   // Ingest URLs shown to tenants are built from it, so it must be an http(s) URL.
   PUBLIC_BASE_URL: z.url({ protocol: /^https?$/ }).optional(),
   ALLOW_PRIVATE_TARGETS: bool.default(false),
+  // Deliveries leave through this forward proxy (src/outbound/http-client.ts; docs/security.md).
+  EGRESS_PROXY_URL: proxyUrl.optional(),
+  EGRESS_NO_PROXY: noProxyList.optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   MAX_BODY_BYTES: int(1024).default(1_048_576),
   // Slow clients (slow-loris): a request must deliver its headers, and then all of it, within these.

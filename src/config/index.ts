@@ -3,6 +3,13 @@ import type { ClusterNode } from '../infra/redis.js';
 import { maxAgeProblem, type RetentionPolicy } from '../domain/retention.js';
 import type { RetryPolicy } from '../domain/retry-policy.js';
 
+export interface EgressProxy {
+  /** http://[user:pass@]host:port; the credentials must never be logged. */
+  url: string;
+  /** EGRESS_NO_PROXY entries, lower-cased. */
+  noProxy: string[];
+}
+
 export class ConfigError extends Error {
   override readonly name = 'ConfigError';
 }
@@ -18,6 +25,8 @@ export interface Config {
   secretsKey: Buffer;
   publicBaseUrl: string;
   allowPrivateTargets: boolean;
+  /** The forward proxy deliveries leave through, and the targets that bypass it (see http-client.ts). */
+  egressProxy?: EgressProxy;
   logLevel: ParsedEnv['LOG_LEVEL'];
   maxBodyBytes: number;
   httpHeadersTimeoutMs: number;
@@ -99,6 +108,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     secretsKey: Buffer.from(e.SECRETS_KEY, 'base64'),
     publicBaseUrl: (e.PUBLIC_BASE_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, ''),
     allowPrivateTargets: e.ALLOW_PRIVATE_TARGETS,
+    egressProxy: e.EGRESS_PROXY_URL === undefined ? undefined : { url: e.EGRESS_PROXY_URL, noProxy: e.EGRESS_NO_PROXY ?? [] },
     logLevel: e.LOG_LEVEL,
     maxBodyBytes: e.MAX_BODY_BYTES,
     httpHeadersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS,

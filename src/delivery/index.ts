@@ -12,6 +12,6 @@ export {
   type StatusChange as EndpointStatusChange,
 } from './endpoint-health.js';
 export type { AdmissionRound, AdmittedDelivery, LocalClaims } from './sql/admit.js';
-export type { AttemptRecord, Recorded, SuccessItem } from './sql/attempts.js';
+export type { AttemptRecord, EgressFailure, Recorded, SuccessItem } from './sql/attempts.js';
 export type { ClaimedDelivery } from './sql/claimed.js';
 export type { EndpointHeld } from './lifecycle.js';

@@ -21,6 +21,7 @@
  *   sql/attempts.ts      queued → in_flight (claim); in_flight → succeeded | pending | dead (record),
  *                        then pending → in_flight (hand-off)   db/functions/record_attempt.sql,
  *                                                              record_successes.sql, hand_off.sql
+ *                        in_flight → pending, attempt given back (egressFailed: the proxy failed)
  *   sql/sweep.ts         lost leases back to pending; max age and disabled endpoints to dead
  *   sql/mirror-vacuum.ts keeps delivery_queue (the mirror of unfinished deliveries that every
  *                        step above reads to find rows; migration 20261201000024) quick to walk
@@ -46,7 +47,7 @@ import { replayDelivery, startBulkReplay, type ReplayFilter, type ReplayPacing }
 import type { TenantScope } from '../store/tenant-scope.js';
 import { disableFailing, disableGone, warnFailing, type DisabledEndpoint, type FailingEndpoint } from './endpoint-health.js';
 import { admitDue, type AdmissionLimits, type AdmissionRound, type LocalClaims } from './sql/admit.js';
-import { claimDelivery, recordAttempt, recordSuccesses, type AttemptRecord, type HealthLimits, type Recorded, type SuccessItem } from './sql/attempts.js';
+import { claimDelivery, recordAttempt, recordEgressFailure, recordSuccesses, type AttemptRecord, type EgressFailure, type HealthLimits, type Recorded, type SuccessItem } from './sql/attempts.js';
 import type { ClaimedDelivery } from './sql/claimed.js';
 import { insertBackfillDeliveries } from './sql/backfill.js';
 import { deadLetterForDeletedEndpoint, restartDeliveriesPaced, restartDelivery } from './sql/operator.js';
@@ -182,6 +183,17 @@ export class DeliveryLifecycle {
     const recorded = await recordAttempt(this.db, a, this.limits, handOffLeaseMs);
     if (recorded.applied && a.next.status === 'dead') this.effects.deadLettered(a.next.reason, 1);
     return recorded;
+  }
+
+  /**
+   * The egress proxy failed before the target answered: back to pending at `nextAt` with the attempt
+   * given back, nothing counted against the endpoint. False when the delivery is no longer in flight
+   * on that attempt (its lease was taken back): nothing changed.
+   */
+  async egressFailed(f: EgressFailure): Promise<boolean> {
+    const applied = await recordEgressFailure(this.db, f);
+    if (applied) this.effects.newWork();
+    return applied;
   }
 
   /** Records the successes of several slots in one statement (group commit). */

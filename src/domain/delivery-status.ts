@@ -47,6 +47,8 @@ export const TRANSITIONS = {
   claim: { from: ['queued'], to: ['in_flight', 'pending', 'dead'] },
   record: { from: ['in_flight'], to: ['succeeded', 'pending', 'dead'] },
   handOff: { from: ['pending'], to: ['in_flight'] },
+  // The egress proxy failed before the target was reached: the attempt is given back, not recorded.
+  egressFailed: { from: ['in_flight'], to: ['pending'] },
   sweepLostJob: { from: ['queued'], to: ['pending'] },
   unqueue: { from: ['queued'], to: ['pending'] },
   sweepLostWorker: { from: ['in_flight'], to: ['pending', 'dead'] },

@@ -21,7 +21,46 @@ export type ErrorClass =
   | 'malformed_response'
   | 'ssrf_refused'
   | 'invalid_target'
+  | 'proxy_rejected' // the egress proxy answered CONNECT with a status other than 2xx and the proxy failures below
   | 'network_other';
+
+/**
+ * Why the egress proxy itself failed, before any target answered: nothing reached the endpoint, so
+ * such a try is not the endpoint's attempt (see ProxyFailure). Also the label of the metric.
+ */
+export const PROXY_FAILURE_REASONS = ['refused', 'timeout', 'auth_required', 'bad_gateway', 'unavailable', 'gateway_timeout'] as const;
+export type ProxyFailureReason = (typeof PROXY_FAILURE_REASONS)[number];
+
+/** The proxy's own answers to CONNECT that say it, not the target, failed. */
+export const PROXY_FAILURE_STATUSES: Readonly<Record<number, ProxyFailureReason>> = Object.freeze({
+  407: 'auth_required',
+  502: 'bad_gateway',
+  503: 'unavailable',
+  504: 'gateway_timeout',
+});
+
+/**
+ * A try that failed at the egress proxy: it uses up no attempt, does not move the circuit and never
+ * disables an endpoint; the delivery goes back to pending on the platform's own schedule.
+ */
+export interface ProxyFailure {
+  kind: 'proxy_failure';
+  reason: ProxyFailureReason;
+  message: string;
+}
+
+// A short fixed wait with equal jitter, independent of the endpoint's policy: the proxy is ours to
+// fix, and a herd of deliveries held back by it should not all return in the same instant.
+export const PROXY_RETRY_DELAY_MS = 5_000;
+
+/** When a delivery held back by a proxy failure is due again: within [delay/2, delay] from now. */
+export function proxyRetryAt(now: Date, random: () => number): Date {
+  let r = random();
+  if (!Number.isFinite(r) || r < 0) r = 0;
+  if (r >= 1) r = 1 - Number.EPSILON;
+  const half = PROXY_RETRY_DELAY_MS / 2;
+  return new Date(now.getTime() + half + Math.floor(r * half));
+}
 
 /** What one HTTP try produced, before the policy judges it (see classify and decide). */
 export type AttemptResult =
@@ -65,6 +104,7 @@ const RETRYABLE_ERRORS: ReadonlySet<ErrorClass> = new Set<ErrorClass>([
   'connect_timeout',
   'attempt_timeout',
   'malformed_response',
+  'proxy_rejected',
   'network_other',
 ]);
 

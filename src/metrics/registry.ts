@@ -17,6 +17,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { ATTEMPT_OUTCOMES, DEAD_LETTER_REASONS, type AttemptOutcome, type DeadLetterReason } from '../domain/delivery-status.js';
 import { INTAKE_OUTCOMES } from '../domain/events.js';
+import { PROXY_FAILURE_REASONS, type ProxyFailureReason } from '../domain/retry-policy.js';
 import { RETAINED_TABLES, type RetainedTable } from '../domain/retention.js';
 import { SOURCE_TYPES, type SourceType } from '../domain/sources.js';
 
@@ -69,6 +70,7 @@ export const METRIC_NAMES = {
   openCircuits: 'webhook_open_circuits',
   pausedEndpoints: 'webhook_endpoints_paused',
   retentionRemoved: 'webhook_retention_removed_total',
+  egressProxyFailures: 'webhook_egress_proxy_failures_total',
 } as const;
 
 // ---------------------------------------------------------------------------------------------
@@ -174,6 +176,13 @@ const retentionRemovedCounter = new Counter({
   name: METRIC_NAMES.retentionRemoved,
   help: 'Rows removed by retention, by table (dropped partitions count their rows).',
   labelNames: ['table'] as const,
+  registers: [registry],
+});
+
+const egressProxyFailuresCounter = new Counter({
+  name: METRIC_NAMES.egressProxyFailures,
+  help: 'Outbound requests that failed at the egress proxy itself (not counted as attempts), by reason.',
+  labelNames: ['reason'] as const,
   registers: [registry],
 });
 
@@ -357,6 +366,8 @@ export const metrics = {
   deadLettered: typedCounter<{ reason: DeadLetterReason }>(deadLetteredCounter),
   replays: typedCounter<{ kind: ReplayKind }>(replaysCounter),
   retentionRemoved: typedCounter<{ table: RetainedTable }>(retentionRemovedCounter),
+  /** The egress proxy failed before a target answered (src/outbound/egress-proxy.ts). */
+  egressProxyFailures: typedCounter<{ reason: ProxyFailureReason }>(egressProxyFailuresCounter),
 } as const;
 
 /**
@@ -392,6 +403,7 @@ function initialiseCounters(): void {
   for (const reason of DEAD_LETTER_REASONS) deadLetteredCounter.inc({ reason }, 0);
   for (const kind of REPLAY_KINDS) replaysCounter.inc({ kind }, 0);
   for (const table of RETAINED_TABLES) retentionRemovedCounter.inc({ table }, 0);
+  for (const reason of PROXY_FAILURE_REASONS) egressProxyFailuresCounter.inc({ reason }, 0);
 }
 initialiseCounters();
 

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { isPlatformHeader } from '../domain/endpoint-headers.js';
 import type { AttemptRecord, ClaimedDelivery, DeliveryLifecycle, Recorded, SuccessItem } from '../delivery/index.js';
-import { decide, resolvePolicy, type AttemptResult, type RetryPolicy } from '../domain/retry-policy.js';
+import { decide, proxyRetryAt, resolvePolicy, type AttemptResult, type ProxyFailure, type RetryPolicy } from '../domain/retry-policy.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import { signatureHeader } from '../domain/signing.js';
 import { metrics, statusClass } from '../metrics/registry.js';
@@ -89,6 +89,7 @@ async function attemptClaimed(deps: DeliverDeps, claimed: ClaimedDelivery, mayHa
     headers: outboundHeaders(claimed, signingSecrets(deps.box, ep, startedAt), timestampSec, own),
     body: claimed.body,
   });
+  if (result.outcome.kind === 'proxy_failure') return egressFailed(deps, claimed, result.outcome);
   const outcome: AttemptResult = result.outcome;
   const policy = resolvePolicy(deps.defaults, ep.retry_policy);
   const decision = decide(outcome, {
@@ -154,4 +155,21 @@ async function attemptClaimed(deps: DeliverDeps, claimed: ClaimedDelivery, mayHa
     });
   }
   return next;
+}
+
+/**
+ * The egress proxy failed before the target answered: nothing reached the endpoint, so the attempt
+ * is given back and the delivery waits on the platform's own short schedule, with no attempt row,
+ * no attempt metric and no change to the endpoint's health. The slot ends: the proxy is likely to
+ * fail the endpoint's next delivery too.
+ */
+async function egressFailed(deps: DeliverDeps, claimed: ClaimedDelivery, failure: ProxyFailure): Promise<undefined> {
+  const applied = await deps.lifecycle.egressFailed({
+    deliveryId: claimed.id,
+    attemptNumber: claimed.attempt_count,
+    nextAt: proxyRetryAt((deps.now ?? (() => new Date()))(), deps.random ?? Math.random),
+    lastError: `egress_proxy_${failure.reason}: ${failure.message}`,
+  });
+  if (!applied) deps.logger.warn({ deliveryId: claimed.id }, 'proxy failure reported after the lease was taken back; nothing changed');
+  return undefined;
 }

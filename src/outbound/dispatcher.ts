@@ -120,6 +120,7 @@ export class Dispatcher {
     });
     this.client = createDeliveryClient({
       allowPrivateTargets: config.allowPrivateTargets,
+      proxy: config.egressProxy,
       connectTimeoutMs: config.connectTimeoutMs,
       attemptTimeoutMs: config.attemptTimeoutMs,
       maxResponseBytes: 64 * 1024,

@@ -1,15 +1,18 @@
 // Outbound HTTP for deliveries: one keep-alive undici Agent, an SSRF-checking connector that pins
 // each socket to the address it checked, hard time limits and a bounded body read. send() never
-// throws for anything the network or the receiver does; every failure becomes an AttemptResult.
+// throws for anything the network or the receiver does; every failure becomes an AttemptResult, or
+// a ProxyFailure when the egress proxy (egress-proxy.ts) failed before any target answered.
 import dns from 'node:dns/promises';
 import { EventEmitter } from 'node:events';
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { Readable } from 'node:stream';
 import { Agent, buildConnector, errors as undiciErrors } from 'undici';
-import type { AttemptResult, ErrorClass } from '../domain/retry-policy.js';
+import type { AttemptResult, ErrorClass, ProxyFailure, ProxyFailureReason } from '../domain/retry-policy.js';
 import { RecentMap } from '../infra/recent.js';
+import { metrics } from '../metrics/registry.js';
 import { classifyAddress, isLocalhostName, targetRefusal } from './address-guard.js';
+import { createProxyRoutes, ProxyFailureError, ProxyRejectedError, type EgressProxyOptions } from './egress-proxy.js';
 
 export interface LookupAddress {
   address: string;
@@ -31,6 +34,10 @@ export interface DeliveryClientOptions {
    * spend its attempt timeout unsent and be recorded as the receiver's timeout.
    */
   connectionsPerOrigin?: number;
+  /** EGRESS_PROXY_URL and EGRESS_NO_PROXY; unset: every request connects directly. */
+  proxy?: EgressProxyOptions;
+  /** Tests only: CA certificates (PEM) that https targets may chain to, instead of the system's. */
+  testTrustedCa?: string;
 }
 export interface DeliveryRequest {
   url: string;
@@ -40,7 +47,7 @@ export interface DeliveryRequest {
   method?: 'POST' | 'GET';
 }
 export interface DeliveryResult {
-  outcome: AttemptResult;
+  outcome: AttemptResult | ProxyFailure;
   durationMs: number;
   responseExcerpt?: string;
 }
@@ -87,7 +94,7 @@ const defaultLookup: LookupFn = (hostname) => dns.lookup(hostname, { all: true }
 
 export function createDeliveryClient(opts: DeliveryClientOptions): DeliveryClient {
   const lookup = opts.lookup ?? defaultLookup;
-  const baseConnect = buildConnector({ timeout: opts.connectTimeoutMs });
+  const baseConnect = buildConnector({ timeout: opts.connectTimeoutMs, ...(opts.testTrustedCa ? { ca: opts.testTrustedCa } : {}) });
 
   /** The one address this connection may use, or an error: checked here, connected to below. */
   async function resolveTarget(hostname: string): Promise<string> {
@@ -123,24 +130,44 @@ export function createDeliveryClient(opts: DeliveryClientOptions): DeliveryClien
     bodyTimeout: opts.attemptTimeoutMs,
   });
 
+  const proxy =
+    opts.proxy &&
+    createProxyRoutes(opts.proxy, {
+      connectTimeoutMs: opts.connectTimeoutMs,
+      attemptTimeoutMs: opts.attemptTimeoutMs,
+      connections: opts.connectionsPerOrigin ?? null,
+      testTrustedCa: opts.testTrustedCa,
+    });
+
   async function send(req: DeliveryRequest): Promise<DeliveryResult> {
     const started = performance.now();
     const elapsed = () => Math.round(performance.now() - started);
     const target = targetOf(req.url);
     if ('refusal' in target) return fail('invalid_target', target.refusal, elapsed());
+    const viaProxy = proxy !== undefined && !proxy.bypasses(target.hostname, target.port);
 
     const deadline = new AttemptDeadline();
     const timer = setTimeout(() => deadline.fire(new AttemptTimeoutError('attempt timed out')), opts.attemptTimeoutMs);
     try {
+      // The proxy connects to the target itself, so the guard judges the target here, before the
+      // request; the proxy resolves the name again (what it must enforce: docs/security.md).
+      if (viaProxy) await resolveTarget(target.hostname);
+      const request = { method: req.method ?? 'POST', body: req.body, signal: deadline } as const;
       // No redirect interceptor is composed, so 3xx comes back as a plain response.
-      const res = await agent.request({
-        origin: target.origin,
-        path: target.path,
-        method: req.method ?? 'POST',
-        headers: req.headers,
-        body: req.body,
-        signal: deadline,
-      });
+      const res = !viaProxy
+        ? await agent.request({ ...request, origin: target.origin, path: target.path, headers: req.headers })
+        : target.secure
+          ? await proxy.tunnel.request({ ...request, origin: target.origin, path: target.path, headers: req.headers })
+          : await proxy.forward.request({
+              ...request,
+              path: `${target.origin}${target.path}`, // absolute-form
+              headers: { ...req.headers, host: target.host, ...(proxy.authorization ? { 'proxy-authorization': proxy.authorization } : {}) },
+            });
+      // In absolute-form only the proxy answers 407; its 502-504 cannot be told from the target's.
+      if (viaProxy && !target.secure && res.statusCode === 407) {
+        res.body.on('error', () => {}).destroy();
+        return proxyFailed('auth_required', 'egress proxy answered HTTP 407', elapsed());
+      }
       const header = res.headers['retry-after'];
       const retryAfter = Array.isArray(header) ? header[0] : header;
       // The status line is the receiver's verdict; the body is only informational, so a body
@@ -150,6 +177,7 @@ export function createDeliveryClient(opts: DeliveryClientOptions): DeliveryClien
       if (retryAfter !== undefined) outcome.retryAfter = retryAfter.slice(0, 128);
       return { outcome, durationMs: elapsed(), responseExcerpt: excerpt };
     } catch (err) {
+      if (err instanceof ProxyFailureError) return proxyFailed(err.reason, err.message, elapsed());
       const [errorClass, message] = deadline.aborted
         ? (['attempt_timeout', `no complete response within ${opts.attemptTimeoutMs} ms`] as const)
         : classifyError(err);
@@ -159,7 +187,13 @@ export function createDeliveryClient(opts: DeliveryClientOptions): DeliveryClien
     }
   }
 
-  return { send, close: () => agent.close() };
+  return { send, close: async () => void (await Promise.all([agent.close(), proxy?.close()])) };
+}
+
+/** Counted here, where it is seen, for deliveries and provider polls alike. */
+function proxyFailed(reason: ProxyFailureReason, message: string, durationMs: number): DeliveryResult {
+  metrics.egressProxyFailures.inc({ reason });
+  return { outcome: { kind: 'proxy_failure', reason, message: message.slice(0, 300) }, durationMs };
 }
 
 function fail(errorClass: ErrorClass, message: string, durationMs: number): DeliveryResult {
@@ -181,7 +215,7 @@ class AttemptDeadline extends EventEmitter {
   }
 }
 
-type Target = { origin: string; path: string } | { refusal: string };
+type Target = { origin: string; path: string; host: string; hostname: string; port: string; secure: boolean } | { refusal: string };
 
 /** Targets by endpoint URL: a worker sends to the same few URLs all day, and parsing each showed in profiles. */
 const targets = new RecentMap<Target>(10_000);
@@ -205,7 +239,9 @@ function parseTarget(raw: string): Target {
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return { refusal: 'endpoint URL scheme must be http or https' };
   if (url.username !== '' || url.password !== '') return { refusal: 'endpoint URL must not contain credentials' };
-  return { origin: url.origin, path: `${url.pathname}${url.search}` };
+  const secure = url.protocol === 'https:';
+  const port = url.port || (secure ? '443' : '80');
+  return { origin: url.origin, path: `${url.pathname}${url.search}`, host: url.host, hostname: url.hostname, port, secure };
 }
 
 /**
@@ -279,6 +315,7 @@ function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
 const CODE_CLASSES: Record<string, [ErrorClass, string]> = {
   WEBHOOK_SSRF_REFUSED: ['ssrf_refused', 'refused: target is not a public address'],
   WEBHOOK_ATTEMPT_TIMEOUT: ['attempt_timeout', 'attempt timed out'],
+  WEBHOOK_PROXY_REJECTED: ['proxy_rejected', 'egress proxy refused to connect to the target'],
   ECONNREFUSED: ['connection_refused', 'connection refused'],
   ECONNRESET: ['connection_reset', 'connection reset by peer'],
   EPIPE: ['connection_reset', 'connection closed while sending'],
@@ -304,6 +341,7 @@ const CODE_CLASSES: Record<string, [ErrorClass, string]> = {
  */
 export function classifyError(err: unknown): [ErrorClass, string] {
   if (err instanceof SsrfRefusedError) return ['ssrf_refused', `refused: ${err.message}`]; // our text
+  if (err instanceof ProxyRejectedError) return ['proxy_rejected', err.message]; // our text
   // undici 7 can build parser errors whose code is undefined, so the type decides, not the code.
   if (err instanceof undiciErrors.HTTPParserError) {
     const code = typeof err.code === 'string' && /^HPE_[A-Z_]{1,40}$/.test(err.code) ? ` (${err.code})` : '';

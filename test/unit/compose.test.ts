@@ -274,6 +274,7 @@ describe('alert rules and runbook', () => {
       'WebhookDeliveryLatencyBudgetSlowBurn',
       'WebhookDispatchBacklogGrowing',
       'WebhookDispatchDelayed',
+      'WebhookEgressProxyFailing',
       'WebhookEndpoint5xxShareHigh',
       'WebhookEndpointTerminal4xxHigh',
       'WebhookInboundSignatureRejections',

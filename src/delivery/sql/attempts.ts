@@ -3,6 +3,7 @@
  *         → dead when it was disabled or deleted)
  * record: in_flight → succeeded | pending (retry at next_attempt_at) | dead (dead_reason)
  *         + attempt row + endpoint health, and the slot's hand-off: pending → in_flight
+ * egressFailed: in_flight → pending, the attempt given back (the egress proxy failed, not the endpoint)
  *
  * Inputs and outputs are named on each statement. Every statement here is guarded by the status it
  * expects (and by the attempt number for results), so a late or repeated call changes nothing.
@@ -175,4 +176,33 @@ export async function recordSuccesses(db: Knex, items: SuccessItem[], limits: He
     if (!applied.has(i + 1)) return { applied: false };
     return { applied: true, next: item.handOff ? handed.get(item.record.endpointId)?.shift() : undefined };
   });
+}
+
+/**
+ * The egress proxy failed before the target was reached: the claim's attempt is given back
+ * (attempt_count - 1, so the next try carries the same `webhook-attempt` and the endpoint's budget
+ * is whole), no attempt row is written and endpoint health is not touched. `next_trigger` stays as
+ * it was: the try that did not happen keeps its name. Guarded like `record_attempt`.
+ */
+const egressFailedStatement = statement(
+  'egress_failed',
+  `UPDATE deliveries d
+      SET status = 'pending', attempt_count = d.attempt_count - 1, lease_until = NULL,
+          next_attempt_at = :nextAt, last_error = :lastError, updated_at = now()
+    WHERE d.id = :deliveryId AND d.status = 'in_flight' AND d.attempt_count = :attemptNumber
+   RETURNING d.id`,
+);
+
+export interface EgressFailure {
+  deliveryId: string;
+  /** The attempt number the claim gave the delivery (its attempt_count while in flight). */
+  attemptNumber: number;
+  nextAt: Date;
+  lastError: string;
+}
+
+/** Answers whether the delivery was still in flight on that attempt (false: nothing changed). */
+export async function recordEgressFailure(db: Knex, f: EgressFailure): Promise<boolean> {
+  const rows = await run(db, egressFailedStatement, { deliveryId: f.deliveryId, attemptNumber: f.attemptNumber, nextAt: f.nextAt, lastError: f.lastError.slice(0, 300) });
+  return rows.length > 0;
 }
