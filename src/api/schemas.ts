@@ -5,6 +5,7 @@ import { ATTEMPT_OUTCOMES, DEAD_LETTER_REASONS, DELIVERY_STATUSES, FINAL_STATUSE
 import { ENDPOINT_STATUSES, ORDERINGS } from '../domain/endpoints.js';
 import { INTAKE_OUTCOMES } from '../domain/events.js';
 import { REPLAY_STATUSES } from '../domain/replays.js';
+import { HMAC_ALGORITHMS, HMAC_ENCODINGS, hmacConfigProblems } from '../domain/hmac-source.js';
 import { SOURCE_TYPES } from '../domain/sources.js';
 
 export const errorSchema = z
@@ -56,18 +57,43 @@ export const tenantDetailSchema = tenantSchema.extend({ apiKeys: z.array(apiKeyS
 
 // --- sources -----------------------------------------------------------------------------------
 export const sourceTypeSchema = z.enum(SOURCE_TYPES);
-export const createSourceBody = z.strictObject({
-  type: sourceTypeSchema,
-  name: z.string().trim().min(1).max(200),
-  secret: z.string().min(16).max(512).optional(),
-  reconcile: z
-    .strictObject({
-      baseUrl: z.url({ protocol: /^https?$/ }),
-      apiKey: z.string().min(1).max(1024),
-      afterSeconds: z.number().int().min(10).max(604_800).optional(),
-    })
-    .optional(),
-});
+// An HTTP field name (RFC 9110 token); compared case-insensitively.
+const headerName = z.string().min(1).max(100).regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'must be an HTTP header name');
+export const hmacConfigSchema = z
+  .strictObject({
+    header: headerName.describe('The header carrying the signature'),
+    algorithm: z.enum(HMAC_ALGORITHMS),
+    encoding: z.enum(HMAC_ENCODINGS).describe('How the digest is written in the header'),
+    prefix: z.string().min(1).max(50).optional().describe('Text before the digest, e.g. sha256='),
+    timestampHeader: headerName.optional().describe('A header with unix seconds; outside toleranceSeconds the call is refused'),
+    toleranceSeconds: z.number().int().min(1).max(86_400).optional().describe('300 by default'),
+    signedContent: z.string().min(1).max(200).describe('What is signed: {body} once, optionally {timestamp} and {id}, e.g. {timestamp}.{body}'),
+    idHeader: headerName.optional().describe('The event id, the same on every retry: duplicates become one event'),
+    typeHeader: headerName.optional().describe('The event type; otherwise the body field typeField'),
+    typeField: z.string().min(1).max(100).optional().describe('Top-level body field with the event type when there is no typeHeader (type by default)'),
+  })
+  .superRefine((config, ctx) => {
+    for (const problem of hmacConfigProblems(config)) ctx.addIssue({ code: 'custom', path: [problem.path], message: problem.message });
+  })
+  .meta({ id: 'HmacSourceConfig' });
+export const createSourceBody = z
+  .strictObject({
+    type: sourceTypeSchema,
+    name: z.string().trim().min(1).max(200),
+    secret: z.string().min(16).max(512).optional(),
+    reconcile: z
+      .strictObject({
+        baseUrl: z.url({ protocol: /^https?$/ }),
+        apiKey: z.string().min(1).max(1024),
+        afterSeconds: z.number().int().min(10).max(604_800).optional(),
+      })
+      .optional(),
+    hmac: hmacConfigSchema.optional().describe('Required for type hmac, refused for any other type'),
+  })
+  .superRefine((body, ctx) => {
+    if (body.type === 'hmac' && body.hmac === undefined) ctx.addIssue({ code: 'custom', path: ['hmac'], message: 'is required for type hmac' });
+    if (body.type !== 'hmac' && body.hmac !== undefined) ctx.addIssue({ code: 'custom', path: ['hmac'], message: 'is only for type hmac' });
+  });
 export const sourceSchema = z
   .object({
     id: z.string(),
@@ -75,6 +101,7 @@ export const sourceSchema = z
     name: z.string(),
     ingestUrl: z.string(),
     reconcile: z.object({ baseUrl: z.string(), afterSeconds: z.number() }).nullable(),
+    hmac: hmacConfigSchema.optional().describe('Only on sources of type hmac'),
     createdAt: z.string(),
     updatedAt: z.string(),
     previousSecretExpiresAt: z.string().nullable().describe('After a new secret: until then the previous secret also verifies callbacks'),
