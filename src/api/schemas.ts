@@ -72,9 +72,14 @@ export const hmacConfigSchema = z
     typeHeader: headerName.optional().describe('The event type; otherwise the body field typeField'),
     typeField: z.string().min(1).max(100).optional().describe('Top-level body field with the event type when there is no typeHeader (type by default)'),
   })
-  .superRefine((config, ctx) => {
-    for (const problem of hmacConfigProblems(config)) ctx.addIssue({ code: 'custom', path: [problem.path], message: problem.message });
-  })
+  // Run even when a field is malformed, so one answer lists every problem.
+  .superRefine(
+    (config: unknown, ctx) => {
+      if (typeof config !== 'object' || config === null) return;
+      for (const problem of hmacConfigProblems(config as Record<string, unknown>)) ctx.addIssue({ code: 'custom', path: [problem.path], message: problem.message });
+    },
+    { when: () => true },
+  )
   .meta({ id: 'HmacSourceConfig' });
 export const createSourceBody = z
   .strictObject({
@@ -90,10 +95,15 @@ export const createSourceBody = z
       .optional(),
     hmac: hmacConfigSchema.optional().describe('Required for type hmac, refused for any other type'),
   })
-  .superRefine((body, ctx) => {
-    if (body.type === 'hmac' && body.hmac === undefined) ctx.addIssue({ code: 'custom', path: ['hmac'], message: 'is required for type hmac' });
-    if (body.type !== 'hmac' && body.hmac !== undefined) ctx.addIssue({ code: 'custom', path: ['hmac'], message: 'is only for type hmac' });
-  });
+  .superRefine(
+    (body: unknown, ctx) => {
+      if (typeof body !== 'object' || body === null) return;
+      const { type, hmac } = body as { type?: unknown; hmac?: unknown };
+      if (type === 'hmac' && hmac === undefined) ctx.addIssue({ code: 'custom', path: ['hmac'], message: 'is required for type hmac' });
+      if (type !== 'hmac' && hmac !== undefined) ctx.addIssue({ code: 'custom', path: ['hmac'], message: 'is only for type hmac' });
+    },
+    { when: () => true },
+  );
 export const sourceSchema = z
   .object({
     id: z.string(),

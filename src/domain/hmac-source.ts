@@ -52,25 +52,28 @@ export interface ConfigProblem {
   message: string;
 }
 
-/** Rules across fields, which a shape check alone cannot express; every problem is listed. */
-export function hmacConfigProblems(config: HmacSourceConfig): ConfigProblem[] {
+/**
+ * Rules across fields, which a shape check alone cannot express. Takes the configuration as sent,
+ * even with fields of the wrong shape (those are reported by the shape check), so that one answer
+ * lists every problem.
+ */
+export function hmacConfigProblems(config: Readonly<Record<string, unknown>>): ConfigProblem[] {
   const problems: ConfigProblem[] = [];
+  const has = (field: keyof HmacSourceConfig) => config[field] !== undefined;
   const used = new Map<string, number>();
-  for (const match of config.signedContent.matchAll(PLACEHOLDER)) {
+  const template = typeof config.signedContent === 'string' ? config.signedContent : undefined;
+  for (const match of template?.matchAll(PLACEHOLDER) ?? []) {
     const name = match[1]!;
     if (!PLACEHOLDERS.has(name)) problems.push({ path: 'signedContent', message: `unknown placeholder {${name}}; use {body}, {timestamp} or {id}` });
     used.set(name, (used.get(name) ?? 0) + 1);
   }
-  if (used.get('body') !== 1) problems.push({ path: 'signedContent', message: 'must contain {body} exactly once' });
-  if (used.has('timestamp') && config.timestampHeader === undefined) {
-    problems.push({ path: 'timestampHeader', message: 'is required when signedContent contains {timestamp}' });
-  }
-  if (used.has('id') && config.idHeader === undefined) problems.push({ path: 'idHeader', message: 'is required when signedContent contains {id}' });
-  if (config.toleranceSeconds !== undefined && config.timestampHeader === undefined) {
-    problems.push({ path: 'toleranceSeconds', message: 'applies only with a timestampHeader' });
-  }
-  if (config.typeHeader !== undefined && config.typeField !== undefined) problems.push({ path: 'typeField', message: 'give typeHeader or typeField, not both' });
-  if (config.header.toLowerCase() === config.timestampHeader?.toLowerCase()) {
+  if (template !== undefined && used.get('body') !== 1) problems.push({ path: 'signedContent', message: 'must contain {body} exactly once' });
+  if (used.has('timestamp') && !has('timestampHeader')) problems.push({ path: 'timestampHeader', message: 'is required when signedContent contains {timestamp}' });
+  if (used.has('id') && !has('idHeader')) problems.push({ path: 'idHeader', message: 'is required when signedContent contains {id}' });
+  if (has('toleranceSeconds') && !has('timestampHeader')) problems.push({ path: 'toleranceSeconds', message: 'applies only with a timestampHeader' });
+  if (has('typeHeader') && has('typeField')) problems.push({ path: 'typeField', message: 'give typeHeader or typeField, not both' });
+  const lower = (value: unknown) => (typeof value === 'string' ? value.toLowerCase() : undefined);
+  if (has('timestampHeader') && lower(config.header) === lower(config.timestampHeader)) {
     problems.push({ path: 'timestampHeader', message: 'must differ from header' });
   }
   return problems;
