@@ -25,7 +25,6 @@ export interface HmacSourceConfig {
   typeField?: string;
 }
 
-export const DEFAULT_TOLERANCE_SECONDS = 300;
 export const DEFAULT_TYPE_FIELD = 'type';
 
 export type SignedPart = { text: string } | { placeholder: 'body' | 'timestamp' | 'id' };

@@ -112,4 +112,13 @@ describe('hmac source configuration', () => {
     // Without an id header the content is the identity: the same JSON content is the same event.
     expect(a.ok && b.ok && a.event.dedupeKey === b.event.dedupeKey).toBe(true);
   });
+
+  it('without an id header, a type header still tells equal bodies apart', () => {
+    const adapter = configuredHmac({ header: 'x-sig', algorithm: 'sha256', encoding: 'hex', signedContent: '{body}', typeHeader: 'X-Event' });
+    const created = request('{"n":1}', { 'x-event': 'a.created' });
+    const deleted = request('{"n":1}', { 'x-event': 'a.deleted' });
+    const keys = [adapter.parse(created), adapter.parse(deleted)].map((r) => (r.ok ? r.event.dedupeKey : r.code));
+    expect(keys[0]).not.toBe(keys[1]);
+    expect(adapter.repeatDigest!(created)).not.toBe(adapter.repeatDigest!(deleted));
+  });
 });

@@ -1,7 +1,7 @@
 import type { InboundRequest } from '../adapter.js';
 import type { ParsedEvent } from '../../domain/events.js';
 import { hmacAdapter } from './hmac.js';
-import { parseJsonObject, rawDocument, requireHeaderField, TIMESTAMP_TOLERANCE_SECONDS } from './shared.js';
+import { parseJsonObject, rawDocument, requireHeaderField } from './shared.js';
 
 /**
  * GitHub: `X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the raw body>`, no timestamp.
@@ -24,9 +24,8 @@ export const github = hmacAdapter({
     signature: { header: 'x-hub-signature-256', prefix: 'sha256=' },
     algorithm: 'sha256',
     encoding: 'hex',
-    toleranceSeconds: TIMESTAMP_TOLERANCE_SECONDS,
     signedContent: [{ placeholder: 'body' }],
   },
-  idHeader: DELIVERY,
+  identityHeader: DELIVERY,
   parse: parseEvent,
 });

@@ -4,7 +4,6 @@ import type { ParsedEvent } from '../../domain/events.js';
 import type { SourceType } from '../../domain/sources.js';
 import { fallbackDedupeKey } from '../../domain/dedupe.js';
 import {
-  DEFAULT_TOLERANCE_SECONDS,
   DEFAULT_TYPE_FIELD,
   signedContentParts,
   type HmacAlgorithm,
@@ -25,6 +24,7 @@ import {
   requireString,
   safeParse,
   safeVerify,
+  TIMESTAMP_TOLERANCE_SECONDS,
 } from './shared.js';
 
 /**
@@ -46,7 +46,8 @@ export interface HmacScheme {
   encoding: HmacEncoding;
   /** A header holding unix seconds; a keyed signature header carries its own timestamp instead. */
   timestampHeader?: string;
-  toleranceSeconds: number;
+  /** 300 s unless the scheme says otherwise. */
+  toleranceSeconds?: number;
   signedContent: readonly SignedPart[];
   /** Needed only when signedContent holds `{id}`. */
   idHeader?: string;
@@ -86,7 +87,7 @@ export function verifyHmac(scheme: HmacScheme, request: InboundRequest, secret: 
   const read = readSignature(scheme, request);
   if ('ok' in read) return read;
   if (read.timestamp !== undefined) {
-    const time = checkTimestamp(read.timestamp, request.now, scheme.toleranceSeconds);
+    const time = checkTimestamp(read.timestamp, request.now, scheme.toleranceSeconds ?? TIMESTAMP_TOLERANCE_SECONDS);
     if (!time.ok) return time;
   }
   const id = scheme.idHeader === undefined ? undefined : header(request, scheme.idHeader);
@@ -117,15 +118,15 @@ export function hmacAdapter(options: {
   type: SourceType;
   scheme: HmacScheme;
   parse: (request: InboundRequest) => ParsedEvent;
-  /** The header carrying the event id, when it is not in the body; see repeatDigestWithHeader. */
-  idHeader?: string;
+  /** A header that tells two events with equal bodies apart (the event id); see repeatDigestWithHeader. */
+  identityHeader?: string;
 }): InboundAdapter {
-  const { idHeader } = options;
+  const { identityHeader } = options;
   return {
     type: options.type,
     verify: (request, secret) => safeVerify(() => verifyHmac(options.scheme, request, secret)),
     parse: (request) => safeParse(() => options.parse(request)),
-    ...(idHeader !== undefined && { repeatDigest: (request: InboundRequest) => repeatDigestWithHeader(request, idHeader) }),
+    ...(identityHeader !== undefined && { repeatDigest: (request: InboundRequest) => repeatDigestWithHeader(request, identityHeader) }),
     generateSecret: () => generateHexSecret(),
   };
 }
@@ -141,7 +142,7 @@ export function schemeOf(config: HmacSourceConfig): HmacScheme {
     algorithm: config.algorithm,
     encoding: config.encoding,
     ...(timestampHeader !== undefined && { timestampHeader }),
-    toleranceSeconds: config.toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS,
+    ...(config.toleranceSeconds !== undefined && { toleranceSeconds: config.toleranceSeconds }),
     signedContent: signedContentParts(config.signedContent),
     ...(idHeader !== undefined && { idHeader }),
   };
@@ -149,22 +150,24 @@ export function schemeOf(config: HmacSourceConfig): HmacScheme {
 
 /**
  * A generic `hmac` source. The event id is the idHeader when configured (the inbox key, as
- * webhook-id is for Standard Webhooks); without one, an event is its JSON content, so only a
- * repeat of the same content is a duplicate. The whole body is forwarded as `data`.
+ * webhook-id is for Standard Webhooks); without one, an event is its type and JSON content, so only
+ * a repeat of both is a duplicate. The whole body is forwarded as `data`.
  */
 export function configuredHmac(config: HmacSourceConfig): InboundAdapter {
   const idHeader = lower(config.idHeader);
   const typeHeader = lower(config.typeHeader);
   const typeField = config.typeField ?? DEFAULT_TYPE_FIELD;
+  // Without an id, a type header still tells two events with equal bodies apart.
+  const identityHeader = idHeader ?? typeHeader;
   return hmacAdapter({
     type: 'hmac',
     scheme: schemeOf(config),
-    ...(idHeader !== undefined && { idHeader }),
+    ...(identityHeader !== undefined && { identityHeader }),
     parse: (request) => {
       const id = idHeader === undefined ? undefined : requireHeaderField(request, idHeader);
       const json = parseJsonObject(request.rawBody);
       const type = typeHeader === undefined ? requireString(json.value, typeField) : requireHeaderField(request, typeHeader);
-      return { type, dedupeKey: id ?? fallbackDedupeKey(json.value, []), data: rawDocument(json) };
+      return { type, dedupeKey: id ?? fallbackDedupeKey({ type, body: json.value }, []), data: rawDocument(json) };
     },
   });
 }

@@ -1,7 +1,7 @@
 import type { InboundRequest } from '../adapter.js';
 import type { ParsedEvent } from '../../domain/events.js';
 import { hmacAdapter } from './hmac.js';
-import { parseJsonObject, rawDocument, requireHeaderField, TIMESTAMP_TOLERANCE_SECONDS } from './shared.js';
+import { parseJsonObject, rawDocument, requireHeaderField } from './shared.js';
 
 /**
  * Shopify: `X-Shopify-Hmac-Sha256` = base64 HMAC-SHA256 of the raw body, keyed with the app's
@@ -24,9 +24,8 @@ export const shopify = hmacAdapter({
     signature: { header: 'x-shopify-hmac-sha256', prefix: '' },
     algorithm: 'sha256',
     encoding: 'base64',
-    toleranceSeconds: TIMESTAMP_TOLERANCE_SECONDS,
     signedContent: [{ placeholder: 'body' }],
   },
-  idHeader: WEBHOOK_ID,
+  identityHeader: WEBHOOK_ID,
   parse: parseEvent,
 });

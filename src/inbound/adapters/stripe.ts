@@ -1,7 +1,7 @@
 import type { InboundRequest } from '../adapter.js';
 import type { ParsedEvent } from '../../domain/events.js';
 import { hmacAdapter } from './hmac.js';
-import { correlationId, isObject, parseJsonObject, rawDocument, requireString, TIMESTAMP_TOLERANCE_SECONDS } from './shared.js';
+import { correlationId, isObject, parseJsonObject, rawDocument, requireString } from './shared.js';
 
 /**
  * Stripe: `Stripe-Signature: t=<unix seconds>,v1=<hex>[,v1=..][,v0=..]`, v1 = HMAC-SHA256 of
@@ -25,7 +25,6 @@ export const stripe = hmacAdapter({
     signature: { header: 'stripe-signature', timestampKey: 't', signatureKey: 'v1' },
     algorithm: 'sha256',
     encoding: 'hex',
-    toleranceSeconds: TIMESTAMP_TOLERANCE_SECONDS,
     signedContent: [{ placeholder: 'timestamp' }, { text: '.' }, { placeholder: 'body' }],
   },
   parse: parseEvent,
