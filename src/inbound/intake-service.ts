@@ -7,10 +7,10 @@ import { RecentSet } from '../infra/recent.js';
 import type { FanOutResult } from '../domain/fan-out.js';
 import { IntakeWriter, type IntakeRecord } from '../store/intake-store.js';
 import { findSourceForIntake, verificationSecrets, type SourceRow } from '../store/sources-store.js';
-import type { InboundRequest } from './adapter.js';
+import type { InboundAdapter, InboundRequest } from './adapter.js';
 import type { ParsedEvent } from '../domain/events.js';
 import type { SourceType } from '../domain/sources.js';
-import { getAdapter } from './adapters/index.js';
+import { adapterForSource } from './adapters/index.js';
 import { verifyWithAny } from './verify-any.js';
 
 export interface IntakeDeps {
@@ -25,6 +25,7 @@ export interface IntakeDeps {
 
 interface CachedSource {
   row: SourceRow;
+  adapter: InboundAdapter;
   secret: string;
   /** A replaced secret, accepted until its own expiry even while this entry is still cached. */
   previous?: { secret: string; expiresAt: number };
@@ -84,8 +85,7 @@ export class IntakeService {
   }
 
   async receive(sourceId: string, request: InboundRequest): Promise<IntakeRecord> {
-    const { row, secret, previous } = await this.loadSource(sourceId);
-    const adapter = getAdapter(row.type);
+    const { row, adapter, secret, previous } = await this.loadSource(sourceId);
     const verified = verifyWithAny(adapter, request, previous && previous.expiresAt > Date.now() ? [secret, previous.secret] : [secret]);
     if (!verified.ok) throw new IntakeError(401, verified.reason, verified.message, 'rejected_signature');
     const bodyDigest = adapter.repeatDigest?.(request) ?? digestHex(request.rawBody);
@@ -127,7 +127,8 @@ export class IntakeService {
     const row = await this.guard(() => findSourceForIntake(this.deps.db, sourceId));
     if (!row) throw notFound('source');
     const { current, previous } = verificationSecrets(row, this.deps.box);
-    const entry = { row, secret: current, ...(previous && { previous }), expiresAt: Date.now() + sourceCacheMs };
+    const adapter = adapterForSource({ type: row.type, hmacConfig: row.hmac_config });
+    const entry = { row, adapter, secret: current, ...(previous && { previous }), expiresAt: Date.now() + sourceCacheMs };
     this.sources.set(sourceId, entry);
     return entry;
   }

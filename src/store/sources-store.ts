@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import { newId } from '../domain/ids.js';
+import type { HmacSourceConfig } from '../domain/hmac-source.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import type { SourceType } from '../domain/sources.js';
 import { audit } from './audit-store.js';
@@ -16,6 +17,8 @@ export interface SourceRow {
   reconcile_after_seconds: number | null;
   previous_secret_enc: string | null;
   previous_secret_expires_at: Date | null;
+  /** Only for type `hmac`: how its callbacks are signed (jsonb). */
+  hmac_config: HmacSourceConfig | null;
   created_at: Date;
   updated_at: Date;
   deleted_at: Date | null;
@@ -26,6 +29,7 @@ export interface NewSource {
   name: string;
   secret: string;
   reconcile?: { baseUrl: string; apiKey: string; afterSeconds?: number };
+  hmac?: HmacSourceConfig;
 }
 
 export const defaultReconcileAfterSeconds = 300;
@@ -42,13 +46,14 @@ export async function insertSource(scope: TenantScope, box: SecretBox, input: Ne
         reconcile_base_url: input.reconcile?.baseUrl ?? null,
         reconcile_api_key_enc: input.reconcile ? box.seal(input.reconcile.apiKey, `${id}:reconcile`) : null,
         reconcile_after_seconds: input.reconcile ? (input.reconcile.afterSeconds ?? defaultReconcileAfterSeconds) : null,
+        hmac_config: input.hmac ? JSON.stringify(input.hmac) : null,
       })
       .returning('*');
     await audit(s, {
       action: 'source.created',
       targetType: 'source',
       targetId: id,
-      details: { type: input.type, name: input.name, reconcile: reconcileOf(row as SourceRow) },
+      details: { type: input.type, name: input.name, reconcile: reconcileOf(row as SourceRow), ...(input.hmac && { hmac: input.hmac }) },
     });
     return row as SourceRow;
   });
@@ -161,6 +166,7 @@ export function rowToSource(row: SourceRow, publicBaseUrl: string) {
     reconcile: row.reconcile_base_url
       ? { baseUrl: row.reconcile_base_url, afterSeconds: row.reconcile_after_seconds ?? defaultReconcileAfterSeconds }
       : null,
+    ...(row.hmac_config !== null && { hmac: row.hmac_config }),
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
     previousSecretExpiresAt:

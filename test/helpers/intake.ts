@@ -28,8 +28,12 @@ export const SPEC_VECTOR = {
   signature: 'v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=',
 };
 
-export async function createSource(tenant: TestTenant, type: SourceType, secret?: string): Promise<TestSource> {
-  const res = await tenant.call('POST', '/v1/sources', { body: { type, name: `${type} source`, ...(secret ? { secret } : {}) } });
+/** What an `hmac` source needs besides a secret when a test does not care how it is configured. */
+export const PLAIN_HMAC_CONFIG = { header: 'X-Signature', algorithm: 'sha256', encoding: 'hex', signedContent: '{body}' };
+
+export async function createSource(tenant: TestTenant, type: SourceType, secret?: string, hmac?: object): Promise<TestSource> {
+  const config = hmac ?? (type === 'hmac' ? PLAIN_HMAC_CONFIG : undefined);
+  const res = await tenant.call('POST', '/v1/sources', { body: { type, name: `${type} source`, ...(secret ? { secret } : {}), ...(config ? { hmac: config } : {}) } });
   expect(res.status, res.text).toBe(201);
   return { id: res.body.id, type, secret: secret ?? res.body.secret };
 }

@@ -5,18 +5,23 @@ import type { SourceType } from '../../src/domain/sources.js';
 import { expectError } from '../helpers/api.js';
 import { createSource, postCallback, sign, type Callback } from '../helpers/intake.js';
 import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
+import { githubPush, presets, shopifyOrder, stripeEvent } from '../helpers/provider-presets.js';
 import { automation, communication } from '../helpers/providers.js';
 
 const dayMs = 86_400_000;
 
 /** A fresh, correctly shaped secret and a callback (new body each time) signed with any secret. */
-const providers: Record<SourceType, { secret: () => string; callback: (secret: string) => Callback }> = {
+const providers: Record<SourceType, { secret: () => string; callback: (secret: string) => Callback | Promise<Callback> }> = {
   'momo-communication': {
     secret: () => randomUUID(),
     callback: (secret) => sign.communication(secret, communication.messageStatus(`m-${randomUUID()}`, 'delivered')),
   },
   'momo-automation': { secret: () => randomUUID(), callback: (secret) => sign.automation(secret, automation.body(randomUUID())) },
   'standard-webhooks': { secret: generateWebhookSecret, callback: (secret) => sign.standard(secret, JSON.stringify({ type: 'order.paid', data: {} })) },
+  stripe: { secret: () => `whsec_${randomUUID()}`, callback: (secret) => presets.stripe(secret, stripeEvent()) },
+  github: { secret: () => randomUUID(), callback: (secret) => presets.github(secret, githubPush()) },
+  shopify: { secret: () => randomUUID(), callback: (secret) => presets.shopify(secret, shopifyOrder()) },
+  hmac: { secret: () => randomUUID(), callback: (secret) => sign.communication(secret, JSON.stringify({ type: 'order.paid', id: randomUUID() })) },
 };
 
 describe('sources: PATCH and DELETE', () => {
@@ -73,7 +78,7 @@ describe('sources: PATCH and DELETE', () => {
       const oldSecret = provider.secret();
       const newSecret = provider.secret();
       const source = await createSource(tenant, type, oldSecret);
-      expect((await postCallback(a, source.id, provider.callback(oldSecret))).status).toBe(200);
+      expect((await postCallback(a, source.id, await provider.callback(oldSecret))).status).toBe(200);
 
       const changedAt = Date.now();
       const res = await tenant.call('PATCH', `/v1/sources/${source.id}`, { body: { secret: newSecret } });
@@ -85,17 +90,17 @@ describe('sources: PATCH and DELETE', () => {
       expect((await tenant.call('GET', `/v1/sources/${source.id}`)).body.previousSecretExpiresAt).toBe(res.body.previousSecretExpiresAt);
 
       // During the grace window both verify; anything else does not.
-      expect((await postCallback(a, source.id, provider.callback(newSecret))).status).toBe(200);
-      expect((await postCallback(a, source.id, provider.callback(oldSecret))).status).toBe(200);
-      expectError(await postCallback(a, source.id, provider.callback(provider.secret())), 401, 'bad_signature');
+      expect((await postCallback(a, source.id, await provider.callback(newSecret))).status).toBe(200);
+      expect((await postCallback(a, source.id, await provider.callback(oldSecret))).status).toBe(200);
+      expectError(await postCallback(a, source.id, await provider.callback(provider.secret())), 401, 'bad_signature');
 
       // The 24 h have passed (as far as the database knows): a process that reads the source now
       // refuses the old secret and accepts the new one.
       await a.platform.db('sources').where({ id: source.id }).update({ previous_secret_expires_at: new Date(Date.now() - 1_000) });
       const b = await startTestPlatform({ role: 'api', database: a.database, env: { SECRETS_KEY: a.env.SECRETS_KEY! } });
       try {
-        expectError(await postCallback(b, source.id, provider.callback(oldSecret)), 401, 'bad_signature');
-        expect((await postCallback(b, source.id, provider.callback(newSecret))).status).toBe(200);
+        expectError(await postCallback(b, source.id, await provider.callback(oldSecret)), 401, 'bad_signature');
+        expect((await postCallback(b, source.id, await provider.callback(newSecret))).status).toBe(200);
       } finally {
         await b.stop();
       }
@@ -105,11 +110,11 @@ describe('sources: PATCH and DELETE', () => {
 
   it('deletes a source: callbacks answer 404, it leaves the API, and its events stay listed', async () => {
     const source = await createSource(tenant, 'standard-webhooks');
-    const accepted = await postCallback(a, source.id, providers['standard-webhooks'].callback(source.secret));
+    const accepted = await postCallback(a, source.id, await providers['standard-webhooks'].callback(source.secret));
     expect(accepted.status).toBe(200);
 
     expect((await tenant.call('DELETE', `/v1/sources/${source.id}`)).status).toBe(204);
-    expectError(await postCallback(a, source.id, providers['standard-webhooks'].callback(source.secret)), 404, 'not_found');
+    expectError(await postCallback(a, source.id, await providers['standard-webhooks'].callback(source.secret)), 404, 'not_found');
     expectError(await tenant.call('GET', `/v1/sources/${source.id}`), 404, 'not_found');
     expectError(await tenant.call('PATCH', `/v1/sources/${source.id}`, { body: { name: 'back' } }), 404, 'not_found');
     expectError(await tenant.call('DELETE', `/v1/sources/${source.id}`), 404, 'not_found');
@@ -119,7 +124,7 @@ describe('sources: PATCH and DELETE', () => {
     // A process that never saw the source answers 404 as well.
     const b = await startTestPlatform({ role: 'api', database: a.database, env: { SECRETS_KEY: a.env.SECRETS_KEY! } });
     try {
-      expectError(await postCallback(b, source.id, providers['standard-webhooks'].callback(source.secret)), 404, 'not_found');
+      expectError(await postCallback(b, source.id, await providers['standard-webhooks'].callback(source.secret)), 404, 'not_found');
     } finally {
       await b.stop();
     }

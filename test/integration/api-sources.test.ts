@@ -87,7 +87,7 @@ describe('sources API', () => {
   it('validates type, name, secret and the reconcile block', async () => {
     const before = await t.platform.db('sources').where({ tenant_id: tenant.id }).count({ n: '*' });
     for (const body of [
-      { type: 'stripe', name: 'x' },
+      { type: 'paypal', name: 'x' },
       { name: 'no type' },
       { type: 'momo-automation' },
       { type: 'momo-automation', name: '' },

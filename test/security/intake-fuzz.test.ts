@@ -42,6 +42,8 @@ function signed(source: Source, body: Buffer, opts: { t?: string; id?: string } 
         ['webhook-signature', `v1,${mac}`],
       ];
     }
+    default:
+      throw new Error(`no signer for ${source.type} here`);
   }
 }
 
@@ -54,6 +56,8 @@ function validBody(type: SourceType): Record<string, unknown> {
       return { id: randomUUID(), event: 'order.created', subject: { id: `ord_${randomUUID()}` }, actor: { id: 'u1' }, subscription: { id: 'sub_1' }, data: { n: 1 } };
     case 'standard-webhooks':
       return { type: 'order.created', data: { n: 1 } };
+    default:
+      throw new Error(`no body for ${type} here`);
   }
 }
 
@@ -181,7 +185,7 @@ describe('intake fuzzing (fast-check, real HTTP)', () => {
     const tenant = await t.createTenant('fuzz');
     // An endpoint, so an event that slipped through would also show up as a delivery.
     expect((await tenant.call('POST', '/v1/endpoints', { body: { url: 'http://127.0.0.1:9/never' } })).status).toBe(201);
-    const secrets: Record<SourceType, string | undefined> = {
+    const secrets: Partial<Record<SourceType, string>> = {
       'momo-communication': 'comm-fuzz-secret-0123456789',
       'momo-automation': 'auto-fuzz-secret-0123456789',
       'standard-webhooks': undefined, // generated whsec_

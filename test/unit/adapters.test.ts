@@ -50,7 +50,7 @@ function parsed(result: ReturnType<typeof communication.parse>) {
 
 describe('registry', () => {
   it('lists every source type of the contract, each served by its own adapter', () => {
-    expect([...SOURCE_TYPES].sort()).toEqual(['momo-automation', 'momo-communication', 'standard-webhooks']);
+    expect([...SOURCE_TYPES].sort()).toEqual(['github', 'hmac', 'momo-automation', 'momo-communication', 'shopify', 'standard-webhooks', 'stripe']);
     for (const type of SOURCE_TYPES) expect(getAdapter(type).type).toBe(type);
     expect(isSourceType('momo-automation')).toBe(true);
     expect(isSourceType('toString')).toBe(false);

@@ -75,7 +75,7 @@ describe('metric names and label sets', () => {
     expect(DEAD_LETTER_REASONS).toEqual(['max_attempts', 'max_age', 'terminal', 'endpoint_disabled', 'endpoint_deleted']);
     expect(REPLAY_KINDS).toEqual(['single', 'bulk']);
     expect(RECONCILE_OUTCOMES).toEqual(['changed', 'unchanged', 'provider_error', 'invalid_response']);
-    expect(SOURCE_TYPES).toEqual(['momo-communication', 'momo-automation', 'standard-webhooks']);
+    expect(SOURCE_TYPES).toEqual(['momo-communication', 'momo-automation', 'standard-webhooks', 'stripe', 'github', 'shopify', 'hmac']);
   });
 
   // Counters start with every label combination at 0, so the whole label space is visible.

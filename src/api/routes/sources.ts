@@ -31,7 +31,7 @@ export function sourceRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       if (body.reconcile) checkReconcileTarget(body.reconcile.baseUrl);
       const generated = body.secret === undefined;
       const secret = body.secret ?? getAdapter(body.type).generateSecret();
-      const row = await insertSource(scope, ctx.box, { type: body.type, name: body.name, secret, reconcile: body.reconcile });
+      const row = await insertSource(scope, ctx.box, { type: body.type, name: body.name, secret, reconcile: body.reconcile, hmac: body.hmac });
       return { status: 201, body: { ...rowToSource(row, base), ...(generated ? { secret } : {}) } };
     },
   );

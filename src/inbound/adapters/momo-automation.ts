@@ -9,6 +9,7 @@ import {
   keyOf,
   parseFailure,
   parseJsonObject,
+  parseKeyedSignatureHeader,
   rawMember,
   rejected,
   requireObject,
@@ -24,33 +25,10 @@ import {
  * stable across retries, and (subscription id, event id) is the inbox key.
  */
 
-interface SignatureHeader {
-  timestamp: string;
-  signatures: string[];
-}
-
-/** Splits `t=..,v1=..[,v1=..]`, tolerating spaces; unknown parts are ignored for forward compatibility. */
-function parseSignatureHeader(value: string): SignatureHeader | undefined {
-  const timestamps: string[] = [];
-  const signatures: string[] = [];
-  for (const part of value.split(',')) {
-    const separator = part.indexOf('=');
-    if (separator < 0) continue;
-    const key = part.slice(0, separator).trim();
-    const item = part.slice(separator + 1).trim();
-    if (key === 't') timestamps.push(item);
-    else if (key === 'v1') signatures.push(item);
-  }
-  // Two different `t` values would make it ambiguous which one was signed.
-  const [timestamp] = timestamps;
-  if (timestamp === undefined || timestamps.length > 1 || signatures.length === 0) return undefined;
-  return { timestamp, signatures };
-}
-
 function verify(request: InboundRequest, secret: string): ReturnType<InboundAdapter['verify']> {
   const value = header(request, 'x-momo-signature');
   if (value === undefined) return rejected('missing_signature', 'X-Momo-Signature header is missing');
-  const parsed = parseSignatureHeader(value);
+  const parsed = parseKeyedSignatureHeader(value);
   if (parsed === undefined) return rejected('bad_signature', 'X-Momo-Signature must be t=<unix seconds>,v1=<hex>');
   const time = checkTimestamp(parsed.timestamp, request.now);
   if (!time.ok) return time;

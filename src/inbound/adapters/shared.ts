@@ -2,6 +2,7 @@ import { documentSpan, memberSpan } from '../../domain/json-span.js';
 import { RawJson } from '../../domain/raw-json.js';
 import type { InboundRequest, ParseResult, VerifyResult } from '../adapter.js';
 import type { ParsedEvent } from '../../domain/events.js';
+import { digestHex } from '../../domain/dedupe.js';
 
 /**
  * Helpers every adapter uses, so each provider file reads as its contract and nothing else.
@@ -9,7 +10,7 @@ import type { ParsedEvent } from '../../domain/events.js';
  * whatever a hostile caller sends.
  */
 
-/** Both timestamped contracts reject signatures more than five minutes from now, in either direction. */
+/** Timestamped contracts reject signatures more than five minutes from now, in either direction (an `hmac` source may choose). */
 export const TIMESTAMP_TOLERANCE_SECONDS = 300;
 
 /** Ids, event types and statuses end up in keys and indexed columns; real ones are far shorter. */
@@ -161,7 +162,7 @@ export function parseFailure(code: ParseCode, message: string): never {
  * Unix seconds from a signature header, checked against `now`. Non-digits are a malformed
  * signature; digits too long to be a real time, zero, or outside the tolerance are out of range.
  */
-export function checkTimestamp(raw: string, now: Date): { ok: true; seconds: number } | VerifyFailed {
+export function checkTimestamp(raw: string, now: Date, toleranceSeconds = TIMESTAMP_TOLERANCE_SECONDS): { ok: true; seconds: number } | VerifyFailed {
   if (!/^\d+$/.test(raw)) return rejected('bad_signature', 'signature timestamp is not an integer of unix seconds');
   const seconds = Number(raw);
   const nowSeconds = Math.floor(now.getTime() / 1000);
@@ -170,12 +171,56 @@ export function checkTimestamp(raw: string, now: Date): { ok: true; seconds: num
     raw.length <= 15 &&
     seconds > 0 &&
     Number.isFinite(nowSeconds) &&
-    Math.abs(nowSeconds - seconds) <= TIMESTAMP_TOLERANCE_SECONDS;
-  if (!inRange) return rejected('timestamp_out_of_range', `signature timestamp is more than ${TIMESTAMP_TOLERANCE_SECONDS} s from now`);
+    Math.abs(nowSeconds - seconds) <= toleranceSeconds;
+  if (!inRange) return rejected('timestamp_out_of_range', `signature timestamp is more than ${toleranceSeconds} s from now`);
   return { ok: true, seconds };
 }
 
 /** Joins key parts unambiguously: ':' inside an id is escaped, so 'a:b'+'c' never equals 'a'+'b:c'. */
 export function keyOf(...parts: string[]): string {
   return parts.map((part) => part.replaceAll('%', '%25').replaceAll(':', '%3A')).join(':');
+}
+
+export interface KeyedSignatureHeader {
+  timestamp: string;
+  signatures: string[];
+}
+
+/**
+ * Splits `t=..,v1=..[,v1=..]` (Momo automation, Stripe), tolerating spaces; other keys are ignored
+ * for forward compatibility. Undefined when there is no signature, or no single timestamp: two
+ * different ones would make it ambiguous which was signed.
+ */
+export function parseKeyedSignatureHeader(value: string, timestampKey = 't', signatureKey = 'v1'): KeyedSignatureHeader | undefined {
+  const timestamps: string[] = [];
+  const signatures: string[] = [];
+  for (const part of value.split(',')) {
+    const separator = part.indexOf('=');
+    if (separator < 0) continue;
+    const key = part.slice(0, separator).trim();
+    const item = part.slice(separator + 1).trim();
+    if (key === timestampKey) timestamps.push(item);
+    else if (key === signatureKey) signatures.push(item);
+  }
+  const [timestamp] = timestamps;
+  if (timestamp === undefined || timestamps.length > 1 || signatures.length === 0) return undefined;
+  return { timestamp, signatures };
+}
+
+/** An id or type carried in a header, with the same limits as one read from the body. */
+export function requireHeaderField(request: InboundRequest, name: string): string {
+  const value = header(request, name);
+  if (value === undefined) parseFailure('missing_field', `${name} header is required`);
+  if (value.length > MAX_FIELD_LENGTH) parseFailure('invalid_field', `${name} is longer than ${MAX_FIELD_LENGTH} characters`);
+  return value;
+}
+
+/**
+ * For contracts whose event id is a header, not in the body: two events may carry identical bytes
+ * (`{"type":"ping"}`), so a repeat is the same id AND the same body. The id is length-prefixed so
+ * no (id, body) pair can be spelled as another.
+ */
+export function repeatDigestWithHeader(request: InboundRequest, name: string): string {
+  const id = header(request, name) ?? '';
+  return digestHex(Buffer.concat([Buffer.from(`${Buffer.byteLength(id)}:${id}.`, 'utf8'), request.rawBody]));
 }

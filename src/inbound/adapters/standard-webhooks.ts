@@ -1,17 +1,16 @@
 import type { InboundAdapter, InboundRequest } from '../adapter.js';
 import type { ParsedEvent } from '../../domain/events.js';
-import { digestHex } from '../../domain/dedupe.js';
 import { generateWebhookSecret, verifyStandardWebhook } from '../../domain/signing.js';
 import {
   checkTimestamp,
   correlationId,
   header,
-  MAX_FIELD_LENGTH,
-  parseFailure,
   parseJsonObject,
   rawDocument,
   rawMember,
   rejected,
+  repeatDigestWithHeader,
+  requireHeaderField,
   requireString,
   safeParse,
   safeVerify,
@@ -39,9 +38,7 @@ function verify(request: InboundRequest, secret: string): ReturnType<InboundAdap
 
 function parseEvent(request: InboundRequest): ParsedEvent {
   // Verified requests always carry webhook-id; checked again so parse stands on its own.
-  const webhookId = header(request, 'webhook-id');
-  if (webhookId === undefined) parseFailure('missing_field', 'webhook-id header is required');
-  if (webhookId.length > MAX_FIELD_LENGTH) parseFailure('invalid_field', `webhook-id is longer than ${MAX_FIELD_LENGTH} characters`);
+  const webhookId = requireHeaderField(request, 'webhook-id');
   const json = parseJsonObject(request.rawBody);
   const body = json.value;
   const type = requireString(body, 'type');
@@ -55,15 +52,8 @@ function parseEvent(request: InboundRequest): ParsedEvent {
   };
 }
 
-/**
- * webhook-id is the event's identity and is not in the body: two messages may carry identical bytes
- * (`{"type":"ping"}`), so a repeat is the same id AND the same body. The id is length-prefixed so
- * no (id, body) pair can be spelled as another.
- */
-function repeatDigest(request: InboundRequest): string {
-  const id = header(request, 'webhook-id') ?? '';
-  return digestHex(Buffer.concat([Buffer.from(`${Buffer.byteLength(id)}:${id}.`, 'utf8'), request.rawBody]));
-}
+/** webhook-id is the event's identity and is not in the body. */
+const repeatDigest = (request: InboundRequest) => repeatDigestWithHeader(request, 'webhook-id');
 
 export const standardWebhooks: InboundAdapter = {
   type: 'standard-webhooks',
