@@ -117,8 +117,8 @@ describe('dashboard queries against a real Prometheus scraping this registry', (
       data: { groups: { rules: { name: string; health: string }[] }[] };
     };
     const loaded = rules.data.groups.flatMap((g) => g.rules);
-    // Six alerts in alerts.yml; in slo.yml two objectives of a budget, five error ratios and two alerts each.
-    expect(loaded).toHaveLength(6 + 2 * (1 + 5 + 2));
+    // Seven alerts in alerts.yml; in slo.yml two objectives of a budget, five error ratios and two alerts each.
+    expect(loaded).toHaveLength(7 + 2 * (1 + 5 + 2));
     // health becomes "ok" after the first evaluation; "err" would mean the query fails at runtime.
     for (const r of loaded) expect(r.health, r.name).not.toBe('err');
   }, 60_000);
