@@ -1,6 +1,9 @@
-// A minimal receiver for webhook-relay deliveries: node:http plus the `standardwebhooks` package.
-// Run it with `WEBHOOK_SECRET=whsec_... PORT=4000 npx tsx examples/receiver/server.ts`.
+// A minimal receiver for webhook-relay deliveries: node:http plus the `standardwebhooks` package
+// (HMAC, `v1`), or node:crypto for an ed25519 endpoint (`v1a`, verified with its public key).
+// Run it with `WEBHOOK_SECRET=whsec_... PORT=4000 npx tsx examples/receiver/server.ts`, or with
+// `WEBHOOK_SECRET=whpk_...` (the endpoint's signature.publicKey) for an ed25519 endpoint.
 // docs/receiving.md explains every header and the retry schedule this code is written against.
+import { createPublicKey, verify, type KeyObject } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
@@ -24,7 +27,10 @@ export interface DeliveryInfo {
 }
 
 export interface ReceiverOptions {
-  /** The endpoint's signing secret, `whsec_...`, as returned when the endpoint was created. */
+  /**
+   * The endpoint's signing secret, `whsec_...`, as returned when the endpoint was created; or, for
+   * an ed25519 endpoint, its public key `whpk_...` (signature.publicKey).
+   */
   secret: string;
   /** Called once per webhook-id, after the 2xx has been sent. */
   onEvent: (event: WebhookEvent, delivery: DeliveryInfo) => void | Promise<void>;
@@ -34,7 +40,7 @@ export interface ReceiverOptions {
 const MAX_BODY_BYTES = 2 * 1024 * 1024;
 
 export function createReceiver({ secret, onEvent }: ReceiverOptions): Server {
-  const webhook = new Webhook(secret);
+  const webhook = secret.startsWith('whpk_') ? new Ed25519Webhook(secret) : new Webhook(secret);
   // Demo only. In production this is a table with a unique constraint on webhook_id, and the insert
   // (INSERT ... ON CONFLICT DO NOTHING) happens before the 2xx: a Set is lost on restart and is not
   // shared between instances, so it cannot stop a redelivery that lands on another process.
@@ -91,6 +97,39 @@ export function createReceiver({ secret, onEvent }: ReceiverOptions): Server {
   });
 }
 
+/** Standard Webhooks allows this far between webhook-timestamp and now, as the library does for v1. */
+const TOLERANCE_SEC = 5 * 60;
+
+/**
+ * Verifies `v1a` (Ed25519) signatures as the Standard Webhooks spec defines them: each
+ * space-separated entry `v1a,<base64>` is a signature of `<webhook-id>.<webhook-timestamp>.<body>`;
+ * one that verifies with the public key is enough (during a key rotation two are sent).
+ */
+class Ed25519Webhook {
+  private readonly key: KeyObject;
+
+  constructor(publicKey: string) {
+    const raw = Buffer.from(publicKey.slice('whpk_'.length), 'base64');
+    // An Ed25519 SubjectPublicKeyInfo is this fixed DER header followed by the 32 key bytes (RFC 8410).
+    const spki = Buffer.concat([Buffer.from('302a300506032b6570032100', 'hex'), raw]);
+    this.key = createPublicKey({ key: spki, format: 'der', type: 'spki' });
+  }
+
+  verify(body: Buffer, headers: Record<string, string>): unknown {
+    const timestamp = Number(headers['webhook-timestamp']);
+    if (!Number.isInteger(timestamp) || Math.abs(Date.now() / 1000 - timestamp) > TOLERANCE_SEC) {
+      throw new WebhookVerificationError('timestamp missing or too far from now');
+    }
+    const signed = Buffer.concat([Buffer.from(`${headers['webhook-id']}.${headers['webhook-timestamp']}.`), body]);
+    const ok = (headers['webhook-signature'] ?? '')
+      .split(' ')
+      .filter((entry) => entry.startsWith('v1a,'))
+      .some((entry) => verify(null, signed, this.key, Buffer.from(entry.slice(4), 'base64')));
+    if (!ok) throw new WebhookVerificationError('no matching v1a signature');
+    return JSON.parse(body.toString('utf8'));
+  }
+}
+
 function signedHeaders(req: IncomingMessage): Record<string, string> {
   const h = (name: string) => (typeof req.headers[name] === 'string' ? (req.headers[name] as string) : '');
   return {
@@ -119,7 +158,7 @@ function readBody(req: IncomingMessage): Promise<Buffer | undefined> {
 function main(): void {
   const secret = process.env.WEBHOOK_SECRET;
   if (!secret) {
-    console.error('WEBHOOK_SECRET is required: the endpoint secret (whsec_...) from POST /v1/endpoints');
+    console.error('WEBHOOK_SECRET is required: the endpoint secret (whsec_...) from POST /v1/endpoints, or its signature.publicKey (whpk_...)');
     process.exit(1);
   }
   const port = Number(process.env.PORT ?? 4000);

@@ -6,6 +6,7 @@ import { MASKED_HEADER_VALUE } from '../domain/endpoint-headers.js';
 import { ENDPOINT_STATUSES, ORDERINGS } from '../domain/endpoints.js';
 import { INTAKE_OUTCOMES } from '../domain/events.js';
 import { REPLAY_KINDS, REPLAY_STATUSES } from '../domain/replays.js';
+import { SIGNATURE_SCHEMES } from '../domain/signing.js';
 import { endpointHeaders, eventFilter } from './endpoint-schemas.js';
 
 export const errorSchema = z
@@ -77,6 +78,9 @@ const endpointFields = {
   ordering: z.enum(ORDERINGS).meta({ id: 'Ordering' }),
   headers: endpointHeaders,
   filter: eventFilter,
+  signature: z
+    .strictObject({ scheme: z.enum(SIGNATURE_SCHEMES).meta({ id: 'SignatureScheme' }) })
+    .describe('hmac (default): v1 signatures with a whsec_ secret the receiver holds. ed25519: v1a signatures; the platform holds the private key and the receiver verifies with signature.publicKey. Fixed at creation.'),
 };
 export const createEndpointBody = z.strictObject({
   url: endpointFields.url,
@@ -88,6 +92,7 @@ export const createEndpointBody = z.strictObject({
   ordering: endpointFields.ordering.optional(),
   headers: endpointFields.headers.optional(),
   filter: endpointFields.filter.optional(),
+  signature: endpointFields.signature.optional(),
 });
 // Every field is optional on PATCH (only what is sent changes), but an empty change is refused.
 export const patchEndpointBody = createEndpointBody
@@ -140,23 +145,31 @@ export const endpointSchema = z
     ordering: endpointFields.ordering,
     headers: z.record(z.string(), z.string()).describe(`Every header name, each value shown as ${MASKED_HEADER_VALUE}`),
     filter: z.record(z.string(), z.unknown()).nullable().describe('As written, numbers digit for digit'),
+    signature: z
+      .object({
+        scheme: endpointFields.signature.shape.scheme,
+        publicKey: z.string().optional().describe('Only for ed25519: whpk_ + base64 of the Ed25519 public key that verifies the v1a signatures'),
+      })
+      .meta({ id: 'EndpointSignature' }),
     createdAt: z.string(),
     updatedAt: z.string(),
     circuit: circuitSchema,
     health: endpointHealthSchema,
     effectiveRetryPolicy: effectiveRetryPolicySchema,
-    secret: z.string().optional().describe('Only on creation'),
+    secret: z.string().optional().describe('Only on creation, and only for hmac (an ed25519 endpoint has signature.publicKey instead)'),
   })
   .meta({ id: 'Endpoint' });
 export const secretSchema = z
   .object({
-    secret: z.string(),
+    secret: z.string().optional().describe('hmac: the new whsec_ secret'),
+    publicKey: z.string().optional().describe('ed25519: the new whpk_ public key (the private key is never shown)'),
     previousSecretExpiresAt: z.string().describe('Until then the previous secret keeps signing beside the new one (both in webhook-signature)'),
   })
   .meta({ id: 'EndpointSecret' });
 export const currentSecretSchema = z
   .object({
-    secret: z.string().describe('The secret that signs every request now'),
+    secret: z.string().optional().describe('hmac: the secret that signs every request now'),
+    publicKey: z.string().optional().describe('ed25519: the whpk_ public key of the private key that signs every request now'),
     previousSecretExpiresAt: z
       .string()
       .nullable()

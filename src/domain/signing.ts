@@ -1,4 +1,4 @@
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHmac, createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, sign, timingSafeEqual, type KeyObject } from 'node:crypto';
 
 /**
  * Signature primitives shared by inbound verification and outbound signing.
@@ -6,6 +6,11 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
  */
 
 const WHSEC_PREFIX = 'whsec_';
+/** Standard Webhooks asymmetric keys: `whsk_` + base64 of the Ed25519 private seed, `whpk_` + base64 of the public key. */
+const WHSK_PREFIX = 'whsk_';
+const WHPK_PREFIX = 'whpk_';
+/** The PKCS#8 DER header of an Ed25519 private key (RFC 8410); the 32-byte seed follows it. */
+const ED25519_PKCS8_PREFIX = Buffer.from('302e020100300506032b657004220420', 'hex');
 
 /** Lowercase hex HMAC-SHA256; the secret is used as UTF-8 text, as both Momo contracts require. */
 export function hmacSha256Hex(secret: string, data: Buffer | string): string {
@@ -53,9 +58,66 @@ export function signStandardWebhook(secret: string, id: string, timestampSec: nu
   return `v1,${standardSignature(decodeWebhookSecret(secret), id, timestampSec, body)}`;
 }
 
-/** The `webhook-signature` header value: one signature per active secret, space-separated (rotation). */
-export function signatureHeader(secrets: readonly string[], id: string, timestampSec: number, body: string | Buffer): string {
-  return secrets.map((secret) => signStandardWebhook(secret, id, timestampSec, body)).join(' ');
+/** How an endpoint's requests are signed: `v1` HMAC with a shared secret, or `v1a` Ed25519 with a key pair. */
+export const SIGNATURE_SCHEMES = ['hmac', 'ed25519'] as const;
+export type SignatureScheme = (typeof SIGNATURE_SCHEMES)[number];
+
+/** A new signing secret for a scheme: a `whsec_` secret, or a `whsk_` private key with its `whpk_` public key. */
+export function generateSigningSecret(scheme: SignatureScheme): { secret: string; publicKey: string | null } {
+  if (scheme === 'hmac') return { secret: generateWebhookSecret(), publicKey: null };
+  const pair = generateEd25519KeyPair();
+  return { secret: pair.secretKey, publicKey: pair.publicKey };
+}
+
+/** Whether a signing secret is an Ed25519 private key (`whsk_`) rather than an HMAC secret (`whsec_`). */
+export function isEd25519SigningKey(secret: string): boolean {
+  return secret.startsWith(WHSK_PREFIX);
+}
+
+/** The private key a `whsk_` secret encodes. */
+export function ed25519PrivateKey(secret: string): KeyObject {
+  const seed = Buffer.from(secret.slice(WHSK_PREFIX.length), 'base64');
+  if (!isEd25519SigningKey(secret) || seed.length !== 32) throw new Error('not a whsk_ Ed25519 private key');
+  return createPrivateKey({ key: Buffer.concat([ED25519_PKCS8_PREFIX, seed]), format: 'der', type: 'pkcs8' });
+}
+
+/** The `whpk_` public key that verifies what a private key signs: base64 of its raw 32 bytes. */
+export function ed25519PublicKeyText(privateKey: KeyObject): string {
+  const jwk = createPublicKey(privateKey).export({ format: 'jwk' });
+  return WHPK_PREFIX + Buffer.from(jwk.x!, 'base64url').toString('base64');
+}
+
+/** A new Ed25519 key pair as Standard Webhooks texts: the `whsk_` private key and the `whpk_` public key. */
+export function generateEd25519KeyPair(): { secretKey: string; publicKey: string } {
+  const { privateKey } = generateKeyPairSync('ed25519');
+  const seed = Buffer.from(privateKey.export({ format: 'jwk' }).d!, 'base64url');
+  return { secretKey: WHSK_PREFIX + seed.toString('base64'), publicKey: ed25519PublicKeyText(privateKey) };
+}
+
+/** Standard Webhooks v1a signature: `v1a,<base64 Ed25519 signature of "<id>.<ts>.<body>">`. */
+export function signEd25519Webhook(privateKey: KeyObject, id: string, timestampSec: number, body: string | Buffer): string {
+  const bodyBytes = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
+  const content = Buffer.concat([Buffer.from(`${id}.${timestampSec}.`, 'utf8'), bodyBytes]);
+  return `v1a,${sign(null, content, privateKey).toString('base64')}`;
+}
+
+/**
+ * The `webhook-signature` header value: one signature per active secret, space-separated (rotation).
+ * A `whsk_` secret signs `v1a` (Ed25519), any other `v1` (HMAC); `privateKeyOf` lets the caller
+ * reuse parsed keys instead of parsing one for every attempt.
+ */
+export function signatureHeader(
+  secrets: readonly string[],
+  id: string,
+  timestampSec: number,
+  body: string | Buffer,
+  privateKeyOf: (secret: string) => KeyObject = ed25519PrivateKey,
+): string {
+  return secrets
+    .map((secret) =>
+      isEd25519SigningKey(secret) ? signEd25519Webhook(privateKeyOf(secret), id, timestampSec, body) : signStandardWebhook(secret, id, timestampSec, body),
+    )
+    .join(' ');
 }
 
 /**

@@ -1,9 +1,11 @@
+import type { KeyObject } from 'node:crypto';
 import type { Logger } from 'pino';
 import { isPlatformHeader } from '../domain/endpoint-headers.js';
 import type { AttemptRecord, ClaimedDelivery, DeliveryLifecycle, Recorded, SuccessItem } from '../delivery/index.js';
 import { decide, proxyRetryAt, resolvePolicy, type AttemptResult, type ProxyFailure, type RetryPolicy } from '../domain/retry-policy.js';
 import type { SecretBox } from '../domain/secret-box.js';
-import { signatureHeader } from '../domain/signing.js';
+import { ed25519PrivateKey, signatureHeader } from '../domain/signing.js';
+import { RecentMap } from '../infra/recent.js';
 import { metrics, statusClass } from '../metrics/registry.js';
 import { signingSecrets } from '../store/endpoints-store.js';
 import type { EndpointHeaders } from './endpoint-headers.js';
@@ -33,6 +35,17 @@ const maxHandOffs = 500;
 const userAgent = 'webhook-relay/1.0';
 
 /**
+ * Ed25519 private keys already parsed, by their `whsk_` text: parsing builds a key object, which
+ * signing every attempt of a busy endpoint need not repeat. A rotated-out key simply ages out.
+ */
+const parsedKeys = new RecentMap<KeyObject>(10_000);
+function cachedPrivateKey(secret: string): KeyObject {
+  let key = parsedKeys.get(secret);
+  if (!key) parsedKeys.set(secret, (key = ed25519PrivateKey(secret)));
+  return key;
+}
+
+/**
  * The request headers of one attempt, following Standard Webhooks, after the endpoint's own
  * (`own`). A platform header's name is refused on write; it is skipped here too, whatever its case,
  * so that no stored value can ever replace or duplicate one.
@@ -44,7 +57,7 @@ export function outboundHeaders(d: ClaimedDelivery, secrets: string[], timestamp
     'user-agent': userAgent,
     'webhook-id': d.event_id,
     'webhook-timestamp': String(timestampSec),
-    'webhook-signature': signatureHeader(secrets, d.event_id, timestampSec, d.body),
+    'webhook-signature': signatureHeader(secrets, d.event_id, timestampSec, d.body, cachedPrivateKey),
     'webhook-delivery-id': d.id,
     'webhook-attempt': String(d.attempt_count),
     // Every try after a replay, including its retries, says so.

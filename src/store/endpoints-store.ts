@@ -3,6 +3,7 @@ import { newEndpointDestination, setEndpointStatus, type EndpointStatusChange } 
 import type { EndpointStatus } from '../domain/endpoints.js';
 import { newId } from '../domain/ids.js';
 import type { SecretBox } from '../domain/secret-box.js';
+import type { SignatureScheme } from '../domain/signing.js';
 import { audit, recordAudit } from './audit-store.js';
 import type { TenantScope } from './tenant-scope.js';
 
@@ -19,6 +20,8 @@ export interface EndpointRow {
   rate_limit_per_second: number | null;
   retry_policy: Record<string, number>;
   ordering: 'none' | 'per-message';
+  /** `hmac`: secret_enc holds a `whsec_` secret; `ed25519`: a `whsk_` private key. Fixed at creation. */
+  signature_scheme: SignatureScheme;
   secret_enc: string;
   previous_secret_enc: string | null;
   previous_secret_expires_at: Date | null;
@@ -51,6 +54,8 @@ export interface EndpointInput {
   headers?: Record<string, string> | null;
   /** The filter's text and its compiled jsonpath; null removes it. */
   filter?: { text: string; path: string } | null;
+  /** Only at creation: the scheme never changes afterwards (see docs/security.md). */
+  signature?: { scheme: SignatureScheme };
 }
 
 /** An endpoint as updated, and its status change (for the operational event) when there was one. */
@@ -123,6 +128,7 @@ export async function insertEndpoint(
         rate_limit_per_second: input.rateLimitPerSecond ?? null,
         retry_policy: JSON.stringify(input.retryPolicy ?? {}),
         ordering: input.ordering ?? 'none',
+        signature_scheme: input.signature?.scheme ?? 'hmac',
         secret_enc: box.seal(secret, id),
         headers_enc: sealHeaders(box, id, input.headers),
         filter: input.filter?.text ?? null,
@@ -201,11 +207,21 @@ export async function deleteEndpoint(
   });
 }
 
-/** Answers until when the previous secret keeps signing, or undefined when there is no such endpoint. */
-export async function rotateEndpointSecret(scope: TenantScope, box: SecretBox, id: string, newSecret: string): Promise<Date | undefined> {
+/**
+ * Replaces the signing secret with `newSecret(scheme)` (a secret of the endpoint's own scheme);
+ * answers the endpoint's scheme, the new secret and until when the previous one keeps signing, or
+ * undefined when there is no such endpoint.
+ */
+export async function rotateEndpointSecret(
+  scope: TenantScope,
+  box: SecretBox,
+  id: string,
+  newSecretFor: (scheme: SignatureScheme) => string,
+): Promise<{ scheme: SignatureScheme; secret: string; previousSecretExpiresAt: Date } | undefined> {
   return scope.transaction(async (s) => {
     const current: EndpointRow | undefined = await live(s).where('endpoints.id', id).forUpdate().first();
     if (!current) return undefined;
+    const newSecret = newSecretFor(current.signature_scheme);
     const previousSecretExpiresAt = new Date(Date.now() + secretOverlapMs);
     await live(s)
       .where('endpoints.id', id)
@@ -216,7 +232,7 @@ export async function rotateEndpointSecret(scope: TenantScope, box: SecretBox, i
         updated_at: s.now(),
       });
     await audit(s, { action: 'endpoint.secret_rotated', targetType: 'endpoint', targetId: id });
-    return previousSecretExpiresAt;
+    return { scheme: current.signature_scheme, secret: newSecret, previousSecretExpiresAt };
   });
 }
 
@@ -244,11 +260,15 @@ export async function revealEndpointSecret(
   box: SecretBox,
   id: string,
   now = new Date(),
-): Promise<{ secret: string; previousSecretExpiresAt: Date | null } | undefined> {
+): Promise<{ scheme: SignatureScheme; secret: string; previousSecretExpiresAt: Date | null } | undefined> {
   return scope.transaction(async (s) => {
     const row: EndpointRow | undefined = await live(s).where('endpoints.id', id).first();
     if (!row) return undefined;
     await audit(s, { action: 'endpoint.secret_revealed', targetType: 'endpoint', targetId: id });
-    return { secret: box.open(row.secret_enc, row.id), previousSecretExpiresAt: previousSecretSigns(row, now) ? row.previous_secret_expires_at : null };
+    return {
+      scheme: row.signature_scheme,
+      secret: box.open(row.secret_enc, row.id),
+      previousSecretExpiresAt: previousSecretSigns(row, now) ? row.previous_secret_expires_at : null,
+    };
   });
 }

@@ -197,4 +197,26 @@ describe('examples/receiver against a live dispatcher', () => {
       await eventually(async () => example.received[0]?.event.id === eventId, 'rotated delivery handed to onEvent');
     }
   });
+
+  it('verifies an ed25519 endpoint\'s deliveries with its public key, and refuses a changed body', async () => {
+    const tenant = await t.createTenant('example-ed25519');
+    const capture = await startReceiver();
+    fronts.push(capture);
+    const endpoint = await tenant.call('POST', '/v1/endpoints', { body: { url: `${capture.url}/webhooks`, signature: { scheme: 'ed25519' } } });
+    expect(endpoint.status).toBe(201);
+    const eventId = await publish(tenant, 'ed25519-1', { type: 'invoice.paid', data: { amount: 7 } });
+    const [got] = await eventually(async () => capture.requests.length > 0 && capture.requests, 'delivery captured');
+    expect(String(got!.headers['webhook-signature'])).toMatch(/^v1a,/);
+
+    const example = await startExample(endpoint.body.signature.publicKey as string);
+    const headers = Object.fromEntries(
+      Object.entries(got!.headers).filter(([k]) => k.startsWith('webhook-') || k === 'content-type'),
+    ) as Record<string, string>;
+    const tampered = await request(example.url, 'POST', '/webhooks', { rawBody: got!.body.replace('"amount":7', '"amount":700'), headers });
+    expect(tampered.status).toBe(401);
+    const genuine = await request(example.url, 'POST', '/webhooks', { rawBody: got!.body, headers });
+    expect(genuine.status).toBe(204);
+    await eventually(async () => example.received[0]?.event.id === eventId, 'ed25519 delivery handed to onEvent');
+    expect(example.received).toHaveLength(1);
+  });
 });

@@ -311,7 +311,7 @@ type SecretState =
   | { step: 'idle' }
   | { step: 'confirm'; action: 'reveal' | 'rotate' }
   | { step: 'busy'; action: 'reveal' | 'rotate' }
-  | { step: 'shown'; secret: string; previousSecretExpiresAt: string | null; rotated: boolean }
+  | { step: 'shown'; secret: string; publicKey: boolean; previousSecretExpiresAt: string | null; rotated: boolean }
   | { step: 'failed'; message: string };
 
 /**
@@ -327,8 +327,10 @@ function Secret({ client, endpointId }: { client: Client; endpointId: string }) 
     setCopied('');
     const path = { params: { path: { id: endpointId } } };
     const { data, failure } = await attempt(action === 'reveal' ? client.GET('/v1/endpoints/{id}/secret', path) : client.POST('/v1/endpoints/{id}/secret/rotate', path));
-    if (!data) return setState({ step: 'failed', message: failure ?? 'No secret came back.' });
-    setState({ step: 'shown', secret: data.secret, previousSecretExpiresAt: data.previousSecretExpiresAt, rotated: action === 'rotate' });
+    // An ed25519 endpoint answers its public key: the private key never leaves the platform.
+    const shown = data?.secret ?? data?.publicKey;
+    if (!data || !shown) return setState({ step: 'failed', message: failure ?? 'No secret came back.' });
+    setState({ step: 'shown', secret: shown, publicKey: !data.secret, previousSecretExpiresAt: data.previousSecretExpiresAt, rotated: action === 'rotate' });
   };
   const copy = (secret: string) =>
     navigator.clipboard.writeText(secret).then(
@@ -354,7 +356,7 @@ function Secret({ client, endpointId }: { client: Client; endpointId: string }) 
       {state.step === 'failed' && <p role="alert" class="error">{state.message}</p>}
       {state.step === 'shown' && (
         <div class="panel secret" aria-live="polite">
-          <p>{state.rotated ? 'The new signing secret:' : 'The current signing secret:'}</p>
+          <p>{`${state.rotated ? 'The new' : 'The current'} ${state.publicKey ? 'public key (Ed25519) your receiver verifies with' : 'signing secret'}:`}</p>
           <p><code data-secret>{state.secret}</code></p>
           {state.previousSecretExpiresAt && <p data-previous-secret>The previous secret keeps signing beside it until {formatTime(state.previousSecretExpiresAt)}.</p>}
           <div class="actions">

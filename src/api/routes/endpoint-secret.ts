@@ -1,11 +1,19 @@
 import { notFound } from '../../domain/errors.js';
-import { generateWebhookSecret } from '../../domain/signing.js';
+import { ed25519PrivateKey, ed25519PublicKeyText, generateSigningSecret, type SignatureScheme } from '../../domain/signing.js';
 import { revealEndpointSecret, rotateEndpointSecret } from '../../store/endpoints-store.js';
 import type { ApiContext } from '../context.js';
 import type { ApiRoutes } from '../route.js';
 import { currentSecretSchema, idParams, secretSchema } from '../schemas.js';
 
-/** Show an endpoint's signing secret, and rotate it. */
+/**
+ * What a receiver needs to verify: an hmac endpoint's shared secret, or an ed25519 endpoint's public
+ * key (its private key never leaves the platform).
+ */
+function verifyingKey(scheme: SignatureScheme, secret: string): { secret: string } | { publicKey: string } {
+  return scheme === 'hmac' ? { secret } : { publicKey: ed25519PublicKeyText(ed25519PrivateKey(secret)) };
+}
+
+/** Show an endpoint's signing secret (or public key), and rotate it. */
 export function endpointSecretRoutes(routes: ApiRoutes, ctx: ApiContext): void {
   const tag = 'endpoints';
 
@@ -14,7 +22,7 @@ export function endpointSecretRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       method: 'get',
       path: '/v1/endpoints/:id/secret',
       operationId: 'getEndpointSecret',
-      summary: 'Show the current signing secret (and, during a rotation, when the previous one stops signing); audited, never cached',
+      summary: 'Show the current signing secret, or for ed25519 its public key (and, during a rotation, when the previous one stops signing); audited, never cached',
       tag,
       auth: 'tenant',
       portal: 'scoped',
@@ -29,7 +37,7 @@ export function endpointSecretRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       return {
         status: 200,
         headers: { 'cache-control': 'no-store' },
-        body: { secret: revealed.secret, previousSecretExpiresAt: revealed.previousSecretExpiresAt?.toISOString() ?? null },
+        body: { ...verifyingKey(revealed.scheme, revealed.secret), previousSecretExpiresAt: revealed.previousSecretExpiresAt?.toISOString() ?? null },
       };
     },
   );
@@ -38,7 +46,7 @@ export function endpointSecretRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       method: 'post',
       path: '/v1/endpoints/:id/secret/rotate',
       operationId: 'rotateEndpointSecret',
-      summary: 'Rotate the signing secret; the old one keeps signing beside the new one for 24 h',
+      summary: 'Rotate the signing secret (ed25519: a new key pair); the old one keeps signing beside the new one for 24 h',
       tag,
       auth: 'tenant',
       portal: 'scoped',
@@ -47,10 +55,12 @@ export function endpointSecretRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       errors: [404],
     },
     async ({ params, scope }) => {
-      const secret = generateWebhookSecret();
-      const previousSecretExpiresAt = await rotateEndpointSecret(scope, ctx.box, params.id, secret);
-      if (!previousSecretExpiresAt) throw notFound('endpoint');
-      return { status: 200, body: { secret, previousSecretExpiresAt: previousSecretExpiresAt.toISOString() } };
+      const rotated = await rotateEndpointSecret(scope, ctx.box, params.id, (scheme) => generateSigningSecret(scheme).secret);
+      if (!rotated) throw notFound('endpoint');
+      return {
+        status: 200,
+        body: { ...verifyingKey(rotated.scheme, rotated.secret), previousSecretExpiresAt: rotated.previousSecretExpiresAt.toISOString() },
+      };
     },
   );
 }

@@ -5,11 +5,21 @@ import { maskEndpointHeaders } from '../../domain/endpoint-headers.js';
 import { RawJson } from '../../domain/raw-json.js';
 import { resolvePolicy } from '../../domain/retry-policy.js';
 import type { SecretBox } from '../../domain/secret-box.js';
+import { ed25519PrivateKey, ed25519PublicKeyText } from '../../domain/signing.js';
 import { openHeaders, rowToEndpoint, type EndpointRow } from '../../store/endpoints-store.js';
 
 /** The retry policy dispatch applies to this endpoint: the platform defaults merged with its own. */
 export function effectiveRetryPolicy(config: Config, row: EndpointRow) {
   return { ...resolvePolicy(config.retry, row.retry_policy), attemptTimeoutMs: config.attemptTimeoutMs };
+}
+
+/**
+ * How the endpoint's requests are signed; for ed25519 the public key that verifies them, derived
+ * from the private key the platform holds (which is never shown).
+ */
+export function signatureView(box: SecretBox, row: Pick<EndpointRow, 'id' | 'signature_scheme' | 'secret_enc'>) {
+  if (row.signature_scheme === 'hmac') return { scheme: row.signature_scheme };
+  return { scheme: row.signature_scheme, publicKey: ed25519PublicKeyText(ed25519PrivateKey(box.open(row.secret_enc, row.id))) };
 }
 
 /**
@@ -21,6 +31,7 @@ export function presentEndpoint(config: Config, box: SecretBox, row: EndpointRow
     ...rowToEndpoint(row),
     headers: maskEndpointHeaders(openHeaders(box, row)),
     filter: row.filter === null ? null : new RawJson(row.filter),
+    signature: signatureView(box, row),
     circuit: circuitView({ consecutiveFailures: row.consecutive_failures, openUntil: row.circuit_open_until }, config.circuitFailureThreshold, now),
     health: healthView({ failingSince: row.failing_since, warnedPercent: row.failure_warned_percent }, config.autoDisableAfterSeconds),
     effectiveRetryPolicy: effectiveRetryPolicy(config, row),

@@ -4,10 +4,11 @@ import { notFound, ValidationError } from '../../domain/errors.js';
 import { compileEventFilter } from '../../domain/event-filter.js';
 import { parseExactJson } from '../../domain/exact-json.js';
 import { maxAgeProblem } from '../../domain/retention.js';
-import { generateWebhookSecret } from '../../domain/signing.js';
+import { generateSigningSecret, type SignatureScheme } from '../../domain/signing.js';
 import { checkTargetUrl } from '../../outbound/address-guard.js';
 import { getEndpoint, insertEndpoint, listEndpointsQuery, type EndpointRow } from '../../store/endpoints-store.js';
 import { paginate } from '../../store/pagination.js';
+import type { TenantScope } from '../../store/tenant-scope.js';
 import type { ApiContext } from '../context.js';
 import { rawJsonMember } from '../json-body.js';
 import type { ApiRoutes } from '../route.js';
@@ -48,6 +49,17 @@ function endpointCrudRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     if (!compiled.ok) throw new ValidationError(compiled.problems);
     return { text, path: compiled.path };
   };
+  // The scheme is fixed at creation: a receiver verifying v1 cannot verify v1a, so a change would
+  // break it at once; a new endpoint (or a rotation within the scheme) is the way. Sending the same scheme is a no-op.
+  const sameSignatureScheme = async (scope: TenantScope, id: string, scheme: SignatureScheme | undefined) => {
+    if (scheme === undefined) return;
+    const row = await getEndpoint(scope, id);
+    if (!row) throw notFound('endpoint');
+    if (row.signature_scheme !== scheme) {
+      const message = `the signature scheme is fixed at creation (this endpoint's is ${row.signature_scheme}); create a new endpoint to change it, or rotate its secret within the scheme`;
+      throw new ValidationError([{ path: 'signature.scheme', message }]);
+    }
+  };
   const tag = 'endpoints';
 
   routes.add(
@@ -55,7 +67,7 @@ function endpointCrudRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       method: 'post',
       path: '/v1/endpoints',
       operationId: 'createEndpoint',
-      summary: 'Register an endpoint; its signing secret is returned once',
+      summary: 'Register an endpoint; its signing secret is returned once (hmac), or its public key is shown (ed25519)',
       tag,
       auth: 'tenant',
       portal: 'tenant-wide',
@@ -64,10 +76,11 @@ function endpointCrudRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     },
     async ({ req, body, scope }) => {
       withinRetention(body.retryPolicy);
-      const secret = generateWebhookSecret();
+      const { secret, publicKey } = generateSigningSecret(body.signature?.scheme ?? 'hmac');
       const input = { ...body, url: validUrl(body.url), filter: exactFilter(req, body.filter) };
       const row = await insertEndpoint(scope, ctx.box, input, secret, ctx.config.endpointMaxConcurrency);
-      return { status: 201, body: { ...present(row), secret } };
+      // An ed25519 endpoint's private key stays with the platform: the view carries its public key.
+      return { status: 201, body: publicKey === null ? { ...present(row), secret } : present(row) };
     },
   );
   routes.add(
@@ -122,6 +135,7 @@ function endpointCrudRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     },
     async ({ req, params, body, scope }) => {
       withinRetention(body.retryPolicy ?? undefined);
+      await sameSignatureScheme(scope, params.id, body.signature?.scheme);
       const input = { ...body, url: body.url === undefined ? undefined : validUrl(body.url), filter: exactFilter(req, body.filter) };
       const row = await ctx.lifecycle.updateEndpoint(scope, ctx.box, params.id, input);
       if (!row) throw notFound('endpoint');
