@@ -77,6 +77,20 @@ describe('secrets at rest', () => {
       secrets[`${name} rotated endpoint secret`] = rotated.body.secret;
       const other = await tenant.call('POST', '/v1/endpoints', { body: { url: `${receiver.url}/${name}/2`, eventTypes: ['order.*'] } });
       secrets[`${name} second endpoint secret`] = other.body.secret;
+      // An Ed25519 endpoint: its private key is never shown, so the test opens it to look for it;
+      // and a custom header whose value is a credential of the receiver's.
+      const signed = await tenant.call('POST', '/v1/endpoints', {
+        body: { url: `${receiver.url}/${name}/3`, eventTypes: ['never.sent'], signature: { scheme: 'ed25519' }, headers: { 'X-Receiver-Key': `hdr-${randomBytes(12).toString('hex')}` } },
+      });
+      expect(signed.status, signed.text).toBe(201);
+      visible.push(signed.body.id);
+      const row = await t.platform.db('endpoints').where({ id: signed.body.id }).first('secret_enc', 'headers_enc');
+      const box = new SecretBox(t.config.secretsKey);
+      const privateKey = box.open(row.secret_enc, signed.body.id);
+      expect(privateKey).toMatch(/^whsk_/);
+      secrets[`${name} ed25519 private key`] = privateKey;
+      secrets[`${name} ed25519 private key, raw`] = privateKey.slice('whsk_'.length);
+      secrets[`${name} endpoint header value`] = (JSON.parse(box.open(row.headers_enc, signed.body.id)) as Record<string, string>)['X-Receiver-Key']!;
 
       // Traffic through every table: callbacks (receipts), events, deliveries and attempts.
       const comm = communication.messageStatus(`m-${name}`, 'delivered');
