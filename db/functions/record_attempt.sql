@@ -14,7 +14,8 @@
 --          delivery is no longer in flight on this attempt: a late result changes nothing); when
 --          a delivery was handed on, that row carries it (columns as src/delivery/sql/claimed.ts).
 -- Effects: deliveries, attempts, endpoints (circuit), and the handed delivery.
--- Locks:   the delivery's row, the endpoint's row (only when its health changes), the handed row.
+-- Locks:   events first (see the body), then the delivery's row, the endpoint's row (only when its
+--          health changes), the handed row.
 CREATE OR REPLACE FUNCTION record_attempt(
   p_delivery_id text, p_attempt_number integer, p_status text, p_next_at timestamptz, p_dead_reason text,
   p_status_code integer, p_last_error text, p_attempt_id text, p_tenant_id text, p_trigger text,
@@ -31,6 +32,10 @@ RETURNS TABLE (
 LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 BEGIN
+  -- The hand-off at the end reads events. Its lock is taken first, as every writer takes it
+  -- (events, receipts, deliveries, attempts: lock_for_new_partition), so creating a partition
+  -- of events cannot deadlock with a result being recorded.
+  PERFORM 1 FROM events WHERE false;
   UPDATE deliveries d SET
     status = p_status, next_attempt_at = p_next_at, lease_until = NULL, next_trigger = 'retry',
     dead_reason = p_dead_reason, last_status_code = p_status_code, last_error = p_last_error,

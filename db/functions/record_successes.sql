@@ -16,7 +16,8 @@
 -- Outputs: a first row with `applied`, the 1-based positions of the successes that were taken,
 --          and no delivery; then one row per handed delivery (columns as src/delivery/sql/claimed.ts).
 -- Effects: deliveries, attempts, endpoints (circuit reset), the handed deliveries.
--- Locks:   the deliveries' rows, the endpoints' rows in id order, the handed rows.
+-- Locks:   events first (see the body), then the deliveries' rows, the endpoints' rows in id order,
+--          the handed rows.
 CREATE OR REPLACE FUNCTION record_successes(
   p_delivery_ids text[], p_attempt_numbers integer[], p_attempt_ids text[], p_tenant_ids text[], p_triggers text[],
   p_started_ats timestamptz[], p_durations integer[], p_status_codes integer[], p_excerpts text[],
@@ -33,6 +34,10 @@ LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
   v_done integer[];
 BEGIN
+  -- The hand-off at the end reads events. Its lock is taken first, as every writer takes it
+  -- (events, receipts, deliveries, attempts: lock_for_new_partition), so creating a partition
+  -- of events cannot deadlock with a result being recorded.
+  PERFORM 1 FROM events WHERE false;
   PERFORM set_config('synchronous_commit', 'off', true);
   WITH input AS (
     SELECT * FROM unnest(p_delivery_ids, p_attempt_numbers, p_attempt_ids, p_tenant_ids, p_triggers, p_started_ats,
