@@ -376,15 +376,15 @@ const CODE_CLASSES: Record<string, [ErrorClass, string]> = {
 /**
  * An error before any response from an endpoint with mutual TLS. Under TLS 1.3 the receiver checks
  * our certificate after our side of the handshake is done, and a refusal reaches us as the
- * connection closing before any answer (UND_ERR_SOCKET), not as an alert: so on such an endpoint
- * that close is classed as the handshake failure it almost always is.
+ * connection closing or reset before any answer (UND_ERR_SOCKET, ECONNRESET, EPIPE: whichever the
+ * timing gives), not as an alert: so on such an endpoint that is classed as the handshake failure
+ * it almost always is.
  */
 export function classifyMutualTlsError(err: unknown): [ErrorClass, string] {
   const [errorClass, message] = classifyError(err);
-  if (errorClass === 'connection_reset' && (err as { code?: unknown } | null)?.code === 'UND_ERR_SOCKET') {
-    return ['tls_handshake_failed', 'tls_handshake_failed: the receiver closed the connection before answering, as it does when it refuses our client certificate'];
-  }
-  return [errorClass, message];
+  if (errorClass !== 'connection_reset') return [errorClass, message];
+  const code = /\((\w+)\)$/.exec(message)?.[1];
+  return ['tls_handshake_failed', `tls_handshake_failed: the receiver closed the connection before answering, as it does when it refuses our client certificate${code ? ` (${code})` : ''}`];
 }
 
 /**
