@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { endpointHeaderProblems, MAX_ENDPOINT_HEADERS, MAX_HEADER_VALUE_BYTES } from '../domain/endpoint-headers.js';
+import { endpointTlsProblems, MAX_TLS_PEM_BYTES, type EndpointTls } from '../domain/endpoint-tls.js';
 import type { Problem } from '../domain/errors.js';
 import { compileEventFilter } from '../domain/event-filter.js';
 import { toExactJson } from '../domain/exact-json.js';
@@ -27,3 +28,17 @@ export const eventFilter = z
   })
   .nullable()
   .describe('Only events matching this filter over type and data are delivered (see docs/api.md); null removes it');
+export const endpointTls = z
+  .record(z.string(), z.unknown())
+  .superRefine((tls, ctx) => addProblems(ctx, 'tls', endpointTlsProblems(tls)))
+  .transform((tls) => tls as unknown as EndpointTls)
+  .nullable()
+  .describe(`Mutual TLS for an https endpoint: {clientCertificate, clientKey, caCertificates?}, each PEM of at most ${MAX_TLS_PEM_BYTES} bytes. The key must be the certificate's. caCertificates, when given, replaces the system's roots for this endpoint. Stored encrypted and never returned; null removes it.`);
+export const endpointTlsView = z
+  .object({
+    clientCertificate: z.object({ subject: z.string(), issuer: z.string(), notAfter: z.string(), fingerprint256: z.string() }),
+    caCertificates: z.number().describe('How many CA certificates the endpoint trusts instead of the system roots; 0: the system roots'),
+  })
+  .nullable()
+  .describe('What is stored for mutual TLS: the client certificate named, never the key')
+  .meta({ id: 'EndpointTls' });

@@ -7,7 +7,7 @@ import { ENDPOINT_STATUSES, ORDERINGS } from '../domain/endpoints.js';
 import { INTAKE_OUTCOMES } from '../domain/events.js';
 import { REPLAY_KINDS, REPLAY_STATUSES } from '../domain/replays.js';
 import { SIGNATURE_SCHEMES } from '../domain/signing.js';
-import { endpointHeaders, eventFilter } from './endpoint-schemas.js';
+import { endpointHeaders, endpointTls, endpointTlsView, eventFilter } from './endpoint-schemas.js';
 
 export const errorSchema = z
   .object({
@@ -78,6 +78,7 @@ const endpointFields = {
   ordering: z.enum(ORDERINGS).meta({ id: 'Ordering' }),
   headers: endpointHeaders,
   filter: eventFilter,
+  tls: endpointTls,
   signature: z
     .strictObject({ scheme: z.enum(SIGNATURE_SCHEMES).meta({ id: 'SignatureScheme' }) })
     .describe('hmac (default): v1 signatures with a whsec_ secret the receiver holds. ed25519: v1a signatures; the platform holds the private key and the receiver verifies with signature.publicKey. Fixed at creation.'),
@@ -92,6 +93,7 @@ export const createEndpointBody = z.strictObject({
   ordering: endpointFields.ordering.optional(),
   headers: endpointFields.headers.optional(),
   filter: endpointFields.filter.optional(),
+  tls: endpointFields.tls.optional(),
   signature: endpointFields.signature.optional(),
 });
 // Every field is optional on PATCH (only what is sent changes), but an empty change is refused.
@@ -145,6 +147,7 @@ export const endpointSchema = z
     ordering: endpointFields.ordering,
     headers: z.record(z.string(), z.string()).describe(`Every header name, each value shown as ${MASKED_HEADER_VALUE}`),
     filter: z.record(z.string(), z.unknown()).nullable().describe('As written, numbers digit for digit'),
+    tls: endpointTlsView,
     signature: z
       .object({
         scheme: endpointFields.signature.shape.scheme,

@@ -22,6 +22,7 @@ export type ErrorClass =
   | 'ssrf_refused'
   | 'invalid_target'
   | 'proxy_rejected' // the egress proxy answered CONNECT with a status other than 2xx and the proxy failures below
+  | 'tls_handshake_failed' // the receiver refused our client certificate, or we refused its certificate
   | 'network_other';
 
 /**
@@ -105,6 +106,7 @@ const RETRYABLE_ERRORS: ReadonlySet<ErrorClass> = new Set<ErrorClass>([
   'attempt_timeout',
   'malformed_response',
   'proxy_rejected',
+  'tls_handshake_failed',
   'network_other',
 ]);
 

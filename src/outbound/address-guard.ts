@@ -235,8 +235,10 @@ const PRIVATE_TARGETS_HINT =
 /**
  * Registration-time validation of an endpoint URL. Hostnames are only judged here when they are
  * IP literals or localhost; anything else is resolved and checked at send time by the connector.
+ * In production only https is accepted, whatever ALLOW_PRIVATE_TARGETS says: that setting opens
+ * private addresses, never plain-text delivery of signed payloads.
  */
-export function checkTargetUrl(url: string, opts: { allowPrivate: boolean }): TargetCheck {
+export function checkTargetUrl(url: string, opts: { allowPrivate: boolean; production?: boolean }): TargetCheck {
   if (typeof url !== 'string' || url.length > 2048) {
     return { ok: false, code: 'invalid_url', message: 'url must be an absolute http(s) URL of at most 2048 characters' };
   }
@@ -245,6 +247,9 @@ export function checkTargetUrl(url: string, opts: { allowPrivate: boolean }): Ta
     u = new URL(url); // throws for relative URLs (no base)
   } catch {
     return { ok: false, code: 'invalid_url', message: 'url must be an absolute http(s) URL' };
+  }
+  if (u.protocol !== 'https:' && opts.production === true) {
+    return { ok: false, code: 'scheme_not_allowed', message: 'url scheme must be https in production (ALLOW_PRIVATE_TARGETS does not change that)' };
   }
   if (u.protocol !== 'https:' && !(u.protocol === 'http:' && opts.allowPrivate)) {
     const message = opts.allowPrivate

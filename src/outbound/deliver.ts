@@ -96,11 +96,12 @@ async function attemptClaimed(deps: DeliverDeps, claimed: ClaimedDelivery, mayHa
   const ep = claimed.endpoint;
   const startedAt = now();
   const timestampSec = Math.floor(startedAt.getTime() / 1000);
-  const own = deps.endpointHeaders ? await deps.endpointHeaders.of(claimed.tenant_id, ep.id) : {};
+  const own = deps.endpointHeaders ? await deps.endpointHeaders.settings(claimed.tenant_id, ep.id) : { headers: {}, tls: null };
   const result = await deps.client.send({
     url: ep.url,
-    headers: outboundHeaders(claimed, signingSecrets(deps.box, ep, startedAt), timestampSec, own),
+    headers: outboundHeaders(claimed, signingSecrets(deps.box, ep, startedAt), timestampSec, own.headers),
     body: claimed.body,
+    ...(own.tls && { tls: { endpointId: ep.id, ...own.tls } }),
   });
   if (result.outcome.kind === 'proxy_failure') return egressFailed(deps, claimed, result.outcome);
   const outcome: AttemptResult = result.outcome;

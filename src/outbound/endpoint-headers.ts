@@ -1,18 +1,23 @@
 import type { Knex } from 'knex';
+import type { EndpointTls } from '../domain/endpoint-tls.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import { RecentMap } from '../infra/recent.js';
-import { openHeaders, readSealedHeaders } from '../store/endpoints-store.js';
+import { openHeaders, openTls, readSealedAttemptSettings } from '../store/endpoints-store.js';
 import { TenantScope } from '../store/tenant-scope.js';
 
-/** What the cache reads of an endpoint: its id (the seal is bound to it) and its sealed headers. */
+/**
+ * What the cache reads of an endpoint: its id (the seals are bound to it), its sealed headers and
+ * its sealed TLS settings (absent is read as none).
+ */
 export interface SealedHeaders {
   id: string;
   headers_enc: string | null;
+  tls_enc?: string | null;
 }
 
 export interface EndpointHeadersOptions {
   box: SecretBox;
-  /** Reads the endpoint's sealed headers; undefined when it is gone. */
+  /** Reads the endpoint's sealed settings; undefined when it is gone. */
   read: (tenantId: string, endpointId: string) => Promise<SealedHeaders | undefined>;
   /** How long an answer is used before the endpoint is read again: a change applies within it. */
   freshMs?: number;
@@ -20,17 +25,25 @@ export interface EndpointHeadersOptions {
   now?: () => number;
 }
 
+/** An endpoint's own settings for its attempts, beyond what the claim carries. */
+export interface AttemptSettings {
+  headers: Record<string, string>;
+  /** Mutual TLS, with its sealed text as the version: a PATCH seals anew, so a change is a new version. */
+  tls: { config: EndpointTls; version: string } | null;
+}
+
 interface Entry {
   readAt: number;
-  sealed: string | null;
-  headers: Record<string, string>;
+  sealedHeaders: string | null;
+  sealedTls: string | null;
+  settings: AttemptSettings;
 }
 
 /**
- * An endpoint's own request headers for its attempts. The claim does not carry them (its columns
- * are the SQL functions' results); instead each endpoint is read at most once per `freshMs`, and
- * opened and parsed only when its sealed form changed, so a busy endpoint costs one small read a
- * second, not one decryption per attempt.
+ * An endpoint's own request headers and TLS settings for its attempts. The claim does not carry
+ * them (its columns are the SQL functions' results); instead each endpoint is read at most once
+ * per `freshMs`, and opened only when its sealed form changed, so a busy endpoint costs one small
+ * read a second, not one decryption per attempt.
  */
 export class EndpointHeaders {
   private readonly entries: RecentMap<Entry>;
@@ -44,18 +57,30 @@ export class EndpointHeaders {
   }
 
   async of(tenantId: string, endpointId: string): Promise<Record<string, string>> {
+    return (await this.settings(tenantId, endpointId)).headers;
+  }
+
+  async settings(tenantId: string, endpointId: string): Promise<AttemptSettings> {
     const now = this.now();
     const known = this.entries.get(endpointId);
-    if (known && now - known.readAt < this.freshMs) return known.headers;
+    if (known && now - known.readAt < this.freshMs) return known.settings;
     const row = await this.options.read(tenantId, endpointId);
-    const sealed = row?.headers_enc ?? null;
-    const headers = known && known.sealed === sealed ? known.headers : openHeaders(this.options.box, { id: endpointId, headers_enc: sealed });
-    this.entries.set(endpointId, { readAt: now, sealed, headers });
-    return headers;
+    const sealedHeaders = row?.headers_enc ?? null;
+    const sealedTls = row?.tls_enc ?? null;
+    const { box } = this.options;
+    const headers = known && known.sealedHeaders === sealedHeaders ? known.settings.headers : openHeaders(box, { id: endpointId, headers_enc: sealedHeaders });
+    const tls =
+      known && known.sealedTls === sealedTls
+        ? known.settings.tls
+        : sealedTls === null
+          ? null
+          : { config: openTls(box, { id: endpointId, tls_enc: sealedTls })!, version: sealedTls };
+    this.entries.set(endpointId, { readAt: now, sealedHeaders, sealedTls, settings: { headers, tls } });
+    return { headers, tls };
   }
 }
 
 /** The worker's cache, reading each endpoint through its tenant's scope. */
 export function endpointHeadersFrom(platformDb: Knex, box: SecretBox): EndpointHeaders {
-  return new EndpointHeaders({ box, read: (tenantId, id) => readSealedHeaders(TenantScope.forSystem(platformDb, tenantId), id) });
+  return new EndpointHeaders({ box, read: (tenantId, id) => readSealedAttemptSettings(TenantScope.forSystem(platformDb, tenantId), id) });
 }

@@ -12,7 +12,9 @@ import type { AttemptResult, ErrorClass, ProxyFailure, ProxyFailureReason } from
 import { RecentMap } from '../infra/recent.js';
 import { metrics } from '../metrics/registry.js';
 import { classifyAddress, isLocalhostName, targetRefusal } from './address-guard.js';
+import type { EndpointTls } from '../domain/endpoint-tls.js';
 import { createProxyRoutes, ProxyFailureError, ProxyRejectedError, type EgressProxyOptions } from './egress-proxy.js';
+import { EndpointTlsAgents, type AttemptTls } from './tls-agents.js';
 
 export interface LookupAddress {
   address: string;
@@ -45,6 +47,8 @@ export interface DeliveryRequest {
   body?: string;
   /** POST for deliveries; reconciliation reads provider state with GET through the same guard. */
   method?: 'POST' | 'GET';
+  /** The endpoint's mutual TLS settings: the attempt goes over that endpoint's own connections. */
+  tls?: AttemptTls;
 }
 export interface DeliveryResult {
   outcome: AttemptResult | ProxyFailure;
@@ -94,7 +98,7 @@ const defaultLookup: LookupFn = (hostname) => dns.lookup(hostname, { all: true }
 
 export function createDeliveryClient(opts: DeliveryClientOptions): DeliveryClient {
   const lookup = opts.lookup ?? defaultLookup;
-  const baseConnect = buildConnector({ timeout: opts.connectTimeoutMs, ...(opts.testTrustedCa ? { ca: opts.testTrustedCa } : {}) });
+  const systemCa = opts.testTrustedCa ? { ca: opts.testTrustedCa } : {};
 
   /** The one address this connection may use, or an error: checked here, connected to below. */
   async function resolveTarget(hostname: string): Promise<string> {
@@ -112,23 +116,38 @@ export function createDeliveryClient(opts: DeliveryClientOptions): DeliveryClien
     return selectAddress(addresses, opts.allowPrivateTargets);
   }
 
-  const connect: buildConnector.connector = (options, callback) => {
-    resolveTarget(options.hostname).then(
+  /**
+   * A connector that checks and pins each address; with mutual TLS it presents the endpoint's
+   * client certificate, and a CA bundle replaces the system roots (a private CA is the only
+   * authority that endpoint's receiver answers to).
+   */
+  const connectorFor = (tls?: EndpointTls): buildConnector.connector => {
+    const baseConnect = buildConnector({
+      timeout: opts.connectTimeoutMs,
+      ...systemCa,
+      ...(tls && { cert: tls.clientCertificate, key: tls.clientKey, ...(tls.caCertificates !== undefined && { ca: tls.caCertificates }) }),
+    });
+    return (options, callback) => {
+      resolveTarget(options.hostname).then(
       // Only hostname is swapped: `host` still names the origin, so TLS SNI and certificate
       // checks use the real name while TCP goes to the checked address (no second DNS answer).
-      (address) => baseConnect({ ...options, hostname: address }, callback),
-      (err: unknown) => callback(err instanceof Error ? err : new Error('lookup failed'), null),
-    ).catch((err: unknown) => callback(err instanceof Error ? err : new Error('connect failed'), null));
+        (address) => baseConnect({ ...options, hostname: address }, callback),
+        (err: unknown) => callback(err instanceof Error ? err : new Error('lookup failed'), null),
+      ).catch((err: unknown) => callback(err instanceof Error ? err : new Error('connect failed'), null));
+    };
   };
 
-  const agent = new Agent({
-    connect,
-    connections: opts.connectionsPerOrigin ?? null,
-    keepAliveTimeout: 4_000, // below the common 5 s server idle timeout, to avoid reset races
-    keepAliveMaxTimeout: 60_000,
-    headersTimeout: opts.attemptTimeoutMs,
-    bodyTimeout: opts.attemptTimeoutMs,
-  });
+  const agentFor = (tls?: EndpointTls) =>
+    new Agent({
+      connect: connectorFor(tls),
+      connections: opts.connectionsPerOrigin ?? null,
+      keepAliveTimeout: 4_000, // below the common 5 s server idle timeout, to avoid reset races
+      keepAliveMaxTimeout: 60_000,
+      headersTimeout: opts.attemptTimeoutMs,
+      bodyTimeout: opts.attemptTimeoutMs,
+    });
+  const agent = agentFor();
+  const tlsAgents = new EndpointTlsAgents(agentFor);
 
   const proxy =
     opts.proxy &&
@@ -145,6 +164,10 @@ export function createDeliveryClient(opts: DeliveryClientOptions): DeliveryClien
     const target = targetOf(req.url);
     if ('refusal' in target) return fail('invalid_target', target.refusal, elapsed());
     const viaProxy = proxy !== undefined && !proxy.bypasses(target.hostname, target.port);
+    if (req.tls && !target.secure) return fail('invalid_target', 'mutual TLS requires an https URL', elapsed());
+    // The tunnel's TLS settings are the proxy's, shared by every endpoint: a client certificate is
+    // never sent through it, and the attempt says so rather than going out without one.
+    if (req.tls && viaProxy) return fail('invalid_target', 'mutual TLS is not supported through the egress proxy; list this host in EGRESS_NO_PROXY', elapsed());
 
     const deadline = new AttemptDeadline();
     const timer = setTimeout(() => deadline.fire(new AttemptTimeoutError('attempt timed out')), opts.attemptTimeoutMs);
@@ -155,7 +178,7 @@ export function createDeliveryClient(opts: DeliveryClientOptions): DeliveryClien
       const request = { method: req.method ?? 'POST', body: req.body, signal: deadline } as const;
       // No redirect interceptor is composed, so 3xx comes back as a plain response.
       const res = !viaProxy
-        ? await agent.request({ ...request, origin: target.origin, path: target.path, headers: req.headers })
+        ? await (req.tls ? tlsAgents.agentFor(req.tls) : agent).request({ ...request, origin: target.origin, path: target.path, headers: req.headers })
         : target.secure
           ? await proxy.tunnel.request({ ...request, origin: target.origin, path: target.path, headers: req.headers })
           : await proxy.forward.request({
@@ -180,14 +203,16 @@ export function createDeliveryClient(opts: DeliveryClientOptions): DeliveryClien
       if (err instanceof ProxyFailureError) return proxyFailed(err.reason, err.message, elapsed());
       const [errorClass, message] = deadline.aborted
         ? (['attempt_timeout', `no complete response within ${opts.attemptTimeoutMs} ms`] as const)
-        : classifyError(err);
+        : req.tls
+          ? classifyMutualTlsError(err)
+          : classifyError(err);
       return fail(errorClass, message, elapsed());
     } finally {
       clearTimeout(timer);
     }
   }
 
-  return { send, close: async () => void (await Promise.all([agent.close(), proxy?.close()])) };
+  return { send, close: async () => void (await Promise.all([agent.close(), tlsAgents.close(), proxy?.close()])) };
 }
 
 /** Counted here, where it is seen, for deliveries and provider polls alike. */
@@ -333,7 +358,34 @@ const CODE_CLASSES: Record<string, [ErrorClass, string]> = {
   UND_ERR_HEADERS_OVERFLOW: ['malformed_response', 'response headers too large'],
   UND_ERR_RES_CONTENT_LENGTH_MISMATCH: ['malformed_response', 'response length mismatch'],
   UND_ERR_INVALID_ARG: ['invalid_target', 'request rejected by the HTTP client'],
+  // The receiver's alerts: it wants, or refused, our client certificate.
+  ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED: ['tls_handshake_failed', 'tls_handshake_failed: certificate required'],
+  ERR_SSL_SSLV3_ALERT_BAD_CERTIFICATE: ['tls_handshake_failed', 'tls_handshake_failed: the receiver rejected our certificate'],
+  ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE: ['tls_handshake_failed', 'tls_handshake_failed: handshake failure'],
+  ERR_SSL_TLSV1_ALERT_UNKNOWN_CA: ['tls_handshake_failed', 'tls_handshake_failed: the receiver does not trust our certificate\'s CA'],
+  ERR_SSL_TLSV1_ALERT_ACCESS_DENIED: ['tls_handshake_failed', 'tls_handshake_failed: access denied'],
+  // Our verdict on the receiver's certificate.
+  UNABLE_TO_VERIFY_LEAF_SIGNATURE: ['tls_handshake_failed', "tls_handshake_failed: unable to verify the receiver's certificate"],
+  UNABLE_TO_GET_ISSUER_CERT_LOCALLY: ['tls_handshake_failed', "tls_handshake_failed: unable to verify the receiver's certificate"],
+  SELF_SIGNED_CERT_IN_CHAIN: ['tls_handshake_failed', "tls_handshake_failed: unable to verify the receiver's certificate"],
+  DEPTH_ZERO_SELF_SIGNED_CERT: ['tls_handshake_failed', "tls_handshake_failed: the receiver's certificate is self-signed"],
+  CERT_HAS_EXPIRED: ['tls_handshake_failed', "tls_handshake_failed: the receiver's certificate has expired"],
+  ERR_TLS_CERT_ALTNAME_INVALID: ['tls_handshake_failed', "tls_handshake_failed: the receiver's certificate does not name its host"],
 };
+
+/**
+ * An error before any response from an endpoint with mutual TLS. Under TLS 1.3 the receiver checks
+ * our certificate after our side of the handshake is done, and a refusal reaches us as the
+ * connection closing or reset before any answer (UND_ERR_SOCKET, ECONNRESET, EPIPE: whichever the
+ * timing gives), not as an alert: so on such an endpoint that is classed as the handshake failure
+ * it almost always is.
+ */
+export function classifyMutualTlsError(err: unknown): [ErrorClass, string] {
+  const [errorClass, message] = classifyError(err);
+  if (errorClass !== 'connection_reset') return [errorClass, message];
+  const code = /\((\w+)\)$/.exec(message)?.[1];
+  return ['tls_handshake_failed', `tls_handshake_failed: the receiver closed the connection before answering, as it does when it refuses our client certificate${code ? ` (${code})` : ''}`];
+}
 
 /**
  * Maps an error to (class, message) by its code alone, looking through `cause` chains. Messages
@@ -354,7 +406,7 @@ export function classifyError(err: unknown): [ErrorClass, string] {
       const known = CODE_CLASSES[code];
       if (known) return [known[0], code.startsWith('WEBHOOK_') ? known[1] : `${known[1]} (${code})`];
       if (code.startsWith('HPE_')) return ['malformed_response', `malformed HTTP response (${code})`];
-      if (/CERT|TLS|SSL/.test(code)) return ['network_other', `TLS error (${code})`];
+      if (/CERT|TLS|SSL/.test(code)) return ['tls_handshake_failed', `tls_handshake_failed (${code})`];
     }
     e = (e as { cause?: unknown }).cause;
   }

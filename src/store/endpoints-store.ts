@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import { newEndpointDestination, setEndpointStatus, type EndpointStatusChange } from '../delivery/index.js';
+import type { EndpointTls } from '../domain/endpoint-tls.js';
 import type { EndpointStatus } from '../domain/endpoints.js';
 import { newId } from '../domain/ids.js';
 import type { SecretBox } from '../domain/secret-box.js';
@@ -34,6 +35,8 @@ export interface EndpointRow {
   deleted_at: Date | null;
   /** The endpoint's own request headers, a JSON object sealed with the SecretBox (bound to the id). */
   headers_enc: string | null;
+  /** Mutual TLS settings (domain/endpoint-tls.ts) as JSON sealed like headers_enc; never returned. */
+  tls_enc: string | null;
   /** The content filter as the tenant wrote it, and compiled (src/domain/event-filter.ts). */
   filter: string | null;
   filter_path: string | null;
@@ -54,6 +57,8 @@ export interface EndpointInput {
   headers?: Record<string, string> | null;
   /** The filter's text and its compiled jsonpath; null removes it. */
   filter?: { text: string; path: string } | null;
+  /** Replaces the mutual TLS settings; null removes them. Validated (src/domain/endpoint-tls.ts). */
+  tls?: EndpointTls | null;
   /** Only at creation: the scheme never changes afterwards (see docs/security.md). */
   signature?: { scheme: SignatureScheme };
 }
@@ -69,9 +74,22 @@ function sealHeaders(box: SecretBox, id: string, headers: Record<string, string>
   return headers && Object.keys(headers).length > 0 ? box.seal(JSON.stringify(headers), id) : null;
 }
 
-/** The sealed headers of an endpoint, deleted or not: the worker reads them for its attempts. */
-export async function readSealedHeaders(scope: TenantScope, id: string): Promise<Pick<EndpointRow, 'id' | 'headers_enc'> | undefined> {
-  return scope.from('endpoints').where('endpoints.id', id).first('endpoints.id', 'endpoints.headers_enc');
+/** The sealed form of the TLS settings, or null for none. */
+function sealTls(box: SecretBox, id: string, tls: EndpointTls | null | undefined): string | null {
+  return tls ? box.seal(JSON.stringify(tls), id) : null;
+}
+
+/** What an attempt needs beyond the claim, sealed: an endpoint's own headers and TLS settings. */
+export type SealedAttemptSettings = Pick<EndpointRow, 'id' | 'headers_enc' | 'tls_enc'>;
+
+/** The sealed attempt settings of an endpoint, deleted or not: the worker reads them for its attempts. */
+export async function readSealedAttemptSettings(scope: TenantScope, id: string): Promise<SealedAttemptSettings | undefined> {
+  return scope.from('endpoints').where('endpoints.id', id).first('endpoints.id', 'endpoints.headers_enc', 'endpoints.tls_enc');
+}
+
+/** The endpoint's mutual TLS settings, opened; null when it has none. */
+export function openTls(box: SecretBox, row: Pick<EndpointRow, 'id' | 'tls_enc'>): EndpointTls | null {
+  return row.tls_enc === null ? null : (JSON.parse(box.open(row.tls_enc, row.id)) as EndpointTls);
 }
 
 /** The endpoint's own request headers, opened. */
@@ -131,6 +149,7 @@ export async function insertEndpoint(
         signature_scheme: input.signature?.scheme ?? 'hmac',
         secret_enc: box.seal(secret, id),
         headers_enc: sealHeaders(box, id, input.headers),
+        tls_enc: sealTls(box, id, input.tls),
         filter: input.filter?.text ?? null,
         filter_path: input.filter?.path ?? null,
       })
@@ -141,11 +160,11 @@ export async function insertEndpoint(
 }
 
 /**
- * An endpoint column's value for the audit log: dates as ISO text, and the sealed headers as only
+ * An endpoint column's value for the audit log: dates as ISO text, and the sealed headers and TLS settings as only
  * whether there are any. (URLs never carry credentials: they are refused.)
  */
 const auditValue = (column: string, value: unknown): unknown =>
-  column === 'headers_enc' ? value !== null : value instanceof Date ? value.toISOString() : value;
+  column === 'headers_enc' || column === 'tls_enc' ? value !== null : value instanceof Date ? value.toISOString() : value;
 
 export async function updateEndpoint(scope: TenantScope, box: SecretBox, id: string, input: EndpointInput): Promise<UpdatedEndpoint | undefined> {
   return scope.transactionWithPlatformDb(async (s, trx) => {
@@ -160,6 +179,7 @@ export async function updateEndpoint(scope: TenantScope, box: SecretBox, id: str
     if (input.retryPolicy !== undefined) changes.retry_policy = JSON.stringify(input.retryPolicy);
     if (input.ordering !== undefined) changes.ordering = input.ordering;
     if (input.headers !== undefined) changes.headers_enc = sealHeaders(box, id, input.headers);
+    if (input.tls !== undefined) changes.tls_enc = sealTls(box, id, input.tls);
     if (input.filter !== undefined) {
       changes.filter = input.filter?.text ?? null;
       changes.filter_path = input.filter?.path ?? null;

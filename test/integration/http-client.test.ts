@@ -305,7 +305,7 @@ describe('classifyError (no I/O)', () => {
     ['UND_ERR_HEADERS_TIMEOUT', 'attempt_timeout'],
     ['UND_ERR_BODY_TIMEOUT', 'attempt_timeout'],
     ['HPE_INVALID_CONSTANT', 'malformed_response'],
-    ['CERT_HAS_EXPIRED', 'network_other'],
+    ['CERT_HAS_EXPIRED', 'tls_handshake_failed'],
     ['EHOSTUNREACH', 'network_other'],
   ])('%s → %s, message is fixed text plus code', (code, cls) => {
     const [errorClass, message] = classifyError(withCode(code));

@@ -203,6 +203,12 @@ describe('checkTargetUrl', () => {
       expect(checkTargetUrl(u, lax)).toMatchObject({ ok: false, code: 'scheme_not_allowed' });
     }
   });
+  it('requires https in production even with private targets allowed', () => {
+    const production = { allowPrivate: true, production: true };
+    expect(checkTargetUrl('http://hooks.example.com/', production)).toMatchObject({ ok: false, code: 'scheme_not_allowed', message: expect.stringContaining('https in production') });
+    expect(checkTargetUrl('http://10.0.0.5:8080/', production)).toMatchObject({ ok: false, code: 'scheme_not_allowed' });
+    expect(checkTargetUrl('https://10.0.0.5:8443/', production).ok).toBe(true);
+  });
 
   it('names ALLOW_PRIVATE_TARGETS and what it does when refusing http or a private address', () => {
     const http = checkTargetUrl('http://127.0.0.1:8080/hook', strict);

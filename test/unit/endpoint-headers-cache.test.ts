@@ -29,4 +29,24 @@ describe('EndpointHeaders', () => {
     now = 3000;
     expect(await cache.of('ten_1', 'ep_1')).toEqual({});
   });
+
+  it('carries the TLS settings with a version that changes when they are sealed anew', async () => {
+    const box = new SecretBox(randomBytes(32));
+    const tls = { clientCertificate: 'CERT', clientKey: 'KEY' };
+    let stored: SealedHeaders = { id: 'ep_1', headers_enc: null, tls_enc: box.seal(JSON.stringify(tls), 'ep_1') };
+    let now = 0;
+    const cache = new EndpointHeaders({ box, freshMs: 1000, now: () => now, read: async () => stored });
+
+    const first = await cache.settings('ten_1', 'ep_1');
+    expect(first).toMatchObject({ headers: {}, tls: { config: tls } });
+    now = 1000;
+    expect((await cache.settings('ten_1', 'ep_1')).tls).toBe(first.tls); // unchanged: same object, same version
+    stored = { ...stored, tls_enc: box.seal(JSON.stringify(tls), 'ep_1') };
+    now = 2000;
+    const resealed = await cache.settings('ten_1', 'ep_1');
+    expect(resealed.tls?.version).not.toBe(first.tls?.version);
+    stored = { ...stored, tls_enc: null };
+    now = 3000;
+    expect((await cache.settings('ten_1', 'ep_1')).tls).toBeNull();
+  });
 });

@@ -2,11 +2,12 @@ import type { Config } from '../../config/index.js';
 import { circuitView } from '../../domain/circuit.js';
 import { healthView } from '../../domain/failure-warnings.js';
 import { maskEndpointHeaders } from '../../domain/endpoint-headers.js';
+import { endpointTlsView } from '../../domain/endpoint-tls.js';
 import { RawJson } from '../../domain/raw-json.js';
 import { resolvePolicy } from '../../domain/retry-policy.js';
 import type { SecretBox } from '../../domain/secret-box.js';
 import { ed25519PrivateKey, ed25519PublicKeyText } from '../../domain/signing.js';
-import { openHeaders, rowToEndpoint, type EndpointRow } from '../../store/endpoints-store.js';
+import { openHeaders, openTls, rowToEndpoint, type EndpointRow } from '../../store/endpoints-store.js';
 
 /** The retry policy dispatch applies to this endpoint: the platform defaults merged with its own. */
 export function effectiveRetryPolicy(config: Config, row: EndpointRow) {
@@ -24,16 +25,23 @@ export function signatureView(box: SecretBox, row: Pick<EndpointRow, 'id' | 'sig
 
 /**
  * What dispatch obeys now, beside what the tenant configured: the circuit, the failure streak and
- * the merged policy. Header values are never shown; the filter is shown as written.
+ * the merged policy. Header values and the TLS key are never shown; the filter is shown as written.
  */
 export function presentEndpoint(config: Config, box: SecretBox, row: EndpointRow, now = new Date()) {
   return {
     ...rowToEndpoint(row),
     headers: maskEndpointHeaders(openHeaders(box, row)),
     filter: row.filter === null ? null : new RawJson(row.filter),
+    tls: tlsView(box, row),
     signature: signatureView(box, row),
     circuit: circuitView({ consecutiveFailures: row.consecutive_failures, openUntil: row.circuit_open_until }, config.circuitFailureThreshold, now),
     health: healthView({ failingSince: row.failing_since, warnedPercent: row.failure_warned_percent }, config.autoDisableAfterSeconds),
     effectiveRetryPolicy: effectiveRetryPolicy(config, row),
   };
+}
+
+/** Who the client certificate names and how many CAs are trusted; the key never leaves the seal. */
+function tlsView(box: SecretBox, row: Pick<EndpointRow, 'id' | 'tls_enc'>) {
+  const tls = openTls(box, row);
+  return tls === null ? null : endpointTlsView(tls);
 }

@@ -31,7 +31,7 @@ export function endpointRoutes(routes: ApiRoutes, ctx: ApiContext): void {
 /** Create, list, get, change and delete an endpoint. */
 function endpointCrudRoutes(routes: ApiRoutes, ctx: ApiContext): void {
   const validUrl = (url: string) => {
-    const check = checkTargetUrl(url, { allowPrivate: ctx.config.allowPrivateTargets });
+    const check = checkTargetUrl(url, { allowPrivate: ctx.config.allowPrivateTargets, production: ctx.config.nodeEnv === 'production' });
     if (!check.ok) throw new ValidationError([{ path: 'url', message: check.message }], check.code, check.message);
     return check.url.toString();
   };
@@ -60,6 +60,22 @@ function endpointCrudRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       throw new ValidationError([{ path: 'signature.scheme', message }]);
     }
   };
+  // A client certificate is only ever presented over TLS: tls with an http URL (sent now, or
+  // already stored beside the other) is refused rather than silently unused.
+  const tlsNeedsHttps = async (scope: TenantScope, id: string | undefined, body: { url?: string; tls?: unknown }) => {
+    if (body.url === undefined && (body.tls === undefined || body.tls === null)) return;
+    let url = body.url;
+    let hasTls = body.tls !== undefined && body.tls !== null;
+    if (id !== undefined && (url === undefined || body.tls === undefined)) {
+      const row = await getEndpoint(scope, id);
+      if (!row) throw notFound('endpoint');
+      url ??= row.url;
+      if (body.tls === undefined) hasTls = row.tls_enc !== null;
+    }
+    if (hasTls && url !== undefined && !url.toLowerCase().startsWith('https:')) {
+      throw new ValidationError([{ path: 'tls', message: 'mutual TLS needs an https url' }]);
+    }
+  };
   const tag = 'endpoints';
 
   routes.add(
@@ -76,6 +92,7 @@ function endpointCrudRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     },
     async ({ req, body, scope }) => {
       withinRetention(body.retryPolicy);
+      await tlsNeedsHttps(scope, undefined, body);
       const { secret, publicKey } = generateSigningSecret(body.signature?.scheme ?? 'hmac');
       const input = { ...body, url: validUrl(body.url), filter: exactFilter(req, body.filter) };
       const row = await insertEndpoint(scope, ctx.box, input, secret, ctx.config.endpointMaxConcurrency);
@@ -136,6 +153,7 @@ function endpointCrudRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     async ({ req, params, body, scope }) => {
       withinRetention(body.retryPolicy ?? undefined);
       await sameSignatureScheme(scope, params.id, body.signature?.scheme);
+      await tlsNeedsHttps(scope, params.id, body);
       const input = { ...body, url: body.url === undefined ? undefined : validUrl(body.url), filter: exactFilter(req, body.filter) };
       const row = await ctx.lifecycle.updateEndpoint(scope, ctx.box, params.id, input);
       if (!row) throw notFound('endpoint');

@@ -13,7 +13,7 @@ export function sourceRoutes(routes: ApiRoutes, ctx: ApiContext): void {
   // Reconciliation polls baseUrl with the tenant's provider API key: it is a tenant-chosen
   // target like an endpoint URL, so the same SSRF rules apply before it is stored.
   const checkReconcileTarget = (baseUrl: string) => {
-    const check = checkTargetUrl(baseUrl, { allowPrivate: ctx.config.allowPrivateTargets });
+    const check = checkTargetUrl(baseUrl, { allowPrivate: ctx.config.allowPrivateTargets, production: ctx.config.nodeEnv === 'production' });
     if (!check.ok) throw new ValidationError([{ path: 'reconcile.baseUrl', message: check.message }], check.code);
   };
   routes.add(
