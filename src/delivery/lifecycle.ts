@@ -219,15 +219,11 @@ export class DeliveryLifecycle {
    */
   async sweep() {
     const window = this.limits.autoDisableAfterSeconds;
-    const swept = await sweep(this.db, this.limits);
+    // Dead letters are counted as each step commits, so a failure of a later step cannot lose them.
+    const swept = await sweep(this.db, this.limits, (reason, count) => this.effects.deadLettered(reason, count));
+    if (swept.requeued || swept.lostInFlight) this.effects.newWork();
     const failingEndpoints = await warnFailing(this.db, window);
-    const r = { ...swept, failingEndpoints, disabledEndpoints: await disableFailing(this.db, window) };
-    if (r.deadMaxAge) this.effects.deadLettered('max_age', r.deadMaxAge);
-    if (r.deadMaxAttempts) this.effects.deadLettered('max_attempts', r.deadMaxAttempts);
-    if (r.deadDisabled) this.effects.deadLettered('endpoint_disabled', r.deadDisabled);
-    if (r.deadDeleted) this.effects.deadLettered('endpoint_deleted', r.deadDeleted);
-    if (r.requeued || r.lostInFlight) this.effects.newWork();
-    return r;
+    return { ...swept, failingEndpoints, disabledEndpoints: await disableFailing(this.db, window) };
   }
 
   /** Keeps delivery_queue quick to walk (see sql/mirror-vacuum.ts); true when this call vacuumed. */

@@ -13,6 +13,7 @@
  * transition, for the lifecycle's side effects (metrics, operational events, a new admission round).
  */
 import type { Knex } from 'knex';
+import type { DeadLetterReason } from '../../domain/delivery-status.js';
 import { newId } from '../../domain/ids.js';
 
 export interface SweepLimits {
@@ -36,7 +37,10 @@ export interface SweepResult {
  * Takes back what Redis or a worker lost, and dead-letters what can no longer be delivered. Every
  * statement is idempotent and row-locked, so any number of processes may sweep at once.
  */
-export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult> {
+export async function sweep(db: Knex, limits: SweepLimits, deadLettered: (reason: DeadLetterReason, count: number) => void = () => {}): Promise<SweepResult> {
+  // Each step commits on its own; `deadLettered` hears of its dead letters at once, so a later
+  // step's failure cannot lose their count.
+  const told = (reason: DeadLetterReason, count: number) => count > 0 && deadLettered(reason, count);
   // Queued but never claimed within the lease: the job was lost with Redis. Admit it again.
   // Rows are found through delivery_queue (small, vacuumed often) and judged again on `deliveries`.
   const requeued = await db('deliveries')
@@ -88,6 +92,7 @@ export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult>
     }
     return lost;
   });
+  told('max_attempts', lost.filter((l) => l.status === 'dead').length);
 
   const deadMaxAge: string[] = await db('deliveries')
     .whereIn('id', waitingIds(db, 'pending').where('deadline_at', '<', db.fn.now()))
@@ -96,6 +101,7 @@ export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult>
     .update({ status: 'dead', dead_reason: 'max_age', lease_until: null, updated_at: db.fn.now() })
     .returning('id')
     .then((rows: Array<{ id: string }>) => rows.map((r) => r.id));
+  told('max_age', deadMaxAge.length);
 
   // Raw: the builder's UPDATE ... FROM takes one table, and this one needs two. Only `disabled`: a
   // paused endpoint keeps its waiting work.
@@ -108,6 +114,8 @@ export async function sweep(db: Knex, limits: SweepLimits): Promise<SweepResult>
         AND q.endpoint_id = ep.id AND q.status = 'pending' AND d.id = q.delivery_id AND d.status = 'pending'
       RETURNING d.dead_reason`,
   );
+  told('endpoint_disabled', deadEndpoint.filter((r) => r.dead_reason === 'endpoint_disabled').length);
+  told('endpoint_deleted', deadEndpoint.filter((r) => r.dead_reason === 'endpoint_deleted').length);
 
   return {
     requeued,
