@@ -4,6 +4,8 @@ import { createDatabaseIfMissing, createDb, migrateLatest } from './infra/db.js'
 import { ensureServices, ServiceUnreachableError } from './infra/ensure-services.js';
 import { createLogger } from './infra/logger.js';
 import { startPlatform, type Role } from './platform.js';
+import { currentRelease } from './infra/release.js';
+import { startTracing, stopTracing } from './infra/tracing.js';
 import { Retention } from './ops/retention.js';
 import type { Config } from './config/index.js';
 import type { Logger } from 'pino';
@@ -38,6 +40,8 @@ async function main(): Promise<void> {
   if (role === 'migrate') return;
   if (role === 'retention') return runRetentionOnce(config, logger, process.argv.slice(3));
 
+  // Before the platform is built: the API's request spans are set up when its app is made.
+  if (await startTracing(process.env, currentRelease, role)) logger.info('tracing: exporting spans over OTLP/HTTP');
   const platform = await startPlatform({ role: role as Role, config, logger });
   let signals = 0;
   const shutdown = (signal: string) => {
@@ -45,7 +49,7 @@ async function main(): Promise<void> {
     logger.info({ signal }, 'shutting down: finishing in-flight attempts');
     const force = setTimeout(() => process.exit(1), config.attemptTimeoutMs + 10_000);
     force.unref();
-    platform.stop().then(
+    platform.stop().then(stopTracing).then(
       () => process.exit(0),
       (err: unknown) => {
         logger.error({ err }, 'shutdown failed');

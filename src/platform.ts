@@ -10,6 +10,8 @@ import { DeliveryLifecycle, type LifecycleEffects } from './delivery/index.js';
 import { SecretBox } from './domain/secret-box.js';
 import { Dispatcher } from './outbound/dispatcher.js';
 import { endpointHeadersFrom } from './outbound/endpoint-headers.js';
+import { TraceParents } from './outbound/attempt-spans.js';
+import { tracingOn } from './infra/tracing.js';
 import { createDeliveryClient, type DeliveryClient, type LookupFn } from './outbound/http-client.js';
 import { IntakeService } from './inbound/intake-service.js';
 import { emitDeliveriesDead, emitEndpointDisabled, emitEndpointFailing, emitEndpointHeld } from './ops/platform-events.js';
@@ -161,7 +163,8 @@ function buildDispatcher(
   const connection = connectRedis(config, 'worker');
   connection.on('error', (err) => logger.debug({ err }, 'redis queue connection error'));
   const endpointHeaders = endpointHeadersFrom(db, box);
-  const dispatcher = new Dispatcher({ config, lifecycle, box, logger, connection, queuePrefix: prefix, lookup: opts.lookup, endpointHeaders });
+  const traceParents = tracingOn() ? new TraceParents(db) : undefined;
+  const dispatcher = new Dispatcher({ config, lifecycle, box, logger, connection, queuePrefix: prefix, lookup: opts.lookup, endpointHeaders, traceParents });
   if (role !== 'worker') return { dispatcher };
   // API processes announce new work here; polling covers any announcement that is lost. A
   // cluster client subscribes on one node and moves to another when that node goes away.

@@ -4,7 +4,8 @@
 -- Inputs:  p_items  JSON array, one object per callback, in arrival order: receiptId, eventId,
 --                   deliveryIds (a guess of how many are needed), tenantId, sourceId, origin,
 --                   bodyDigest, receivedAt, type, messageId, dedupeKey, status, statusRank,
---                   statusFinal, sequence, body
+--                   statusFinal, sequence, body, traceParent (the event's fan-out span as a W3C
+--                   traceparent; absent when it is not traced)
 --          p_default_max_age_seconds  the platform's MAX_EVENT_AGE_SECONDS
 -- Outputs: one row per item, in order: outcome 'accepted', 'duplicate' (the source already sent
 --          this dedupe key: event_id is the stored event, no work), 'stale' (older than what its
@@ -142,16 +143,16 @@ BEGIN
 
   -- Events before what references them: deliveries and receipts check their event.
   INSERT INTO events (id, tenant_id, source_id, origin, type, message_id, dedupe_key, status, status_rank,
-                      provider_sequence, stale, body, created_at)
+                      provider_sequence, stale, body, created_at, trace_parent)
   SELECT i."eventId", i."tenantId", i."sourceId", i.origin, i.type, i."messageId", i."dedupeKey", i.status, i."statusRank",
-         i.sequence, e.stale, i.body, i."receivedAt"
+         i.sequence, e.stale, i.body, i."receivedAt", i."traceParent"
     FROM unnest(v_event_items, v_event_stale) AS e(n, stale)
     JOIN ROWS FROM (jsonb_to_recordset(p_items) AS (
       "receiptId" text, "eventId" text, "deliveryIds" text[], "tenantId" text, "sourceId" text, origin text,
       "bodyDigest" text, "receivedAt" timestamptz, type text, "messageId" text, "dedupeKey" text, status text,
-      "statusRank" integer, "statusFinal" boolean, sequence bigint, body text))
+      "statusRank" integer, "statusFinal" boolean, sequence bigint, body text, "traceParent" text))
     WITH ORDINALITY AS i("receiptId", "eventId", "deliveryIds", "tenantId", "sourceId", origin, "bodyDigest",
-      "receivedAt", type, "messageId", "dedupeKey", status, "statusRank", "statusFinal", sequence, body, n) USING (n);
+      "receivedAt", type, "messageId", "dedupeKey", status, "statusRank", "statusFinal", sequence, body, "traceParent", n) USING (n);
 
   PERFORM fan_out_write(v_fan_event_ids, v_fan_tenant_ids, v_fan_created_ats, v_fan_message_keys, v_fan_sequences,
                         v_fan_order_seqs, p_default_max_age_seconds, v_delivery_events, v_delivery_ids, v_delivery_targets);

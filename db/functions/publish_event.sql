@@ -3,7 +3,8 @@
 --
 -- Inputs:  p_event_id, p_delivery_ids (a guess of how many are needed), p_tenant_id, p_origin,
 --          p_type, p_message_id, p_idempotency_key, p_request_hash, p_body, p_created_at,
---          p_default_max_age_seconds (the platform's MAX_EVENT_AGE_SECONDS)
+--          p_default_max_age_seconds (the platform's MAX_EVENT_AGE_SECONDS), p_trace_parent (the
+--          event's fan-out span as a W3C traceparent, or NULL when it is not traced)
 -- Outputs: outcome 'created'; 'duplicate' (the tenant already used this Idempotency-Key: the first
 --          event comes back with the request_hash it was made from, and the caller tells the same
 --          request from a conflicting one); or 'need_ids' (more endpoints match, endpoint_count,
@@ -26,6 +27,7 @@ CREATE OR REPLACE FUNCTION publish_event(
   p_body text,
   p_created_at timestamp with time zone,
   p_default_max_age_seconds integer,
+  p_trace_parent text,
   OUT outcome text,
   OUT endpoint_count integer,
   OUT pending integer,
@@ -74,8 +76,9 @@ BEGIN
     SELECT e.* INTO v_event FROM events e
      WHERE e.id = (SELECT k.event_id FROM event_keys k WHERE k.scope_id = p_tenant_id AND k.key = p_idempotency_key);
   ELSE
-    INSERT INTO events AS e (id, tenant_id, origin, type, message_id, idempotency_key, request_hash, body, created_at)
-    VALUES (p_event_id, p_tenant_id, p_origin, p_type, p_message_id, p_idempotency_key, p_request_hash, p_body, p_created_at)
+    INSERT INTO events AS e (id, tenant_id, origin, type, message_id, idempotency_key, request_hash, body, created_at, trace_parent)
+    VALUES (p_event_id, p_tenant_id, p_origin, p_type, p_message_id, p_idempotency_key, p_request_hash, p_body, p_created_at,
+            p_trace_parent)
     RETURNING e.* INTO v_event;
     outcome := 'created';
     IF p_message_id IS NOT NULL THEN
@@ -94,4 +97,21 @@ BEGIN
   type := v_event.type; message_id := v_event.message_id; status := v_event.status; stale := v_event.stale;
   body := v_event.body; created_at := v_event.created_at; seq := v_event.seq; request_hash := v_event.request_hash;
 END
+$function$;
+
+-- The signature of release 0.1.0, without p_trace_parent, for its processes still running during a
+-- rolling deploy (docs/operations/functions.md, "expand"). Drop it in the release after next.
+CREATE OR REPLACE FUNCTION publish_event(
+  p_event_id text, p_delivery_ids text[], p_tenant_id text, p_origin text, p_type text, p_message_id text,
+  p_idempotency_key text, p_request_hash text, p_body text, p_created_at timestamp with time zone,
+  p_default_max_age_seconds integer,
+  OUT outcome text, OUT endpoint_count integer, OUT pending integer, OUT dead_disabled integer, OUT id text,
+  OUT tenant_id text, OUT source_id text, OUT origin text, OUT type text, OUT message_id text, OUT status text,
+  OUT stale boolean, OUT body text, OUT created_at timestamp with time zone, OUT seq bigint, OUT request_hash text
+)
+RETURNS record
+LANGUAGE sql
+AS $function$
+  SELECT * FROM publish_event(p_event_id, p_delivery_ids, p_tenant_id, p_origin, p_type, p_message_id, p_idempotency_key,
+                              p_request_hash, p_body, p_created_at, p_default_max_age_seconds, NULL::text)
 $function$;

@@ -21,6 +21,9 @@ import { sourceRoutes } from './routes/sources.js';
 import { summaryRoutes } from './routes/summaries.js';
 
 /** Request bodies of the management API (tenant and admin routes); provider callbacks use MAX_BODY_BYTES. */
+import { tracingOn } from '../infra/tracing.js';
+import { serverSpans } from './server-spans.js';
+
 export const API_BODY_LIMIT_BYTES = 1024 * 1024;
 
 export function createApp(ctx: ApiContext, opts: { opsOnly?: boolean; portalAssetsDir?: string } = {}): Express {
@@ -30,6 +33,7 @@ export function createApp(ctx: ApiContext, opts: { opsOnly?: boolean; portalAsse
   app.set('query parser', 'simple');
   // No client of this API sends If-None-Match; an ETag would hash every response body for nothing.
   app.set('etag', false);
+  if (tracingOn()) app.use(serverSpans());
 
   const json = jsonBody(API_BODY_LIMIT_BYTES);
   const registry = new OpenAPIRegistry();

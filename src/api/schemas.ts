@@ -79,6 +79,9 @@ const endpointFields = {
   headers: endpointHeaders,
   filter: eventFilter,
   tls: endpointTls,
+  propagateTraceContext: z
+    .boolean()
+    .describe("Requests carry a W3C traceparent, so a receiver that traces continues the event's trace (default false)"),
   signature: z
     .strictObject({ scheme: z.enum(SIGNATURE_SCHEMES).meta({ id: 'SignatureScheme' }) })
     .describe('hmac (default): v1 signatures with a whsec_ secret the receiver holds. ed25519: v1a signatures; the platform holds the private key and the receiver verifies with signature.publicKey. Fixed at creation.'),
@@ -94,6 +97,7 @@ export const createEndpointBody = z.strictObject({
   headers: endpointFields.headers.optional(),
   filter: endpointFields.filter.optional(),
   tls: endpointFields.tls.optional(),
+  propagateTraceContext: endpointFields.propagateTraceContext.optional(),
   signature: endpointFields.signature.optional(),
 });
 // Every field is optional on PATCH (only what is sent changes), but an empty change is refused.
@@ -148,6 +152,7 @@ export const endpointSchema = z
     headers: z.record(z.string(), z.string()).describe(`Every header name, each value shown as ${MASKED_HEADER_VALUE}`),
     filter: z.record(z.string(), z.unknown()).nullable().describe('As written, numbers digit for digit'),
     tls: endpointTlsView,
+    propagateTraceContext: z.boolean(),
     signature: z
       .object({
         scheme: endpointFields.signature.shape.scheme,

@@ -50,6 +50,7 @@ import { admitDue, type AdmissionLimits, type AdmissionRound, type LocalClaims }
 import { claimDelivery, recordAttempt, recordEgressFailure, recordSuccesses, type AttemptRecord, type EgressFailure, type HealthLimits, type Recorded, type SuccessItem } from './sql/attempts.js';
 import type { ClaimedDelivery } from './sql/claimed.js';
 import { insertBackfillDeliveries } from './sql/backfill.js';
+import { inSpan, storedTraceParent } from '../infra/tracing.js';
 import { deadLetterForDeletedEndpoint, restartDeliveriesPaced, restartDelivery } from './sql/operator.js';
 import { vacuumMirror } from './sql/mirror-vacuum.js';
 import { sweep, unqueue, type SweepLimits } from './sql/sweep.js';
@@ -123,16 +124,23 @@ export class DeliveryLifecycle {
 
   /** Replays one dead or succeeded delivery (back to pending, audited); answers why not when it cannot. */
   async replayDelivery(scope: TenantScope, deliveryId: string, reason: string, pacing: ReplayPacing) {
-    const result = await replayDelivery(scope, deliveryId, reason, pacing, restartDelivery);
-    if (result === 'replayed') this.replayed('single', 1);
-    return result;
+    return inSpan('webhook.replay', { 'webhook.replay.kind': 'single', 'webhook.delivery_id': deliveryId }, async (span) => {
+      const traceParent = storedTraceParent(span);
+      const result = await replayDelivery(scope, deliveryId, reason, pacing, (trx, id, maxAge) => restartDelivery(trx, id, maxAge, traceParent));
+      if (result === 'replayed') this.replayed('single', 1);
+      return result;
+    });
   }
 
   /** Starts a bulk replay: the matching deliveries go back to pending, paced. */
   async startBulkReplay(scope: TenantScope, filter: ReplayFilter, reason: string, limit: number, pacing: ReplayPacing) {
-    const started = await startBulkReplay(scope, filter, reason, limit, pacing, restartDeliveriesPaced);
-    this.replayed('bulk', started.count);
-    return started;
+    return inSpan('webhook.replay', { 'webhook.replay.kind': 'bulk' }, async (span) => {
+      const traceParent = storedTraceParent(span);
+      const started = await startBulkReplay(scope, filter, reason, limit, pacing, (trx, ids, p) => restartDeliveriesPaced(trx, ids, { ...p, traceParent }));
+      span?.setAttributes({ 'webhook.replay_id': started.id, 'webhook.replay.deliveries': started.count });
+      this.replayed('bulk', started.count);
+      return started;
+    });
   }
 
   /**
@@ -140,11 +148,14 @@ export class DeliveryLifecycle {
    * like a bulk replay; answers the job to follow at GET /v1/replays/:id, or why not.
    */
   async backfill(scope: TenantScope, endpointId: string, request: BackfillRequest, pacing: BackfillPacing) {
-    const started = await startBackfill(scope, endpointId, request, pacing, (trx, rows) =>
-      insertBackfillDeliveries(trx, { ...rows, tenantId: scope.tenantId, ratePerSecond: pacing.ratePerSecond, defaultMaxAgeSeconds: pacing.defaultMaxAgeSeconds }),
-    );
-    if (typeof started !== 'string' && started.total > 0) this.effects.newWork();
-    return started;
+    return inSpan('webhook.backfill', { 'webhook.endpoint_id': endpointId }, async (span) => {
+      const traceParent = storedTraceParent(span);
+      const started = await startBackfill(scope, endpointId, request, pacing, (trx, rows) =>
+        insertBackfillDeliveries(trx, { ...rows, tenantId: scope.tenantId, ratePerSecond: pacing.ratePerSecond, defaultMaxAgeSeconds: pacing.defaultMaxAgeSeconds, traceParent }),
+      );
+      if (typeof started !== 'string' && started.total > 0) this.effects.newWork();
+      return started;
+    });
   }
 
   private replayed(kind: 'single' | 'bulk', count: number): void {

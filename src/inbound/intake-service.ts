@@ -12,6 +12,8 @@ import type { ParsedEvent } from '../domain/events.js';
 import type { SourceType } from '../domain/sources.js';
 import { adapterForSource } from './adapters/index.js';
 import { verifyWithAny } from './verify-any.js';
+import { startAccept } from '../infra/accept-spans.js';
+import { failSpan, startSpan } from '../infra/tracing.js';
 
 export interface IntakeDeps {
   db: Knex;
@@ -86,7 +88,11 @@ export class IntakeService {
 
   async receive(sourceId: string, request: InboundRequest): Promise<IntakeRecord> {
     const { row, adapter, secret, previous } = await this.loadSource(sourceId);
+    const verifying = startSpan('webhook.verify', { attributes: { 'webhook.source_id': row.id, 'webhook.source_type': row.type } });
     const verified = verifyWithAny(adapter, request, previous && previous.expiresAt > Date.now() ? [secret, previous.secret] : [secret]);
+    verifying?.setAttribute('webhook.verify.result', verified.ok ? 'valid' : verified.reason);
+    if (!verified.ok) failSpan(verifying, verified.message, verified.reason);
+    verifying?.end();
     if (!verified.ok) throw new IntakeError(401, verified.reason, verified.message, 'rejected_signature');
     const bodyDigest = adapter.repeatDigest?.(request) ?? digestHex(request.rawBody);
     const source = { id: row.id, tenantId: row.tenant_id };
@@ -105,11 +111,18 @@ export class IntakeService {
 
   /** Also the entry point of reconciliation, which learns events by polling instead of by callback. */
   async accept(row: Pick<SourceRow, 'id' | 'tenant_id'>, event: ParsedEvent, bodyDigest: string, origin: 'callback' | 'reconcile', receivedAt: Date): Promise<IntakeRecord> {
-    const record = await this.guard(() =>
-      this.writer.recordCallback({ source: { id: row.id, tenantId: row.tenant_id }, origin, bodyDigest, event, receivedAt }),
-    );
-    this.deps.fannedOut(record.fanOut);
-    return record;
+    const spans = startAccept({ 'webhook.source_id': row.id, 'webhook.origin': origin });
+    try {
+      const record = await this.guard(() =>
+        this.writer.recordCallback({ source: { id: row.id, tenantId: row.tenant_id }, origin, bodyDigest, event, receivedAt, traceParent: spans?.traceParent ?? null }),
+      );
+      spans?.stored({ ...record.fanOut, outcome: record.outcome, eventId: record.eventId, receiptId: record.receiptId, messageId: event.messageId });
+      this.deps.fannedOut(record.fanOut);
+      return record;
+    } catch (err) {
+      spans?.failed(err);
+      throw err;
+    }
   }
 
   /**

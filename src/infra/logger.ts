@@ -1,4 +1,5 @@
 import { pino, type Logger } from 'pino';
+import { traceIds } from './tracing.js';
 
 /** Paths that could carry credentials are censored wherever they appear in a log line. */
 const redact = [
@@ -16,7 +17,8 @@ const redact = [
 ];
 
 export function createLogger(level: string, destination?: NodeJS.WritableStream): Logger {
-  return pino({ level, redact: { paths: redact, censor: '[redacted]' }, base: { pid: process.pid } }, destination as never);
+  // Each line written inside a sampled span carries its trace_id and span_id (none when tracing is off).
+  return pino({ level, redact: { paths: redact, censor: '[redacted]' }, base: { pid: process.pid }, mixin: () => traceIds() }, destination as never);
 }
 
 export type { Logger };

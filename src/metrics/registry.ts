@@ -15,11 +15,13 @@
  *   must aggregate them with `max()`, never `sum()`.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { traceIds, type Span } from '../infra/tracing.js';
 import { ATTEMPT_OUTCOMES, DEAD_LETTER_REASONS, type AttemptOutcome, type DeadLetterReason } from '../domain/delivery-status.js';
 import { INTAKE_OUTCOMES } from '../domain/events.js';
 import { PROXY_FAILURE_REASONS, type ProxyFailureReason } from '../domain/retry-policy.js';
 import { RETAINED_TABLES, type RetainedTable } from '../domain/retention.js';
 import { SOURCE_TYPES, type SourceType } from '../domain/sources.js';
+import { acceptsOpenMetrics, openMetricsText } from './exposition.js';
 import { RECEIPT_OUTCOMES, type ReceiptOutcome, STATUS_CLASSES, type StatusClass, REPLAY_KINDS, type ReplayKind, RECONCILE_OUTCOMES, type ReconcileOutcome, METRIC_NAMES, ACK_BUCKETS, ATTEMPT_BUCKETS, DELIVERY_LATENCY_BUCKETS, FIRST_ATTEMPT_DELAY_BUCKETS } from './labels.js';
 
 /** The label values, names and buckets, for code that records or reads a metric. */
@@ -39,6 +41,13 @@ for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total
   registry.removeSingleMetric(name);
 }
 
+/**
+ * The latency histograms carry exemplars (the trace and span id of a sampled observation), shown when
+ * Prometheus asks for OpenMetrics (src/metrics/exposition.ts). prom-client refuses exemplars on a
+ * metric constructed into a Prometheus-format registry, so these are registered by hand instead.
+ */
+const withExemplars = { enableExemplars: true, registers: [] as Registry[] };
+
 const inboundReceiptsCounter = new Counter({
   name: METRIC_NAMES.inboundReceipts,
   help: 'Inbound provider callbacks (receipts) by source type and outcome: the provider retry chain.',
@@ -51,8 +60,9 @@ const inboundAckHistogram = new Histogram({
   help: 'Time from an inbound callback arriving to its response being sent, in seconds.',
   labelNames: ['source_type', 'outcome'] as const,
   buckets: ACK_BUCKETS,
-  registers: [registry],
+  ...withExemplars,
 });
+registry.registerMetric(inboundAckHistogram);
 
 const reconcilePollsCounter = new Counter({
   name: METRIC_NAMES.reconcilePolls,
@@ -73,22 +83,25 @@ const attemptDurationHistogram = new Histogram({
   help: 'Duration of one outbound HTTP attempt, in seconds, by status class.',
   labelNames: ['status_class'] as const,
   buckets: ATTEMPT_BUCKETS,
-  registers: [registry],
+  ...withExemplars,
 });
+registry.registerMetric(attemptDurationHistogram);
 
 const deliveryLatencyHistogram = new Histogram({
   name: METRIC_NAMES.deliveryLatency,
   help: 'Time from an event being accepted to its first successful attempt to an endpoint, in seconds.',
   buckets: DELIVERY_LATENCY_BUCKETS,
-  registers: [registry],
+  ...withExemplars,
 });
+registry.registerMetric(deliveryLatencyHistogram);
 
 const firstAttemptDelayHistogram = new Histogram({
   name: METRIC_NAMES.firstAttemptDelay,
   help: 'Time from an event being accepted to the start of the first attempt of one of its deliveries, in seconds.',
   buckets: FIRST_ATTEMPT_DELAY_BUCKETS,
-  registers: [registry],
+  ...withExemplars,
 });
+registry.registerMetric(firstAttemptDelayHistogram);
 
 const deadLetteredCounter = new Counter({
   name: METRIC_NAMES.deadLettered,
@@ -249,7 +262,8 @@ export interface TypedCounter<L> {
   inc(labels: L, value?: number): void;
 }
 export interface TypedHistogram<L> {
-  observe(labels: L, seconds: number): void;
+  /** With the active span's ids as the exemplar, or `span`'s when the observation is made outside it. */
+  observe(labels: L, seconds: number, span?: Span): void;
   /** Starts a timer; call the result with the labels (known only at the end) to record it. */
   startTimer(): (labels: L) => number;
 }
@@ -264,12 +278,12 @@ function elapsedSince(start: bigint): number {
 
 function typedHistogram<L extends Record<string, string>>(histogram: Histogram<string>): TypedHistogram<L> {
   return {
-    observe: (labels, seconds) => histogram.observe(labels, seconds),
+    observe: (labels, seconds, span) => histogram.observe({ labels, value: seconds, exemplarLabels: traceIds(span) }),
     startTimer: () => {
       const start = process.hrtime.bigint();
       return (labels) => {
         const seconds = elapsedSince(start);
-        histogram.observe(labels, seconds);
+        histogram.observe({ labels, value: seconds, exemplarLabels: traceIds() });
         return seconds;
       };
     },
@@ -289,11 +303,11 @@ export const metrics = {
   attemptDuration: typedHistogram<{ status_class: StatusClass }>(attemptDurationHistogram),
   /** Platform chain: event accepted → first successful attempt to an endpoint. */
   deliveryLatency: {
-    observe: (seconds: number): void => deliveryLatencyHistogram.observe(seconds),
+    observe: (seconds: number): void => deliveryLatencyHistogram.observe({ value: seconds, exemplarLabels: traceIds() }),
   },
   /** Platform chain: event accepted → first attempt of a delivery starts (the delivery-latency SLI). */
   firstAttemptDelay: {
-    observe: (seconds: number): void => firstAttemptDelayHistogram.observe(seconds),
+    observe: (seconds: number): void => firstAttemptDelayHistogram.observe({ value: seconds, exemplarLabels: traceIds() }),
   },
   deadLettered: typedCounter<{ reason: DeadLetterReason }>(deadLetteredCounter),
   replays: typedCounter<{ kind: ReplayKind }>(replaysCounter),
@@ -345,7 +359,11 @@ export function resetMetrics(): void {
   initialiseCounters();
 }
 
-/** The exposition text and its content type, for the GET /metrics handler. */
-export async function renderMetrics(): Promise<{ contentType: string; body: string }> {
+/**
+ * The exposition text and its content type, for the GET /metrics handler: OpenMetrics, with
+ * exemplars, when the scraper accepts it (Prometheus does), else the Prometheus text format.
+ */
+export async function renderMetrics(accept?: string): Promise<{ contentType: string; body: string }> {
+  if (acceptsOpenMetrics(accept)) return { contentType: Registry.OPENMETRICS_CONTENT_TYPE, body: await openMetricsText(registry) };
   return { contentType: registry.contentType, body: await registry.metrics() };
 }

@@ -10,6 +10,8 @@ import { metrics, statusClass } from '../metrics/registry.js';
 import { signingSecrets } from '../store/endpoints-store.js';
 import type { EndpointHeaders } from './endpoint-headers.js';
 import type { DeliveryClient } from './http-client.js';
+import { endRequestSpan, startAttemptSpan, startRequestSpan, traceParentHeader, type TraceParents } from './attempt-spans.js';
+import { failSpan, withSpan, type Span } from '../infra/tracing.js';
 
 export interface DeliverDeps {
   lifecycle: DeliveryLifecycle;
@@ -27,6 +29,8 @@ export interface DeliverDeps {
   mayContinue?: () => boolean;
   /** Records a success together with other slots' (group commit); without it, each alone. */
   recordSuccess?: (item: SuccessItem) => Promise<Recorded>;
+  /** Present only while tracing is on: where each attempt's parent span is read. */
+  traceParents?: TraceParents;
 }
 
 /** Deliveries one job may carry through slot hand-off before it lets admission decide again. */
@@ -85,26 +89,53 @@ export async function runSlot(deps: DeliverDeps, first: ClaimedDelivery): Promis
   }
 }
 
+/** One attempt, in its span when its work is traced (src/outbound/attempt-spans.ts). */
+async function attemptClaimed(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandOff: () => boolean): Promise<ClaimedDelivery | undefined> {
+  if (!deps.traceParents) return attemptOnce(deps, claimed, mayHandOff);
+  const span = startAttemptSpan(claimed, await deps.traceParents.of(claimed));
+  try {
+    return await withSpan(span, () => attemptOnce(deps, claimed, mayHandOff, span));
+  } catch (err) {
+    failSpan(span, err);
+    throw err;
+  } finally {
+    span?.end();
+  }
+}
+
 /**
  * One attempt of one claimed delivery: send it, decide what the outcome means, record both.
  * Every outcome of the receiver is a result, not an error; only a storage failure throws, and then
  * the delivery's lease brings it back. Returns the endpoint's next delivery when it was handed off.
  */
-async function attemptClaimed(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandOff: () => boolean): Promise<ClaimedDelivery | undefined> {
+async function attemptOnce(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandOff: () => boolean, span?: Span): Promise<ClaimedDelivery | undefined> {
   const deliveryId = claimed.id;
   const now = deps.now ?? (() => new Date());
   const ep = claimed.endpoint;
   const startedAt = now();
   const timestampSec = Math.floor(startedAt.getTime() / 1000);
-  const own = deps.endpointHeaders ? await deps.endpointHeaders.settings(claimed.tenant_id, ep.id) : { headers: {}, tls: null };
+  const own = deps.endpointHeaders ? await deps.endpointHeaders.settings(claimed.tenant_id, ep.id) : { headers: {}, tls: null, propagateTraceContext: false };
+  const request = span && startRequestSpan(ep.id, ep.url);
   const result = await deps.client.send({
     url: ep.url,
-    headers: outboundHeaders(claimed, signingSecrets(deps.box, ep, startedAt), timestampSec, own.headers),
+    headers: {
+      ...outboundHeaders(claimed, signingSecrets(deps.box, ep, startedAt), timestampSec, own.headers),
+      ...(own.propagateTraceContext && traceParentHeader(request)),
+    },
     body: claimed.body,
     ...(own.tls && { tls: { endpointId: ep.id, ...own.tls } }),
   });
-  if (result.outcome.kind === 'proxy_failure') return egressFailed(deps, claimed, result.outcome);
-  const outcome: AttemptResult = result.outcome;
+  const answer = result.outcome;
+  endRequestSpan(request, {
+    statusCode: answer.kind === 'response' ? answer.statusCode : null,
+    errorClass: answer.kind === 'error' ? answer.errorClass : answer.kind === 'proxy_failure' ? `egress_proxy_${answer.reason}` : null,
+    message: answer.kind === 'response' ? undefined : answer.message,
+  });
+  if (answer.kind === 'proxy_failure') {
+    span?.setAttribute('webhook.outcome', 'egress_failed');
+    return egressFailed(deps, claimed, answer);
+  }
+  const outcome: AttemptResult = answer;
   const policy = resolvePolicy(deps.defaults, ep.retry_policy);
   const decision = decide(outcome, {
     attemptNumber: claimed.attempt_count - claimed.attempt_base,
@@ -137,6 +168,7 @@ async function attemptClaimed(deps: DeliverDeps, claimed: ClaimedDelivery, mayHa
     endpointFailure: decision.action === 'retry' || (decision.action === 'dead' && decision.reason !== 'terminal'),
     disableEndpoint: decision.action === 'dead' && decision.disableEndpoint ? 'endpoint answered 410 Gone' : undefined,
   };
+  span?.setAttribute('webhook.outcome', decision.action === 'succeed' ? 'success' : decision.action);
   // Counted as made before it is recorded: the receiver got the request whatever becomes of the
   // record. A record whose commit is lost with its connection may or may not have landed; if it did
   // not, the lease brings the delivery back with a `worker_lost` row for this attempt.

@@ -13,6 +13,7 @@ export interface SealedHeaders {
   id: string;
   headers_enc: string | null;
   tls_enc?: string | null;
+  propagate_trace_context?: boolean;
 }
 
 export interface EndpointHeadersOptions {
@@ -30,6 +31,8 @@ export interface AttemptSettings {
   headers: Record<string, string>;
   /** Mutual TLS, with its sealed text as the version: a PATCH seals anew, so a change is a new version. */
   tls: { config: EndpointTls; version: string } | null;
+  /** The endpoint asked for a `traceparent` on its requests. */
+  propagateTraceContext: boolean;
 }
 
 interface Entry {
@@ -75,8 +78,9 @@ export class EndpointHeaders {
         : sealedTls === null
           ? null
           : { config: openTls(box, { id: endpointId, tls_enc: sealedTls })!, version: sealedTls };
-    this.entries.set(endpointId, { readAt: now, sealedHeaders, sealedTls, settings: { headers, tls } });
-    return { headers, tls };
+    const settings = { headers, tls, propagateTraceContext: row?.propagate_trace_context ?? false };
+    this.entries.set(endpointId, { readAt: now, sealedHeaders, sealedTls, settings });
+    return settings;
   }
 }
 

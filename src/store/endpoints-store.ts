@@ -40,6 +40,8 @@ export interface EndpointRow {
   /** The content filter as the tenant wrote it, and compiled (src/domain/event-filter.ts). */
   filter: string | null;
   filter_path: string | null;
+  /** Requests to the endpoint carry a W3C `traceparent` (migration 20261202000038). */
+  propagate_trace_context: boolean;
 }
 
 export interface EndpointInput {
@@ -61,6 +63,7 @@ export interface EndpointInput {
   tls?: EndpointTls | null;
   /** Only at creation: the scheme never changes afterwards (see docs/security.md). */
   signature?: { scheme: SignatureScheme };
+  propagateTraceContext?: boolean;
 }
 
 /** An endpoint as updated, and its status change (for the operational event) when there was one. */
@@ -80,11 +83,11 @@ function sealTls(box: SecretBox, id: string, tls: EndpointTls | null | undefined
 }
 
 /** What an attempt needs beyond the claim, sealed: an endpoint's own headers and TLS settings. */
-export type SealedAttemptSettings = Pick<EndpointRow, 'id' | 'headers_enc' | 'tls_enc'>;
+export type SealedAttemptSettings = Pick<EndpointRow, 'id' | 'headers_enc' | 'tls_enc' | 'propagate_trace_context'>;
 
 /** The sealed attempt settings of an endpoint, deleted or not: the worker reads them for its attempts. */
 export async function readSealedAttemptSettings(scope: TenantScope, id: string): Promise<SealedAttemptSettings | undefined> {
-  return scope.from('endpoints').where('endpoints.id', id).first('endpoints.id', 'endpoints.headers_enc', 'endpoints.tls_enc');
+  return scope.from('endpoints').where('endpoints.id', id).first('endpoints.id', 'endpoints.headers_enc', 'endpoints.tls_enc', 'endpoints.propagate_trace_context');
 }
 
 /** The endpoint's mutual TLS settings, opened; null when it has none. */
@@ -112,6 +115,7 @@ export function rowToEndpoint(row: EndpointRow) {
     rateLimitPerSecond: row.rate_limit_per_second,
     retryPolicy: row.retry_policy,
     ordering: row.ordering,
+    propagateTraceContext: row.propagate_trace_context,
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
   };
@@ -152,6 +156,7 @@ export async function insertEndpoint(
         tls_enc: sealTls(box, id, input.tls),
         filter: input.filter?.text ?? null,
         filter_path: input.filter?.path ?? null,
+        propagate_trace_context: input.propagateTraceContext ?? false,
       })
       .returning('*');
     await audit(s, { action: 'endpoint.created', targetType: 'endpoint', targetId: id, details: { url: input.url } });
@@ -180,6 +185,7 @@ export async function updateEndpoint(scope: TenantScope, box: SecretBox, id: str
     if (input.ordering !== undefined) changes.ordering = input.ordering;
     if (input.headers !== undefined) changes.headers_enc = sealHeaders(box, id, input.headers);
     if (input.tls !== undefined) changes.tls_enc = sealTls(box, id, input.tls);
+    if (input.propagateTraceContext !== undefined) changes.propagate_trace_context = input.propagateTraceContext;
     if (input.filter !== undefined) {
       changes.filter = input.filter?.text ?? null;
       changes.filter_path = input.filter?.path ?? null;

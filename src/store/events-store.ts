@@ -7,6 +7,7 @@ import type { FanOutResult } from '../domain/fan-out.js';
 import { newId } from '../domain/ids.js';
 import { RawJson } from '../domain/raw-json.js';
 import { statement } from '../infra/sql.js';
+import { startAccept } from '../infra/accept-spans.js';
 import { withDeliveryIds } from './delivery-ids.js';
 import { outboundBody } from './intake-store.js';
 import type { TenantScope } from './tenant-scope.js';
@@ -78,14 +79,20 @@ export async function publishEvent(
   const idempotencyKey = input.idempotencyKey ?? null;
   const id = newId('event');
   const now = new Date();
+  const spans = startAccept({ 'webhook.origin': input.origin ?? 'api', 'webhook.event_type': input.type });
   const row = await withDeliveryIds(scope.tenantId, input.type, async (deliveryIds) => {
     const rows = await scope.run<PublishRow>(publishStatement, {
       eventId: id, deliveryIds, origin: input.origin ?? 'api', type: input.type,
       messageId: input.messageId ?? null, idempotencyKey, requestHash,
       body: outboundBody(id, input.type, now, input.messageId, input.data), createdAt: now, defaultMaxAgeSeconds,
+      traceParent: spans?.traceParent ?? null,
     });
     return rows[0]!;
+  }).catch((err: unknown) => {
+    spans?.failed(err);
+    throw err;
   });
+  spans?.stored({ outcome: row.outcome, eventId: row.id, messageId: row.message_id, pending: row.pending, deadDisabled: row.dead_disabled });
   const event: EventRow = {
     id: row.id, tenant_id: row.tenant_id, source_id: row.source_id, origin: row.origin, type: row.type, message_id: row.message_id,
     status: row.status, stale: row.stale, body: row.body, created_at: row.created_at, seq: row.seq,
@@ -111,5 +118,5 @@ interface PublishRow extends EventRow {
 const publishStatement = statement(
   'publish_event',
   `SELECT * FROM publish_event(:eventId, :deliveryIds::text[], :tenantId, :origin, :type, :messageId, :idempotencyKey,
-                               :requestHash, :body, :createdAt::timestamptz, :defaultMaxAgeSeconds::int)`,
+                               :requestHash, :body, :createdAt::timestamptz, :defaultMaxAgeSeconds::int, :traceParent::text)`,
 );

@@ -20,6 +20,8 @@ export interface CallbackInput {
   bodyDigest: string;
   event: ParsedEvent;
   receivedAt: Date;
+  /** The event's fan-out span (src/infra/accept-spans.ts), stored with it; null when not traced. */
+  traceParent?: string | null;
 }
 
 export interface IntakeRecord {
@@ -90,6 +92,7 @@ export class IntakeWriter {
       status: event.status?.value ?? null, statusRank: event.status?.rank ?? null, statusFinal: event.status?.final ?? null,
       sequence: event.sequence ?? null,
       body: outboundBody(eventId, event.type, input.receivedAt, event.messageId, event.data),
+      ...(input.traceParent && { traceParent: input.traceParent }),
     };
     const row = await withDeliveryIds(source.tenantId, event.type, (deliveryIds) => this.accepts.submit({ ...item, deliveryIds }));
     // withDeliveryIds only returns once the call had enough ids, i.e. once it wrote.
@@ -139,6 +142,8 @@ interface AcceptItem {
   statusFinal: boolean | null;
   sequence: number | null;
   body: string;
+  /** Absent when the event is not traced, so an untraced batch's JSON is as before. */
+  traceParent?: string;
 }
 
 interface IntakeRow {

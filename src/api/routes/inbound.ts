@@ -2,6 +2,7 @@ import type { Request, Response } from 'express';
 import type { SourceType } from '../../domain/sources.js';
 import { IntakeError, type IntakeService } from '../../inbound/intake-service.js';
 import { metrics, type ReceiptOutcome } from '../../metrics/registry.js';
+import { activeSpan } from '../../infra/tracing.js';
 import type { ApiContext } from '../context.js';
 import { rawBody } from '../raw-body.js';
 import type { ApiRoutes, Middleware } from '../route.js';
@@ -14,6 +15,8 @@ import { inboundAccepted, inboundParams } from '../schemas.js';
 export function inboundMetrics(intake: IntakeService): Middleware {
   return (req: Request, res: Response, next) => {
     const started = process.hrtime.bigint();
+    // The request's span (src/api/server-spans.ts), for the exemplar: 'finish' fires outside it.
+    const span = activeSpan();
     // Read now: once an error has travelled on to the app-level error handler, Express has
     // replaced req.params, so at 'finish' every rejection would look like an unknown source.
     const sourceId = String(req.params.sourceId);
@@ -23,7 +26,7 @@ export function inboundMetrics(intake: IntakeService): Middleware {
       const outcome = res.locals.inboundOutcome as ReceiptOutcome | undefined;
       const count = (sourceType: SourceType) => {
         const labels = { source_type: sourceType, outcome: outcome ?? outcomeFromStatus(res.statusCode) };
-        metrics.inboundAck.observe(labels, seconds);
+        metrics.inboundAck.observe(labels, seconds, span);
         metrics.inboundReceipts.inc(labels);
       };
       // The usual case is answered from the source cache the request itself filled.

@@ -52,9 +52,9 @@ export function opsRoutes(routes: ApiRoutes, ctx: ApiContext, registry: OpenAPIR
     },
   );
   routes.add(
-    { method: 'get', path: '/metrics', operationId: 'getMetrics', summary: 'Prometheus metrics', tag, auth: 'none', success: { status: 200, description: 'Prometheus text format' } },
-    async ({ res }) => {
-      const { contentType, body } = await renderMetrics();
+    { method: 'get', path: '/metrics', operationId: 'getMetrics', summary: 'Prometheus metrics', tag, auth: 'none', success: { status: 200, description: 'Prometheus text format, or OpenMetrics (with exemplars) when the Accept header asks for it' } },
+    async ({ req, res }) => {
+      const { contentType, body } = await renderMetrics(req.headers.accept);
       res.setHeader('content-type', contentType);
       res.status(200).send(body);
       return { status: 200 };

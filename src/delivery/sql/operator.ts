@@ -17,17 +17,21 @@ export async function deadLetterForDeletedEndpoint(trx: Knex.Transaction, endpoi
     .update({ status: 'dead', dead_reason: 'endpoint_deleted', last_error: 'endpoint was deleted', lease_until: null, updated_at: trx.fn.now() });
 }
 
-/** Replay restarts the delivery with a fresh attempt budget and a fresh maximum age. */
+/**
+ * Replay restarts the delivery with a fresh attempt budget and a fresh maximum age, in the trace of
+ * the replay (:traceParent, null when it is not traced).
+ */
 const restart = (startAt: string) => `
   status = 'pending', next_trigger = 'replay', next_attempt_at = ${startAt}, lease_until = NULL,
-  dead_reason = NULL, attempt_base = d.attempt_count, replayed_at = now(), updated_at = now(),
+  dead_reason = NULL, attempt_base = d.attempt_count, replayed_at = now(), updated_at = now(), trace_parent = :traceParent,
   deadline_at = ${startAt} + make_interval(secs => COALESCE((ep.retry_policy->>'maxEventAgeSeconds')::int, :maxAge))`;
 
 /** Restarts one delivery now. The caller has checked (under a row lock) that it is final. */
-export async function restartDelivery(trx: Knex.Transaction, id: string, defaultMaxAgeSeconds: number): Promise<void> {
+export async function restartDelivery(trx: Knex.Transaction, id: string, defaultMaxAgeSeconds: number, traceParent: string | null): Promise<void> {
   await trx.raw(`UPDATE deliveries d SET ${restart('now()')} FROM endpoints ep WHERE d.id = :id AND ep.id = d.endpoint_id`, {
     id,
     maxAge: defaultMaxAgeSeconds,
+    traceParent,
   });
 }
 
@@ -35,13 +39,13 @@ export async function restartDelivery(trx: Knex.Transaction, id: string, default
 export async function restartDeliveriesPaced(
   trx: Knex.Transaction,
   ids: string[],
-  pacing: { replayId: string; ratePerSecond: number; defaultMaxAgeSeconds: number },
+  pacing: { replayId: string; ratePerSecond: number; defaultMaxAgeSeconds: number; traceParent: string | null },
 ): Promise<void> {
   if (ids.length === 0) return;
   await trx.raw(
     `UPDATE deliveries d SET ${restart('now() + make_interval(secs => o.ord / :rate::float8)')}, replay_id = :replay
        FROM endpoints ep, unnest(:ids::text[]) WITH ORDINALITY AS o(id, ord)
       WHERE d.id = o.id AND ep.id = d.endpoint_id`,
-    { ids, rate: pacing.ratePerSecond, replay: pacing.replayId, maxAge: pacing.defaultMaxAgeSeconds },
+    { ids, rate: pacing.ratePerSecond, replay: pacing.replayId, maxAge: pacing.defaultMaxAgeSeconds, traceParent: pacing.traceParent },
   );
 }

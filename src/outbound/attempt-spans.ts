@@ -1,0 +1,108 @@
+/**
+ * The spans of delivery attempts, across the queue hop: each attempt is a `webhook.attempt` span
+ * whose parent is the span stored with its work (the event's fan-out, or a replay's request), so an
+ * attempt made by any worker, now or an hour later, joins that trace. Inside it, the outbound
+ * request is an HTTP CLIENT span named by the HTTP semantic conventions.
+ *
+ * Work stored without a trace context was accepted untraced (tracing off, or not sampled): its
+ * attempts make no spans. That is the sampling decision made once per event, kept at every hop.
+ */
+import type { Knex } from 'knex';
+import type { ClaimedDelivery } from '../delivery/index.js';
+import { Batcher } from '../infra/batcher.js';
+import { contextUnder, failSpan, remoteSpanContext, SpanKind, startSpan, toTraceParent, type Span } from '../infra/tracing.js';
+import { readTraceParents } from '../store/trace-parents-store.js';
+
+interface Wanted {
+  eventId: string;
+  deliveryId: string;
+}
+
+interface Found {
+  event: string | null;
+  delivery: string | null;
+}
+
+/**
+ * Reads stored trace contexts, many attempts' in one statement (group commit, as intake does). A
+ * delivery's own context (a replay's or a backfill's) is read every time: the claim does not say
+ * which deliveries have one.
+ */
+export class TraceParents {
+  private readonly reads: Batcher<Wanted, Found>;
+
+  constructor(db: Knex) {
+    this.reads = new Batcher({
+      maxBatch: 256,
+      maxInFlight: 2,
+      run: async (items) => {
+        const found = await readTraceParents(db, [...new Set(items.map((i) => i.eventId))], items.map((i) => i.deliveryId));
+        return items.map((i) => ({ event: found.events.get(i.eventId) ?? null, delivery: found.deliveries.get(i.deliveryId) ?? null }));
+      },
+    });
+  }
+
+  of(claimed: ClaimedDelivery): Promise<Found> {
+    return this.reads.submit({ eventId: claimed.event_id, deliveryId: claimed.id });
+  }
+}
+
+/**
+ * The attempt's span, child of its work's stored span; a replay's attempt also links to the event's
+ * own trace. Undefined when the work was not traced.
+ */
+export function startAttemptSpan(claimed: ClaimedDelivery, stored: Found): Span | undefined {
+  const own = remoteSpanContext(stored.delivery);
+  const event = remoteSpanContext(stored.event);
+  const parent = own ?? event;
+  if (!parent) return undefined;
+  return startSpan('webhook.attempt', {
+    kind: SpanKind.CONSUMER,
+    parent: contextUnder(parent),
+    ...(own && event && { links: [{ context: event, attributes: { 'webhook.link': 'original_event' } }] }),
+    attributes: {
+      'webhook.delivery_id': claimed.id,
+      'webhook.event_id': claimed.event_id,
+      'webhook.endpoint_id': claimed.endpoint.id,
+      'webhook.attempt': claimed.attempt_count,
+      'webhook.trigger': claimed.next_trigger,
+    },
+  });
+}
+
+/**
+ * The outbound request's CLIENT span under the active attempt span: `url.full` without query,
+ * fragment or credentials, since a tenant's URL may carry a token in its query.
+ */
+export function startRequestSpan(endpointId: string, url: string): Span | undefined {
+  let target: URL;
+  try {
+    target = new URL(url);
+  } catch {
+    return undefined;
+  }
+  const port = target.port ? Number(target.port) : target.protocol === 'https:' ? 443 : 80;
+  return startSpan('POST', {
+    kind: SpanKind.CLIENT,
+    attributes: {
+      'http.request.method': 'POST',
+      'url.full': `${target.protocol}//${target.host}${target.pathname}`,
+      'server.address': target.hostname,
+      'server.port': port,
+      'webhook.endpoint_id': endpointId,
+    },
+  });
+}
+
+/** The header that lets the receiver continue the trace, for endpoints that ask for it. */
+export function traceParentHeader(span: Span | undefined): Record<string, string> {
+  return span ? { traceparent: toTraceParent(span.spanContext()) } : {};
+}
+
+export function endRequestSpan(span: Span | undefined, answer: { statusCode: number | null; errorClass?: string | null; message?: string }): void {
+  if (!span) return;
+  if (answer.statusCode !== null) span.setAttribute('http.response.status_code', answer.statusCode);
+  if (answer.errorClass) failSpan(span, answer.message ?? answer.errorClass, answer.errorClass);
+  else if (answer.statusCode !== null && answer.statusCode >= 400) failSpan(span, `HTTP ${answer.statusCode}`, String(answer.statusCode));
+  span.end();
+}
