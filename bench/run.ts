@@ -31,6 +31,7 @@ import { runLive } from './scenarios/live.js';
 import { runScale } from './scenarios/scale.js';
 import { runRetention } from './scenarios/retention.js';
 import { runStorage } from './scenarios/storage.js';
+import { runTracing } from './scenarios/tracing.js';
 
 const started = Date.now();
 const log = (message: string) => process.stdout.write(`[bench ${((Date.now() - started) / 1000).toFixed(0).padStart(4)}s] ${message}\n`);
@@ -168,6 +169,11 @@ async function main(): Promise<number> {
         results.retention = { dropMsPerMillion: r.dropMsPerMillion, deleteMsPerMillion: r.deleteMsPerMillion };
         details.retention = r.details;
       },
+      tracing: async () => {
+        const r = await runTracing(ctx);
+        results.tracing = { overheadRatio: r.overheadRatio };
+        details.tracing = r.details;
+      },
     };
     for (const name of cfg.only) {
       const t0 = Date.now();
@@ -206,6 +212,7 @@ async function main(): Promise<number> {
         fairness: results.fairness,
         storage: results.storage,
         retention: results.retention,
+        tracing: results.tracing,
         machine: results.machine,
       }
     : results;

@@ -27,7 +27,7 @@ function platformEnv(raw: string): Record<string, string> {
   return env;
 }
 
-export const scenarioNames = ['intake', 'dispatch', 'isolation', 'latency', 'duplicateStorm', 'live', 'scale', 'flaky', 'fairness', 'storage', 'retention'] as const;
+export const scenarioNames = ['intake', 'dispatch', 'isolation', 'latency', 'duplicateStorm', 'live', 'scale', 'flaky', 'fairness', 'storage', 'retention', 'tracing'] as const;
 export type ScenarioName = (typeof scenarioNames)[number];
 
 function selectedScenarios(): ScenarioName[] {
@@ -140,6 +140,16 @@ export const benchConfig = {
   retention: {
     /** Attempt rows removed each way (one partition dropped, the same number DELETEd); reported per million. */
     rows: int('BENCH_RETENTION_ROWS', 1_000_000),
+  },
+  tracing: {
+    /** Alternating off/on pairs of each measurement. */
+    rounds: int('BENCH_TRACING_ROUNDS', 2),
+    connections: int('BENCH_TRACING_CONNECTIONS', 50),
+    warmupSeconds: int('BENCH_TRACING_WARMUP_SECONDS', 3),
+    intakeSeconds: int('BENCH_TRACING_INTAKE_SECONDS', 8),
+    backlog: int('BENCH_TRACING_BACKLOG', 20_000),
+    endpoints: int('BENCH_TRACING_ENDPOINTS', 4),
+    maxDrainSeconds: int('BENCH_TRACING_MAX_DRAIN_SECONDS', 120),
   },
   fairness: {
     /** Tenant B's steady rate, alone and during tenant A's burst. */

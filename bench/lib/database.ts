@@ -72,7 +72,11 @@ export interface BacklogShare {
  * newId. Ends with ANALYZE: a production table has statistics from autovacuum, a table filled in
  * seconds does not yet.
  */
-export async function insertBacklog(db: Knex, tenantId: string, shares: BacklogShare[], payloadBytes: number): Promise<number> {
+/**
+ * `traced`: each event carries a sampled trace context, as events accepted with tracing on do, so
+ * their attempts make spans.
+ */
+export async function insertBacklog(db: Knex, tenantId: string, shares: BacklogShare[], payloadBytes: number, opts: { traced?: boolean } = {}): Promise<number> {
   const events = Math.max(0, ...shares.map((s) => s.count));
   const batch = 5_000;
   const firstAt = Date.now() - events;
@@ -104,9 +108,11 @@ export async function insertBacklog(db: Knex, tenantId: string, shares: BacklogS
     }
     await db.transaction(async (trx) => {
       await trx.raw(
-        `INSERT INTO events (id, tenant_id, origin, type, body, created_at)
-         SELECT e.id, ?, 'api', 'order.created', e.body, e.at FROM unnest(?::text[], ?::text[], ?::timestamptz[]) AS e(id, body, at)`,
-        [tenantId, eventIds, bodies, times],
+        `INSERT INTO events (id, tenant_id, origin, type, body, created_at, trace_parent)
+         SELECT e.id, ?, 'api', 'order.created', e.body, e.at,
+                CASE WHEN ?::boolean THEN '00-' || md5(e.id) || '-' || left(md5(e.id || 'fan-out'), 16) || '-01' END
+           FROM unnest(?::text[], ?::text[], ?::timestamptz[]) AS e(id, body, at)`,
+        [tenantId, opts.traced ?? false, eventIds, bodies, times],
       );
       await trx.raw(
         `INSERT INTO deliveries (id, tenant_id, event_id, endpoint_id, status, next_attempt_at, deadline_at, created_at, updated_at)

@@ -14,6 +14,7 @@ export interface LatestJson {
   fairness: { ratio: number };
   storage: { bytesPerEvent: number };
   retention: { dropMsPerMillion: number; deleteMsPerMillion: number };
+  tracing: { overheadRatio: number };
   machine: { cpus: number; node: number; postgres: number; redis: number };
 }
 
@@ -69,6 +70,9 @@ export function summaryRows(r: Partial<LatestJson>): Row[] {
   if (r.retention) {
     rows.push({ measure: 'retention ms per 1M attempts, partition drop', value: fmt(r.retention.dropMsPerMillion, 1), floor: '', target: '', met: undefined });
     rows.push({ measure: 'retention ms per 1M attempts, DELETE', value: fmt(r.retention.deleteMsPerMillion, 0), floor: '', target: '', met: undefined });
+  }
+  if (r.tracing) {
+    rows.push({ measure: 'tracing overhead (off / on at ratio 1.0)', value: fmt(r.tracing.overheadRatio, 3), floor: '', target: '≤ 1.15', met: check(r.tracing.overheadRatio, (v) => v <= 1.15) });
   }
   return rows;
 }

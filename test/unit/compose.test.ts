@@ -176,6 +176,27 @@ describe('docker-compose.yml', () => {
   });
 });
 
+describe('traces in docker-compose.yml', () => {
+  const tempoConfig = yamlFile('grafana/tempo/tempo.yml');
+  const tempoSources = yamlFile('grafana/provisioning/datasources/tempo.yml').datasources;
+
+  it('the app exports to the OTLP port Tempo receives on', () => {
+    const otlp = tempoConfig.distributor.receivers.otlp.protocols.http.endpoint as string;
+    for (const name of ['api', 'worker']) {
+      const endpoint = envOf(services[name]).OTEL_EXPORTER_OTLP_ENDPOINT!;
+      expect(endpoint).toBe(`\${OTEL_EXPORTER_OTLP_ENDPOINT-http://tempo:${otlp.split(':').at(-1)}}`);
+    }
+    expect(hostPathFor(services.tempo, '/etc/tempo/tempo.yml')).toBe(join(root, 'grafana/tempo/tempo.yml'));
+  });
+
+  it("Grafana reads Tempo where it serves, and Prometheus' exemplars link to it", () => {
+    expect(tempoSources).toEqual([expect.objectContaining({ uid: 'tempo', type: 'tempo', url: `http://tempo:${tempoConfig.server.http_listen_port}` })]);
+    const prometheus = yamlFile('grafana/provisioning/datasources/prometheus.yml').datasources[0];
+    expect(prometheus.jsonData.exemplarTraceIdDestinations).toEqual([{ name: 'trace_id', datasourceUid: 'tempo' }]);
+    expect(services.prometheus.command).toContain('--enable-feature=exemplar-storage');
+  });
+});
+
 describe('Dockerfile', () => {
   const dockerfile = read('Dockerfile');
 
