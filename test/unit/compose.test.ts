@@ -280,6 +280,8 @@ describe('alert rules and runbook', () => {
       'WebhookInboundSignatureRejections',
       'WebhookIntakeAvailabilityBudgetFastBurn',
       'WebhookIntakeAvailabilityBudgetSlowBurn',
+      'WebhookReadReplicaLagging',
+      'WebhookReadsFallingBack',
     ]);
   });
 
