@@ -87,10 +87,23 @@ async function removeLeftovers(): Promise<void> {
     if (existsSync(join(dir, 'data', 'postmaster.pid'))) await asPostgres('pg_ctl', ['-D', join(dir, 'data'), '-m', 'immediate', '-w', 'stop']).catch(() => undefined);
     await rm(dir, { recursive: true, force: true });
   }
-  const slots = await onPrimary<{ slot_name: string }>('select slot_name from pg_replication_slots where slot_name like $1 and not active', [`${slotPrefix}%`]);
+  const slots = await onPrimary<{ slot_name: string }>('select slot_name from pg_replication_slots where slot_name like $1', [`${slotPrefix}%`]);
   for (const { slot_name } of slots) {
-    const owner = Number(/^whr_standby_(\d+)_/.exec(slot_name)?.[1] ?? 0);
-    if (owner === 0 || gone(owner)) await onPrimary('select pg_drop_replication_slot($1)', [slot_name]).catch(() => undefined);
+    if (gone(Number(/^whr_standby_(\d+)_/.exec(slot_name)?.[1] ?? 0))) await dropSlot(slot_name);
+  }
+}
+
+/** Drops a slot once its standby's WAL sender has exited (it stays active for a moment after the stop). */
+async function dropSlot(slot: string): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline) {
+    const [row] = await onPrimary<{ active: boolean }>('select active from pg_replication_slots where slot_name = $1', [slot]);
+    if (!row) return;
+    if (!row.active) {
+      await onPrimary('select pg_drop_replication_slot($1)', [slot]).catch(() => undefined);
+      continue;
+    }
+    await new Promise((r) => setTimeout(r, 100));
   }
 }
 
@@ -143,7 +156,7 @@ export async function startStandby(): Promise<Standby> {
   const destroy = async () => {
     if (existsSync(join(data, 'postmaster.pid'))) await asPostgres('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']).catch(() => undefined);
     await rm(dir, { recursive: true, force: true });
-    await onPrimary('select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = $1', [slot]).catch(() => undefined);
+    await dropSlot(slot);
   };
   try {
     await ownedByPostgres(dir);
