@@ -101,7 +101,10 @@ export class ReadReplica {
     try {
       return await work(this.#replica);
     } catch (err) {
-      // The handler's own answer (a 404 for a row the replica does not have yet) is the answer.
+      // The replica can only be behind, so its "not found" may mean "not yet": the primary confirms
+      // it, and a row created a moment ago is never reported missing. This is consistency, not a
+      // fallback: nothing is counted.
+      if (err instanceof AppError && err.status === 404) return work(this.#primary);
       if (err instanceof AppError || !isStorageUnavailable(err)) throw err;
       const lost = isConnectionLoss(err);
       this.#opts.onFallback?.(lost ? 'unreachable' : 'error');

@@ -132,12 +132,36 @@ describe('reads on a read replica', () => {
     };
     const readOnly = await link(['read']);
     const manage = await link(['read', 'manage']);
+    const id = await createEndpoint('before');
+    await eventually(async () => (await listedEndpointIds()).includes(id), 'the endpoint replicated');
+    const description = async (token: string) => {
+      const res = await t.call('GET', `/v1/endpoints/${id}`, { token });
+      expect(res.status, res.text).toBe(200);
+      return res.body.description as string;
+    };
     await pauseReplay();
     try {
-      const id = await createEndpoint('seen by links');
-      // The replica's 404 is its answer, not a failure to retry on the primary.
-      expect((await t.call('GET', `/v1/endpoints/${id}`, { token: readOnly })).status).toBe(404);
-      expect((await t.call('GET', `/v1/endpoints/${id}`, { token: manage })).status).toBe(200);
+      const changed = await tenant.call('PATCH', `/v1/endpoints/${id}`, { body: { description: 'after' } });
+      expect(changed.status, changed.text).toBe(200);
+      expect(await description(readOnly)).toBe('before');
+      expect(await description(manage)).toBe('after');
+    } finally {
+      await resumeReplay();
+    }
+    expect(await fallbacks('lag') + (await fallbacks('unreachable')) + (await fallbacks('error'))).toBe(0);
+  });
+
+  it('confirms on the primary what the replica does not have yet, instead of answering 404', async () => {
+    await pauseReplay();
+    try {
+      const id = await createEndpoint('just created');
+      expect(await listedEndpointIds()).not.toContain(id);
+      // Statistics read the replica, which has no such endpoint yet: the primary confirms it exists.
+      const stats = await tenant.call('GET', `/v1/endpoints/${id}/stats`);
+      expect(stats.status, stats.text).toBe(200);
+      expect(stats.body.attempts).toBe(0);
+      // An id that exists nowhere is still 404.
+      expect((await tenant.call('GET', '/v1/endpoints/ep_00000000000000000000000000/stats')).status).toBe(404);
     } finally {
       await resumeReplay();
     }
