@@ -68,10 +68,6 @@ export class ReadReplica {
     this.#replica = opts.replica;
   }
 
-  get configured(): boolean {
-    return this.#replica !== undefined;
-  }
-
   /** Samples once (so the first reads already know the replica's state), then every interval. */
   async start(): Promise<void> {
     if (!this.#replica) return;
