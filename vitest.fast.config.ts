@@ -26,6 +26,7 @@ export const slowFiles: Record<string, string> = {
   'test/integration/backup-drill.test.ts': 'pg_dump and pg_restore of a delivering platform, then a second platform',
   'test/integration/settings-during-drain.test.ts': 'drains backlogs through slow receivers, seconds each, by design',
   'test/integration/endpoint-pause.test.ts': 'holds a backlog paused for 10 s by design',
+  'test/integration/read-replica.test.ts': 'starts a hot standby (pg_basebackup, pg_ctl) and waits out the replica lag limit by design',
 };
 
 /**

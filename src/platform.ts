@@ -20,6 +20,7 @@ import { Retention } from './ops/retention.js';
 import { coalesced } from './infra/coalesce.js';
 import { createDb } from './infra/db.js';
 import { createLogger } from './infra/logger.js';
+import { ReadReplica } from './infra/read-replica.js';
 import { connectRedis, type RedisClient } from './infra/redis.js';
 import { metrics, setBacklogSource } from './metrics/registry.js';
 import { backlogSnapshot } from './store/backlog-store.js';
@@ -65,6 +66,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   // the name, so the channel needs no hash tag.
   const wakeChannel = `${prefix}:wake`;
   const { db, redis, box, retention } = await openStorage(config, role, logger);
+  const reads = await openReadReplica(config, role, db, logger);
 
   // New work wakes this process's dispatcher directly, or (api role) the workers through Redis. An api
   // process announces at most once per Redis round trip: a worker's admission round takes everything
@@ -77,13 +79,13 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
 
   const maxAge = config.retry.maxEventAgeSeconds;
   const intake = new IntakeService({ db, box, defaultMaxAgeSeconds: maxAge, batching: config.intakeBatching, fannedOut: (r) => lifecycle.fannedOut(r) });
-  const app = createApp({ config, platformDb: db, redis, box, intake, logger, lifecycle }, { opsOnly: role === 'worker', portalAssetsDir: opts.portalAssetsDir });
+  const app = createApp({ config, platformDb: db, reads, redis, box, intake, logger, lifecycle }, { opsOnly: role === 'worker', portalAssetsDir: opts.portalAssetsDir });
   const polling = role === 'api' ? undefined : buildReconciler(opts, { db, box, intake, logger });
 
   const server = createHttpServer(config, app);
   server.listen(config.port, '0.0.0.0');
   const listenFailure = await once(server, 'listening').then(() => undefined, (err: unknown) => err);
-  const stop = shutdown({ server, dispatcher, reconciler: polling?.reconciler, reconcileClient: polling?.client, retention, subscriber, redis, db });
+  const stop = shutdown({ server, dispatcher, reconciler: polling?.reconciler, reconcileClient: polling?.client, retention, subscriber, redis, reads, db });
   if (listenFailure !== undefined) {
     // Everything built so far is let go of, so the process can exit with the one line below.
     await stop();
@@ -121,6 +123,24 @@ async function openStorage(config: Config, role: Role, logger: Logger) {
   await retention.ensureAhead();
   retention.start({ remove: role !== 'api' });
   return { db, redis, box, retention };
+}
+
+/**
+ * The read replica (DATABASE_READ_URL) for the API's reads that tolerate lag, with its lag sampler.
+ * The worker role serves no such reads, so it opens no replica pool.
+ */
+async function openReadReplica(config: Config, role: Role, db: Knex, logger: Logger): Promise<ReadReplica> {
+  const settings = role === 'worker' ? undefined : config.readReplica;
+  const reads = new ReadReplica({
+    primary: db,
+    replica: settings && createDb({ url: settings.url, poolMax: config.dbPoolMax, logger }),
+    maxLagSeconds: settings?.maxLagSeconds ?? 0,
+    logger,
+    onLag: (seconds) => metrics.readReplicaLag.set(seconds),
+    onFallback: (reason) => metrics.readFallbacks.inc({ reason }),
+  });
+  await reads.start();
+  return reads;
 }
 
 /** The delivery lifecycle with its side effects: metrics, operational events, wake-ups. */
@@ -224,9 +244,10 @@ function shutdown(parts: {
   retention: Retention;
   subscriber?: RedisClient;
   redis: RedisClient;
+  reads: ReadReplica;
   db: Knex;
 }): () => Promise<void> {
-  const { server, dispatcher, reconciler, reconcileClient, retention, subscriber, redis, db } = parts;
+  const { server, dispatcher, reconciler, reconcileClient, retention, subscriber, redis, reads, db } = parts;
   let stopping: Promise<void> | undefined;
   return () =>
     (stopping ??= (async () => {
@@ -246,6 +267,7 @@ function shutdown(parts: {
       await closed;
       setBacklogSource(undefined);
       await redis.quit().catch(() => undefined);
+      await reads.stop();
       await db.destroy();
     })());
 }

@@ -41,7 +41,7 @@ export function createApp(ctx: ApiContext, opts: { opsOnly?: boolean; portalAsse
     none: [],
     link: [json],
     admin: [adminAuth(ctx.config.adminToken), json],
-    tenant: [tenantAuth(ctx.platformDb, ctx.config.adminToken), tenantRateLimit(ctx.redis, ctx.config.tenantRateLimitPerSecond, ctx.config.queuePrefix), json],
+    tenant: [tenantAuth(ctx.platformDb, ctx.config.adminToken, ctx.reads), tenantRateLimit(ctx.redis, ctx.config.tenantRateLimitPerSecond, ctx.config.queuePrefix), json],
     signature: [inboundMetrics(ctx.intake), inboundRawBody(ctx.config.maxBodyBytes)],
   });
   if (!opts.opsOnly) {

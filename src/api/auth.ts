@@ -5,6 +5,7 @@ import { unauthorized } from '../domain/errors.js';
 import { hashSecretToken } from '../domain/secret-token.js';
 import { API_KEY_PREFIX, findApiKey } from '../store/api-keys-store.js';
 import { PORTAL_SESSION_PREFIX, resolvePortalSession } from '../store/portal-sessions-store.js';
+import type { ReadReplica } from '../infra/read-replica.js';
 import { TenantScope } from '../store/tenant-scope.js';
 import type { Middleware } from './route.js';
 
@@ -58,11 +59,11 @@ function cachedKeys(platformDb: Knex): (token: string) => Promise<ApiKey | undef
  * Resolves the API key to its tenant and hands the route a scope that only sees that tenant. The
  * admin token is refused here with a message that says so: it administers tenants, it is not one.
  */
-export function tenantAuth(platformDb: Knex, adminToken: string): Middleware {
+export function tenantAuth(platformDb: Knex, adminToken: string, reads?: ReadReplica): Middleware {
   const lookUp = cachedKeys(platformDb);
   return (req: Request, res: Response, next) => {
     const token = bearer(req);
-    if (token?.startsWith(PORTAL_SESSION_PREFIX)) return portalSession(platformDb, token, res, next);
+    if (token?.startsWith(PORTAL_SESSION_PREFIX)) return portalSession(platformDb, token, res, next, reads);
     if (!token || !token.startsWith(API_KEY_PREFIX)) {
       const adminTokenSent = token !== undefined && constantTimeEqual(token, adminToken);
       return next(
@@ -76,7 +77,7 @@ export function tenantAuth(platformDb: Knex, adminToken: string): Middleware {
     lookUp(token).then(
       (key) => {
         if (!key) return next(unauthorized('API key is not valid'));
-        res.locals.scope = new TenantScope(platformDb, key.tenantId, { type: 'api_key', id: key.keyId });
+        res.locals.scope = new TenantScope(platformDb, key.tenantId, { type: 'api_key', id: key.keyId }, undefined, reads);
         next();
       },
       (err: unknown) => next(err),
@@ -89,11 +90,11 @@ export function tenantAuth(platformDb: Knex, adminToken: string): Middleware {
  * answers 401 on its very next request. The scope carries the session's restriction; route.ts
  * refuses the routes a session may not call and every write of a read-only session.
  */
-function portalSession(platformDb: Knex, token: string, res: Response, next: (err?: unknown) => void): void {
+function portalSession(platformDb: Knex, token: string, res: Response, next: (err?: unknown) => void, reads?: ReadReplica): void {
   resolvePortalSession(platformDb, token).then(
     (found) => {
       if (found instanceof Error) return next(found);
-      res.locals.scope = new TenantScope(platformDb, found.tenantId, { type: 'portal_session', id: found.restriction.sessionId }, found.restriction);
+      res.locals.scope = new TenantScope(platformDb, found.tenantId, { type: 'portal_session', id: found.restriction.sessionId }, found.restriction, reads);
       next();
     },
     (err: unknown) => next(err),

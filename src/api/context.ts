@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/index.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import type { DeliveryLifecycle } from '../delivery/index.js';
+import type { ReadReplica } from '../infra/read-replica.js';
 import type { RedisClient } from '../infra/redis.js';
 import type { IntakeService } from '../inbound/intake-service.js';
 
@@ -14,6 +15,8 @@ export interface ApiContext {
    * work use it; tenant routes get a TenantScope instead.
    */
   platformDb: Knex;
+  /** Where reads that tolerate lag go (the read replica, or the primary); absent, every read is on the primary. */
+  reads?: ReadReplica;
   redis: RedisClient;
   box: SecretBox;
   intake: IntakeService;

@@ -3,6 +3,7 @@ import type { OpenAPIRegistry, ResponseConfig, RouteConfig } from '@asteasolutio
 import { z, type ZodType } from 'zod';
 import { forbidden, ValidationError, type Problem } from '../domain/errors.js';
 import type { PortalCapability } from '../domain/portal.js';
+import type { ReadTolerance } from '../domain/read-consistency.js';
 import { stringifyJson } from '../domain/raw-json.js';
 import type { TenantScope } from '../store/tenant-scope.js';
 import { errorSchema } from './schemas.js';
@@ -56,6 +57,12 @@ export interface RouteSpec<B extends ZodType, Q extends ZodType, P extends ZodTy
    * signing secret can forge its webhooks, which is more than looking.
    */
   portalCapability?: PortalCapability;
+  /**
+   * How stale this route's answer may be (src/domain/read-consistency.ts): declared, the handler
+   * runs on the read replica when the replica is fresh enough. Only for handlers that write
+   * nothing. Absent: the primary. Listed per route in docs/api.md.
+   */
+  reads?: ReadTolerance;
 }
 
 export type PortalAccess = 'scoped' | 'tenant-wide';
@@ -199,15 +206,18 @@ export class ApiRoutes {
       };
       const problems = Object.values(parts).flatMap((part) => part.problems);
       if (problems.length > 0) throw new ValidationError(problems);
-      const reply = await handler({
-        req,
-        res,
-        body: parts.body.data as z.output<B>,
-        query: parts.query.data as z.output<Q>,
-        params: parts.params.data as z.output<P>,
-        headers: parts.headers.data as z.output<H>,
-        scope: res.locals.scope as TenantScope,
-      });
+      const run = (scope: TenantScope) =>
+        handler({
+          req,
+          res,
+          body: parts.body.data as z.output<B>,
+          query: parts.query.data as z.output<Q>,
+          params: parts.params.data as z.output<P>,
+          headers: parts.headers.data as z.output<H>,
+          scope,
+        });
+      const scope = res.locals.scope as TenantScope | undefined;
+      const reply = spec.reads && scope ? await scope.forReads(spec.reads, run) : await run(scope as TenantScope);
       if (res.headersSent) return; // the handler streamed its own answer (e.g. /metrics)
       for (const [name, value] of Object.entries(reply.headers ?? {})) res.setHeader(name, value);
       if (reply.body === undefined) res.status(reply.status).end();
@@ -235,6 +245,7 @@ export class ApiRoutes {
     this.registry.registerPath({
       ...(spec.auth === 'tenant' ? { 'x-portal-session': spec.portal ?? 'refused' } : {}),
       ...(spec.auth === 'tenant' && spec.portal ? { 'x-portal-capability': portalCapabilityOf(spec) } : {}),
+      ...(spec.reads ? { 'x-reads': spec.reads } : {}),
       method: spec.method,
       path: spec.path.replace(/:([A-Za-z]+)/g, '{$1}'),
       operationId: spec.operationId,

@@ -87,6 +87,10 @@ export const envSchema = z.object({
   NODE_ENV: z.enum(['development', 'test', 'production']).default('development'),
   PORT: int(0, 65535).default(3000),
   DATABASE_URL: z.url({ protocol: /^postgres(ql)?$/ }).default('postgres://postgres@127.0.0.1:5432/webhooks'),
+  // A streaming replica of DATABASE_URL for reads that tolerate lag (src/infra/read-replica.ts).
+  DATABASE_READ_URL: z.url({ protocol: /^postgres(ql)?$/ }).optional(),
+  // Past this replay lag, reads meant for the replica go to the primary.
+  READ_REPLICA_MAX_LAG_SECONDS: int(1, 3600).default(5),
   REDIS_URL: z.url({ protocol: /^rediss?$/ }).default('redis://127.0.0.1:6379'),
   // Seed nodes of a Redis Cluster; when set, the platform runs on the cluster instead of REDIS_URL.
   REDIS_CLUSTER_NODES: clusterNodes.optional(),

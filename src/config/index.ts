@@ -18,6 +18,8 @@ export interface Config {
   nodeEnv: ParsedEnv['NODE_ENV'];
   port: number;
   databaseUrl: string;
+  /** A streaming replica for reads that tolerate lag, and the lag past which they go to the primary. */
+  readReplica?: { url: string; maxLagSeconds: number };
   redisUrl: string;
   /** Seed nodes of a Redis Cluster: set, the platform uses the cluster and not `redisUrl`'s host. */
   redisClusterNodes?: ClusterNode[];
@@ -102,6 +104,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     nodeEnv: e.NODE_ENV,
     port: e.PORT,
     databaseUrl: e.DATABASE_URL,
+    readReplica: e.DATABASE_READ_URL === undefined ? undefined : { url: e.DATABASE_READ_URL, maxLagSeconds: e.READ_REPLICA_MAX_LAG_SECONDS },
     redisUrl: e.REDIS_URL,
     redisClusterNodes: e.REDIS_CLUSTER_NODES,
     adminToken: e.ADMIN_TOKEN,

@@ -4,6 +4,7 @@
  */
 import { ATTEMPT_OUTCOMES, DEAD_LETTER_REASONS, type AttemptOutcome, type DeadLetterReason } from '../domain/delivery-status.js';
 import { INTAKE_OUTCOMES } from '../domain/events.js';
+import { READ_FALLBACK_REASONS, type ReadFallbackReason } from '../domain/read-consistency.js';
 import { PROXY_FAILURE_REASONS, type ProxyFailureReason } from '../domain/retry-policy.js';
 import { RETAINED_TABLES, type RetainedTable } from '../domain/retention.js';
 import { SOURCE_TYPES, type SourceType } from '../domain/sources.js';
@@ -13,7 +14,7 @@ import { SOURCE_TYPES, type SourceType } from '../domain/sources.js';
 // ---------------------------------------------------------------------------------------------
 
 /** Defined in domain/; re-exported because these lists are the metrics' label sets. */
-export { ATTEMPT_OUTCOMES, DEAD_LETTER_REASONS, SOURCE_TYPES, type AttemptOutcome, type DeadLetterReason, type SourceType };
+export { ATTEMPT_OUTCOMES, DEAD_LETTER_REASONS, READ_FALLBACK_REASONS, SOURCE_TYPES, type AttemptOutcome, type DeadLetterReason, type ReadFallbackReason, type SourceType };
 
 /**
  * Outcome of one inbound callback (one link of the provider retry chain).
@@ -58,6 +59,8 @@ export const METRIC_NAMES = {
   pausedEndpoints: 'webhook_endpoints_paused',
   retentionRemoved: 'webhook_retention_removed_total',
   egressProxyFailures: 'webhook_egress_proxy_failures_total',
+  readReplicaLag: 'webhook_read_replica_lag_seconds',
+  readFallbacks: 'webhook_read_fallbacks_total',
 } as const;
 
 // ---------------------------------------------------------------------------------------------

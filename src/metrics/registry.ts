@@ -18,6 +18,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { traceIds, type Span } from '../infra/tracing.js';
 import { ATTEMPT_OUTCOMES, DEAD_LETTER_REASONS, type AttemptOutcome, type DeadLetterReason } from '../domain/delivery-status.js';
 import { INTAKE_OUTCOMES } from '../domain/events.js';
+import { READ_FALLBACK_REASONS, type ReadFallbackReason } from '../domain/read-consistency.js';
 import { PROXY_FAILURE_REASONS, type ProxyFailureReason } from '../domain/retry-policy.js';
 import { RETAINED_TABLES, type RetainedTable } from '../domain/retention.js';
 import { SOURCE_TYPES, type SourceType } from '../domain/sources.js';
@@ -128,6 +129,19 @@ const egressProxyFailuresCounter = new Counter({
   name: METRIC_NAMES.egressProxyFailures,
   help: 'Outbound requests that failed at the egress proxy itself (not counted as attempts), by reason.',
   labelNames: ['reason'] as const,
+  registers: [registry],
+});
+
+const readFallbacksCounter = new Counter({
+  name: METRIC_NAMES.readFallbacks,
+  help: 'Reads meant for the read replica that the primary served instead, by reason (lag, unreachable, error).',
+  labelNames: ['reason'] as const,
+  registers: [registry],
+});
+
+const readReplicaLagGauge = new Gauge({
+  name: METRIC_NAMES.readReplicaLag,
+  help: "Seconds since the oldest primary WAL position this process saw that the read replica has not replayed (0 when caught up). Per process: aggregate with max().",
   registers: [registry],
 });
 
@@ -314,6 +328,9 @@ export const metrics = {
   retentionRemoved: typedCounter<{ table: RetainedTable }>(retentionRemovedCounter),
   /** The egress proxy failed before a target answered (src/outbound/egress-proxy.ts). */
   egressProxyFailures: typedCounter<{ reason: ProxyFailureReason }>(egressProxyFailuresCounter),
+  /** A read that tolerates lag went to the primary (src/infra/read-replica.ts). */
+  readFallbacks: typedCounter<{ reason: ReadFallbackReason }>(readFallbacksCounter),
+  readReplicaLag: { set: (seconds: number): void => readReplicaLagGauge.set(seconds) },
 } as const;
 
 /**
@@ -350,6 +367,7 @@ function initialiseCounters(): void {
   for (const kind of REPLAY_KINDS) replaysCounter.inc({ kind }, 0);
   for (const table of RETAINED_TABLES) retentionRemovedCounter.inc({ table }, 0);
   for (const reason of PROXY_FAILURE_REASONS) egressProxyFailuresCounter.inc({ reason }, 0);
+  for (const reason of READ_FALLBACK_REASONS) readFallbacksCounter.inc({ reason }, 0);
 }
 initialiseCounters();
 

@@ -1,6 +1,8 @@
 import type { Knex } from 'knex';
 import type pg from 'pg';
 import { eventTypePrefix } from '../domain/event-types.js';
+import type { ReadTolerance } from '../domain/read-consistency.js';
+import type { ReadReplica } from '../infra/read-replica.js';
 import { run, type Statement } from '../infra/sql.js';
 
 /** Every table that holds a tenant's rows: reached only through a TenantScope. */
@@ -59,15 +61,33 @@ export interface SessionRestriction {
  */
 export class TenantScope {
   readonly #db: Knex;
+  readonly #reads?: ReadReplica;
 
-  /** `platformDb` is unscoped: only authentication, admin routes and the platform's own jobs hold one. */
+  /**
+   * `platformDb` is unscoped: only authentication, admin routes and the platform's own jobs hold one.
+   * `reads` lets `forReads` move a read to the replica; a scope without it (a transaction's, a
+   * job's) reads where it writes.
+   */
   constructor(
     platformDb: Knex,
     readonly tenantId: string,
     readonly actor: Actor,
     readonly session?: SessionRestriction,
+    reads?: ReadReplica,
   ) {
     this.#db = platformDb;
+    this.#reads = reads;
+  }
+
+  /**
+   * Runs `work` with a scope on the connection this read should use: the read replica or the
+   * primary, as src/infra/read-replica.ts decides from `tolerance`, the caller and the replica's
+   * health. The same tenant, actor and session restriction apply. Only for work that writes nothing.
+   */
+  forReads<T>(tolerance: ReadTolerance, work: (scope: TenantScope) => Promise<T>): Promise<T> {
+    if (!this.#reads) return work(this);
+    const canWrite = this.session === undefined || this.session.manage;
+    return this.#reads.read(tolerance, { canWrite }, (db) => work(new TenantScope(db, this.tenantId, this.actor, this.session)));
   }
 
   /** The tenant's rows of `table`, narrowed to a portal session's view when there is one. */

@@ -301,6 +301,8 @@ describe('alert rules and runbook', () => {
       'WebhookInboundSignatureRejections',
       'WebhookIntakeAvailabilityBudgetFastBurn',
       'WebhookIntakeAvailabilityBudgetSlowBurn',
+      'WebhookReadReplicaLagging',
+      'WebhookReadsFallingBack',
     ]);
   });
 

@@ -28,6 +28,7 @@ export function apiKeyRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       method: 'get',
       path: '/v1/api-keys',
       operationId: 'listApiKeys',
+      reads: 'replica',
       summary: "List this tenant's live API keys (never the keys themselves)",
       tag: 'api-keys',
       auth: 'tenant',

@@ -53,6 +53,7 @@ export function endpointInsightRoutes(routes: ApiRoutes, ctx: ApiContext): void 
       method: 'get',
       path: '/v1/endpoints/:id/stats',
       operationId: 'getEndpointStats',
+      reads: 'replica',
       summary: "Attempts, outcomes, latency percentiles and an hourly series of the endpoint's attempts in a window (the last 24 h by default)",
       tag,
       auth: 'tenant',

@@ -99,6 +99,7 @@ export function portalSessionRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       method: 'get',
       path: '/v1/portal-sessions',
       operationId: 'listPortalSessions',
+      reads: 'replica',
       summary: "List this tenant's portal sessions (never their tokens)",
       tag,
       auth: 'tenant',

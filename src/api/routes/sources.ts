@@ -40,6 +40,7 @@ export function sourceRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       method: 'get',
       path: '/v1/sources',
       operationId: 'listSources',
+      reads: 'replica',
       summary: 'List sources',
       tag: 'sources',
       auth: 'tenant',
