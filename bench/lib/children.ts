@@ -167,7 +167,9 @@ export async function startPlatform(
     nodeArgs,
     runtime,
     env: {
-      NODE_ENV: 'production',
+      // Not `production`: it accepts https endpoint URLs only, and the bench's receivers (like its
+      // floors) speak plain http on loopback. Nothing else the platform does depends on it.
+      NODE_ENV: 'development',
       PORT: String(port),
       DATABASE_URL: settings.databaseUrl,
       REDIS_URL: settings.redisUrl,
