@@ -5,8 +5,8 @@ import type { Knex } from 'knex';
  * hour later, or by another worker, joins the trace its event started:
  * - events.trace_parent: the event's fan-out span, written when it was accepted with tracing on and
  *   sampled; null otherwise, and then its attempts are not traced (the decision is made once);
- * - deliveries.trace_parent: set by a replay or a backfill, whose attempts belong to that request's
- *   own trace (linked to the event's);
+ * - deliveries.trace_parent: set by a replay, whose attempts belong to the replay's own trace
+ *   (linked to the event's);
  * - endpoints.propagate_trace_context: the endpoint asked for a `traceparent` on its requests.
  * Nullable columns without a default: adding them rewrites nothing.
  */

@@ -144,6 +144,8 @@ export const benchConfig = {
   tracing: {
     /** Alternating off/on pairs of each measurement. */
     rounds: int('BENCH_TRACING_ROUNDS', 2),
+    /** The sampler of the "on" side; tracing.overheadRatio is defined at a ratio of 1.0. */
+    sampler: { name: str('BENCH_TRACING_SAMPLER', 'parentbased_traceidratio'), arg: str('BENCH_TRACING_SAMPLER_ARG', '1.0') },
     connections: int('BENCH_TRACING_CONNECTIONS', 50),
     warmupSeconds: int('BENCH_TRACING_WARMUP_SECONDS', 3),
     intakeSeconds: int('BENCH_TRACING_INTAKE_SECONDS', 8),

@@ -15,11 +15,15 @@ export interface TracingResult {
   details: Record<string, unknown>;
 }
 
-/** Tracing on, every event sampled, exported over OTLP/HTTP to `sinkUrl` (only OTEL_* variables). */
-const tracingEnv = (sinkUrl: string) => ({
+/**
+ * Tracing on, exported over OTLP/HTTP to `sinkUrl` (only OTEL_* variables): by default every event
+ * sampled (BENCH_TRACING_SAMPLER and _ARG change it, e.g. always_off for the cost of tracing that
+ * keeps nothing).
+ */
+const tracingEnv = (sinkUrl: string, sampler: { name: string; arg: string }) => ({
   OTEL_EXPORTER_OTLP_ENDPOINT: sinkUrl,
-  OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
-  OTEL_TRACES_SAMPLER_ARG: '1.0',
+  OTEL_TRACES_SAMPLER: sampler.name,
+  OTEL_TRACES_SAMPLER_ARG: sampler.arg,
 });
 
 /**
@@ -53,7 +57,7 @@ export async function runTracing(ctx: BenchContext): Promise<TracingResult> {
     const dispatch = { off: [] as number[], on: [] as number[] };
     for (let round = 0; round < cfg.rounds; round++) {
       for (const mode of ['off', 'on'] as const) {
-        const env = mode === 'on' ? tracingEnv(sink.url) : {};
+        const env = mode === 'on' ? tracingEnv(sink.url, cfg.sampler) : {};
         intake[mode].push(await intakeRate(ctx, env, round * 2 + (mode === 'on' ? 1 : 0)));
         ctx.log(`tracing: intake ${mode} ${Math.round(intake[mode].at(-1)!)}/s`);
         dispatch[mode].push(await dispatchRate(ctx, env));
@@ -66,7 +70,7 @@ export async function runTracing(ctx: BenchContext): Promise<TracingResult> {
     return {
       overheadRatio: round(Math.max(intakeRatio, dispatchRatio), 3),
       details: {
-        sampler: 'parentbased_traceidratio 1.0',
+        sampler: `${cfg.sampler.name} ${cfg.sampler.arg}`,
         intakeRatio: round(intakeRatio, 3),
         dispatchRatio: round(dispatchRatio, 3),
         intakeRps: { off: intake.off.map((r) => round(r)), on: intake.on.map((r) => round(r)) },

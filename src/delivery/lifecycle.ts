@@ -148,14 +148,12 @@ export class DeliveryLifecycle {
    * like a bulk replay; answers the job to follow at GET /v1/replays/:id, or why not.
    */
   async backfill(scope: TenantScope, endpointId: string, request: BackfillRequest, pacing: BackfillPacing) {
-    return inSpan('webhook.backfill', { 'webhook.endpoint_id': endpointId }, async (span) => {
-      const traceParent = storedTraceParent(span);
-      const started = await startBackfill(scope, endpointId, request, pacing, (trx, rows) =>
-        insertBackfillDeliveries(trx, { ...rows, tenantId: scope.tenantId, ratePerSecond: pacing.ratePerSecond, defaultMaxAgeSeconds: pacing.defaultMaxAgeSeconds, traceParent }),
-      );
-      if (typeof started !== 'string' && started.total > 0) this.effects.newWork();
-      return started;
-    });
+    // A backfill is a late fan-out of old events to one endpoint: its attempts join each event's own trace.
+    const started = await startBackfill(scope, endpointId, request, pacing, (trx, rows) =>
+      insertBackfillDeliveries(trx, { ...rows, tenantId: scope.tenantId, ratePerSecond: pacing.ratePerSecond, defaultMaxAgeSeconds: pacing.defaultMaxAgeSeconds }),
+    );
+    if (typeof started !== 'string' && started.total > 0) this.effects.newWork();
+    return started;
   }
 
   private replayed(kind: 'single' | 'bulk', count: number): void {

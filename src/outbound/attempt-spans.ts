@@ -1,6 +1,6 @@
 /**
  * The spans of delivery attempts, across the queue hop: each attempt is a `webhook.attempt` span
- * whose parent is the span stored with its work (the event's fan-out, or a replay's request), so an
+ * whose parent is the span stored with its work (the event's fan-out, or a replay's), so an
  * attempt made by any worker, now or an hour later, joins that trace. Inside it, the outbound
  * request is an HTTP CLIENT span named by the HTTP semantic conventions.
  *
@@ -10,12 +10,14 @@
 import type { Knex } from 'knex';
 import type { ClaimedDelivery } from '../delivery/index.js';
 import { Batcher } from '../infra/batcher.js';
+import { RecentMap } from '../infra/recent.js';
 import { contextUnder, failSpan, remoteSpanContext, SpanKind, startSpan, toTraceParent, type Span } from '../infra/tracing.js';
 import { readTraceParents } from '../store/trace-parents-store.js';
 
 interface Wanted {
   eventId: string;
-  deliveryId: string;
+  /** Only a replayed delivery has a context of its own. */
+  deliveryId?: string;
 }
 
 interface Found {
@@ -23,12 +25,15 @@ interface Found {
   delivery: string | null;
 }
 
+/** Events' contexts kept by id: they never change, and an event's deliveries are made close together. */
+const eventContextsKept = 10_000;
+
 /**
- * Reads stored trace contexts, many attempts' in one statement (group commit, as intake does). A
- * delivery's own context (a replay's or a backfill's) is read every time: the claim does not say
- * which deliveries have one.
+ * Reads stored trace contexts, many attempts' in one statement (group commit, as intake does), and
+ * keeps each event's, so an event's other deliveries and retries read nothing.
  */
 export class TraceParents {
+  private readonly events = new RecentMap<string | null>(eventContextsKept);
   private readonly reads: Batcher<Wanted, Found>;
 
   constructor(db: Knex) {
@@ -36,14 +41,25 @@ export class TraceParents {
       maxBatch: 256,
       maxInFlight: 2,
       run: async (items) => {
-        const found = await readTraceParents(db, [...new Set(items.map((i) => i.eventId))], items.map((i) => i.deliveryId));
-        return items.map((i) => ({ event: found.events.get(i.eventId) ?? null, delivery: found.deliveries.get(i.deliveryId) ?? null }));
+        const found = await readTraceParents(
+          db,
+          [...new Set(items.map((i) => i.eventId))],
+          items.flatMap((i) => (i.deliveryId ? [i.deliveryId] : [])),
+        );
+        return items.map((i) => {
+          const event = found.events.get(i.eventId) ?? null;
+          this.events.set(i.eventId, event);
+          return { event, delivery: i.deliveryId ? (found.deliveries.get(i.deliveryId) ?? null) : null };
+        });
       },
     });
   }
 
-  of(claimed: ClaimedDelivery): Promise<Found> {
-    return this.reads.submit({ eventId: claimed.event_id, deliveryId: claimed.id });
+  async of(claimed: ClaimedDelivery): Promise<Found> {
+    const replayed = claimed.replayed_at !== null;
+    const event = this.events.get(claimed.event_id);
+    if (event !== undefined && !replayed) return { event, delivery: null };
+    return this.reads.submit({ eventId: claimed.event_id, ...(replayed && { deliveryId: claimed.id }) });
   }
 }
 

@@ -23,8 +23,6 @@ export interface BackfillRows {
   /** One TypeID per event (made in TypeScript: ids made in SQL are not monotonic). */
   deliveryIds: string[];
   ratePerSecond: number;
-  /** The backfill's span: its deliveries' attempts join that trace (null when it is not traced). */
-  traceParent: string | null;
   /** MAX_EVENT_AGE_SECONDS, when the endpoint's retryPolicy sets none. */
   defaultMaxAgeSeconds: number;
 }
@@ -39,13 +37,13 @@ export async function insertBackfillDeliveries(trx: Knex.Transaction, rows: Back
   const start = 'now() + make_interval(secs => o.ord / :rate::float8)';
   const { rows: written } = await trx.raw<{ rows: Array<{ id: string }> }>(
     `INSERT INTO deliveries (id, tenant_id, event_id, endpoint_id, status, next_trigger, next_attempt_at, deadline_at,
-                             order_key, order_hint, order_seq, replay_id, trace_parent, created_at, updated_at)
+                             order_key, order_hint, order_seq, replay_id, created_at, updated_at)
      SELECT o.delivery_id, ev.tenant_id, ev.id, ep.id, 'pending', 'initial', ${start},
             ${start} + make_interval(secs => coalesce((ep.retry_policy->>'maxEventAgeSeconds')::int, :maxAge)),
             CASE WHEN ep.ordering = 'per-message' AND ev.message_id IS NOT NULL THEN coalesce(ev.source_id, 'api') || ':' || ev.message_id END,
             CASE WHEN ep.ordering = 'per-message' AND ev.message_id IS NOT NULL THEN ev.provider_sequence END,
             CASE WHEN ep.ordering = 'per-message' AND ev.message_id IS NOT NULL THEN ev.seq END,
-            :replayId, :traceParent, now(), now()
+            :replayId, now(), now()
        FROM unnest(:eventIds::text[], :deliveryIds::text[]) WITH ORDINALITY AS o(event_id, delivery_id, ord)
        JOIN events ev ON ev.id = o.event_id AND ev.tenant_id = :tenantId
        JOIN endpoints ep ON ep.id = :endpointId AND ep.tenant_id = :tenantId
@@ -58,7 +56,6 @@ export async function insertBackfillDeliveries(trx: Knex.Transaction, rows: Back
       rate: rows.ratePerSecond,
       maxAge: rows.defaultMaxAgeSeconds,
       replayId: rows.replayId,
-      traceParent: rows.traceParent,
       tenantId: rows.tenantId,
       endpointId: rows.endpointId,
     },
