@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { renderMetrics } from '../../src/metrics/registry.js';
+import { renderMetrics, resetMetrics } from '../../src/metrics/registry.js';
 import { createDeliveryClient, type DeliveryClient } from '../../src/outbound/http-client.js';
 import { closedPort, createEndpoint, metricValue, publishMany, rawServer } from '../helpers/dispatch.js';
 import { createTestDatabase } from '../helpers/database.js';
@@ -166,6 +166,8 @@ async function expectEachOnceFirstTime(t: TestPlatform, r: Receiver, endpointId:
 
 describe('a platform behind the proxy (absolute-form for http targets)', () => {
   it('the proxy killed mid-run and started again: every delivery arrives once, no endpoint is charged', async () => {
+    // The counters are per process, and test:fast runs other files in this one: start them at zero.
+    resetMetrics();
     const p = await proxy();
     const r = await receiver();
     const t = await startTestPlatform({ env: { EGRESS_PROXY_URL: p.url } });
