@@ -16,7 +16,15 @@ export async function up(knex: Knex): Promise<void> {
   await knex.raw('ALTER TABLE endpoints ADD COLUMN propagate_trace_context boolean NOT NULL DEFAULT false');
 }
 
+/**
+ * db/functions/publish_event.sql adds an overload that stores trace_parent, beside the signature the
+ * migrations before this one know. The overload goes with the column: migration 20261129000012's
+ * down drops publish_event by name alone, which fails while two exist.
+ */
 export async function down(knex: Knex): Promise<void> {
+  await knex.raw(
+    'DROP FUNCTION IF EXISTS publish_event(text, text[], text, text, text, text, text, text, text, timestamptz, integer, text)',
+  );
   await knex.raw('ALTER TABLE endpoints DROP COLUMN propagate_trace_context');
   await knex.raw('ALTER TABLE deliveries DROP COLUMN trace_parent');
   await knex.raw('ALTER TABLE events DROP COLUMN trace_parent');

@@ -7,12 +7,13 @@
 -- of warning announced for it (failure_warned_percent, raised by the sweep's warnFailing in
 -- src/delivery/endpoint-health.ts), so the next streak is warned from 50 % again. Readers: next_due
 -- (open: nothing starts; half-open, i.e. the cooldown passed with the failures not cleared: one
--- probe at a time) and src/domain/circuit.ts (the state as the API shows it).
+-- probe at a time) and src/domain/circuit.ts (the state as the API shows it). The success that
+-- closes an open circuit sets released_at: what waited behind it was held by the endpoint.
 --
 -- Inputs:  p_endpoint_ids (each endpoint once), p_failure, p_threshold, p_cooldown_seconds.
 -- Outputs: none.
 -- Effects: endpoints.consecutive_failures, failing_since, failure_warned_percent,
---          circuit_open_until. A success on a healthy endpoint writes nothing, so the hot path
+--          circuit_open_until, released_at. A success on a healthy endpoint writes nothing, so the hot path
 --          makes no dead row versions.
 -- Locks:   the endpoints' rows, in id order (an index scan over = ANY sorts its keys), so two
 --          batches of results never deadlock on them.
@@ -26,7 +27,8 @@ BEGIN
     failing_since = CASE WHEN p_failure THEN COALESCE(e.failing_since, now()) ELSE NULL END,
     failure_warned_percent = CASE WHEN p_failure THEN e.failure_warned_percent ELSE NULL END,
     circuit_open_until = CASE WHEN p_failure AND e.consecutive_failures + 1 >= p_threshold
-                              THEN now() + make_interval(secs => p_cooldown_seconds) ELSE NULL END
+                              THEN now() + make_interval(secs => p_cooldown_seconds) ELSE NULL END,
+    released_at = CASE WHEN NOT p_failure AND e.consecutive_failures >= p_threshold THEN now() ELSE e.released_at END
    WHERE e.id = ANY(p_endpoint_ids)
      AND (p_failure OR e.consecutive_failures <> 0 OR e.circuit_open_until IS NOT NULL);
 END $$;

@@ -11,6 +11,9 @@
  *                      streak passes 50, 75 and 90 % of the window (a success clears it with the streak)
  *   the tenant         `setStatus` (PATCH status, pause, resume) and `newDestination` (a new URL),
  *                      inside the endpoint update's transaction, which audits them
+ *   released_at        when held work was let go: the circuit's closing (SQL above), a resume or
+ *                      re-enable, a new URL, and `backfilled`; read by the delivery-latency
+ *                      objective (src/domain/slo.ts)
  *
  * A disable by the platform writes its `endpoint.auto_disabled` audit entry in the same transaction,
  * and only the call that changed the row reports it, so one disable is one entry and one
@@ -41,6 +44,9 @@ const systemActor = { type: 'system', id: null } as const;
 /** A closed circuit and no failure streak: what a re-enabled endpoint and a new destination start with. */
 const closedCircuit = { consecutive_failures: 0, failing_since: null, failure_warned_percent: null, circuit_open_until: null };
 
+/** What waited for the endpoint may go now: its first attempts leave the latency objective (src/domain/slo.ts). */
+const released = (trx: Knex.Transaction) => ({ released_at: trx.fn.now() });
+
 /** The columns a status change from `from` to `to` writes. */
 function statusColumns(trx: Knex.Transaction, from: EndpointStatus, to: EndpointStatus, reason: string | null): Record<string, unknown> {
   const columns: Record<string, unknown> = {
@@ -52,6 +58,7 @@ function statusColumns(trx: Knex.Transaction, from: EndpointStatus, to: Endpoint
   // An endpoint coming back from disabled starts afresh; one coming back from a pause keeps its
   // streak, less the time it spent paused.
   if (from === 'disabled' && to !== 'disabled') Object.assign(columns, closedCircuit);
+  if (to === 'active') Object.assign(columns, released(trx));
   if (from === 'paused' && to === 'active') columns.failing_since = trx.raw('failing_since + (now() - COALESCE(paused_at, now()))');
   return columns;
 }
@@ -83,7 +90,12 @@ export async function setStatus(
  * old receiver's failures say nothing about it. In the caller's transaction, like `setStatus`.
  */
 export async function newDestination(trx: Knex.Transaction, endpointId: string): Promise<void> {
-  await trx('endpoints').where({ id: endpointId }).update(closedCircuit);
+  await trx('endpoints').where({ id: endpointId }).update({ ...closedCircuit, ...released(trx) });
+}
+
+/** A backfill gave the endpoint past events: their first attempts are late by design, not by us. */
+export async function backfilled(trx: Knex.Transaction, endpointId: string): Promise<void> {
+  await trx('endpoints').where({ id: endpointId }).update(released(trx));
 }
 
 async function disableBySystem(trx: Knex.Transaction, endpoint: DisabledEndpoint): Promise<void> {

@@ -45,7 +45,7 @@ import type { FanOutResult } from '../domain/fan-out.js';
 import { startBackfill, type BackfillPacing, type BackfillRequest } from '../store/backfill-store.js';
 import { replayDelivery, startBulkReplay, type ReplayFilter, type ReplayPacing } from '../store/replays-store.js';
 import type { TenantScope } from '../store/tenant-scope.js';
-import { disableFailing, disableGone, warnFailing, type DisabledEndpoint, type FailingEndpoint } from './endpoint-health.js';
+import { backfilled, disableFailing, disableGone, warnFailing, type DisabledEndpoint, type FailingEndpoint } from './endpoint-health.js';
 import { admitDue, type AdmissionLimits, type AdmissionRound, type LocalClaims } from './sql/admit.js';
 import { claimDelivery, recordAttempt, recordEgressFailure, recordSuccesses, type AttemptRecord, type EgressFailure, type HealthLimits, type Recorded, type SuccessItem } from './sql/attempts.js';
 import type { ClaimedDelivery } from './sql/claimed.js';
@@ -149,9 +149,11 @@ export class DeliveryLifecycle {
    */
   async backfill(scope: TenantScope, endpointId: string, request: BackfillRequest, pacing: BackfillPacing) {
     // A backfill is a late fan-out of old events to one endpoint: its attempts join each event's own trace.
-    const started = await startBackfill(scope, endpointId, request, pacing, (trx, rows) =>
-      insertBackfillDeliveries(trx, { ...rows, tenantId: scope.tenantId, ratePerSecond: pacing.ratePerSecond, defaultMaxAgeSeconds: pacing.defaultMaxAgeSeconds }),
-    );
+    const started = await startBackfill(scope, endpointId, request, pacing, async (trx, rows) => {
+      const written = await insertBackfillDeliveries(trx, { ...rows, tenantId: scope.tenantId, ratePerSecond: pacing.ratePerSecond, defaultMaxAgeSeconds: pacing.defaultMaxAgeSeconds });
+      if (written.length > 0) await backfilled(trx, endpointId);
+      return written;
+    });
     if (typeof started !== 'string' && started.total > 0) this.effects.newWork();
     return started;
   }

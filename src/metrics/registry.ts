@@ -98,7 +98,7 @@ registry.registerMetric(deliveryLatencyHistogram);
 
 const firstAttemptDelayHistogram = new Histogram({
   name: METRIC_NAMES.firstAttemptDelay,
-  help: 'Time from an event being accepted to the start of the first attempt of one of its deliveries, in seconds.',
+  help: 'Time from an event being accepted to the start of the first attempt of one of its deliveries, in seconds; a late one whose endpoint held it back (paused, circuit open, backfilled) is left out.',
   buckets: FIRST_ATTEMPT_DELAY_BUCKETS,
   ...withExemplars,
 });

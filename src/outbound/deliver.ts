@@ -12,6 +12,7 @@ import type { EndpointHeaders } from './endpoint-headers.js';
 import type { DeliveryClient } from './http-client.js';
 import { endRequestSpan, startAttemptSpan, startRequestSpan, traceParentHeader, type TraceParents } from './attempt-spans.js';
 import { failSpan, withSpan, type Span } from '../infra/tracing.js';
+import { countsTowardLatencyObjective, FIRST_ATTEMPT_OBJECTIVE_SECONDS } from '../domain/slo.js';
 
 export interface DeliverDeps {
   lifecycle: DeliveryLifecycle;
@@ -29,6 +30,8 @@ export interface DeliverDeps {
   mayContinue?: () => boolean;
   /** Records a success together with other slots' (group commit); without it, each alone. */
   recordSuccess?: (item: SuccessItem) => Promise<Recorded>;
+  /** CIRCUIT_FAILURE_THRESHOLD, for telling a held endpoint apart (src/domain/slo.ts). */
+  circuitFailureThreshold?: number;
   /** Present only while tracing is on: where each attempt's parent span is read. */
   traceParents?: TraceParents;
 }
@@ -176,7 +179,8 @@ async function attemptOnce(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandO
   metrics.attemptDuration.observe({ status_class: sc }, result.durationMs / 1000);
   metrics.deliveryAttempts.inc({ outcome: record.outcome, status_class: sc });
   if (claimed.next_trigger === 'initial' && claimed.attempt_count - claimed.attempt_base === 1) {
-    metrics.firstAttemptDelay.observe((startedAt.getTime() - claimed.event_created_at.getTime()) / 1000);
+    const delay = (startedAt.getTime() - claimed.event_created_at.getTime()) / 1000;
+    if (await countsTowardObjective(deps, claimed, delay, startedAt)) metrics.firstAttemptDelay.observe(delay);
   }
   // Every attempt in flight may get the 410; only the one that disables the endpoint audits and announces it.
   const disabledNow = record.disableEndpoint
@@ -201,6 +205,18 @@ async function attemptOnce(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandO
     });
   }
   return next;
+}
+
+/**
+ * Whether a first attempt counts toward the delivery-latency objective (src/domain/slo.ts). Only
+ * a late one asks, and it asks for the endpoint's state as read after the attempt started: a resume
+ * or a closed circuit a moment ago must be seen, or the backlog it let go would count as late.
+ */
+async function countsTowardObjective(deps: DeliverDeps, claimed: ClaimedDelivery, delaySeconds: number, startedAt: Date): Promise<boolean> {
+  if (delaySeconds <= FIRST_ATTEMPT_OBJECTIVE_SECONDS || !deps.endpointHeaders) return true;
+  const { held } = await deps.endpointHeaders.settings(claimed.tenant_id, claimed.endpoint.id, startedAt.getTime());
+  const now = deps.now?.() ?? new Date();
+  return countsTowardLatencyObjective(delaySeconds, claimed.event_created_at, held, deps.circuitFailureThreshold ?? Number.POSITIVE_INFINITY, now);
 }
 
 /**

@@ -136,6 +136,7 @@ export class Dispatcher {
       client: this.client,
       endpointHeaders: deps.endpointHeaders,
       traceParents: deps.traceParents,
+      circuitFailureThreshold: config.circuitFailureThreshold,
       logger: deps.logger,
       defaults: config.retry,
       inFlightLeaseMs: this.inFlightLeaseMs,

@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import type { EndpointTls } from '../domain/endpoint-tls.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import { RecentMap } from '../infra/recent.js';
+import type { HeldState } from '../domain/slo.js';
 import { openHeaders, openTls, readSealedAttemptSettings } from '../store/endpoints-store.js';
 import { TenantScope } from '../store/tenant-scope.js';
 
@@ -14,6 +15,9 @@ export interface SealedHeaders {
   headers_enc: string | null;
   tls_enc?: string | null;
   propagate_trace_context?: boolean;
+  released_at?: Date | null;
+  consecutive_failures?: number;
+  circuit_open_until?: Date | null;
 }
 
 export interface EndpointHeadersOptions {
@@ -33,6 +37,8 @@ export interface AttemptSettings {
   tls: { config: EndpointTls; version: string } | null;
   /** The endpoint asked for a `traceparent` on its requests. */
   propagateTraceContext: boolean;
+  /** Whether it holds its work back, for the latency objective (src/domain/slo.ts). */
+  held: HeldState;
 }
 
 interface Entry {
@@ -50,6 +56,7 @@ interface Entry {
  */
 export class EndpointHeaders {
   private readonly entries: RecentMap<Entry>;
+  private readonly reading = new Map<string, { startedAt: number; settings: Promise<AttemptSettings> }>();
   private readonly freshMs: number;
   private readonly now: () => number;
 
@@ -63,10 +70,24 @@ export class EndpointHeaders {
     return (await this.settings(tenantId, endpointId)).headers;
   }
 
-  async settings(tenantId: string, endpointId: string): Promise<AttemptSettings> {
+  /**
+   * `readSince`: an answer read at or after this time (ms), for a decision that must not use a
+   * state older than something it saw; concurrent callers share one read.
+   */
+  async settings(tenantId: string, endpointId: string, readSince?: number): Promise<AttemptSettings> {
     const now = this.now();
     const known = this.entries.get(endpointId);
-    if (known && now - known.readAt < this.freshMs) return known.settings;
+    if (known && now - known.readAt < this.freshMs && (readSince === undefined || known.readAt >= readSince)) return known.settings;
+    const reading = this.reading.get(endpointId);
+    if (reading && (readSince === undefined || reading.startedAt >= readSince)) return reading.settings;
+    const settings = this.read(tenantId, endpointId, now, known).finally(() => {
+      if (this.reading.get(endpointId)?.settings === settings) this.reading.delete(endpointId);
+    });
+    this.reading.set(endpointId, { startedAt: now, settings });
+    return settings;
+  }
+
+  private async read(tenantId: string, endpointId: string, now: number, known: Entry | undefined): Promise<AttemptSettings> {
     const row = await this.options.read(tenantId, endpointId);
     const sealedHeaders = row?.headers_enc ?? null;
     const sealedTls = row?.tls_enc ?? null;
@@ -78,7 +99,8 @@ export class EndpointHeaders {
         : sealedTls === null
           ? null
           : { config: openTls(box, { id: endpointId, tls_enc: sealedTls })!, version: sealedTls };
-    const settings = { headers, tls, propagateTraceContext: row?.propagate_trace_context ?? false };
+    const held = { releasedAt: row?.released_at ?? null, consecutiveFailures: row?.consecutive_failures ?? 0, circuitOpenUntil: row?.circuit_open_until ?? null };
+    const settings = { headers, tls, propagateTraceContext: row?.propagate_trace_context ?? false, held };
     this.entries.set(endpointId, { readAt: now, sealedHeaders, sealedTls, settings });
     return settings;
   }

@@ -42,6 +42,8 @@ export interface EndpointRow {
   filter_path: string | null;
   /** Requests to the endpoint carry a W3C `traceparent` (migration 20261202000038). */
   propagate_trace_context: boolean;
+  /** When held work was last let go (src/delivery/endpoint-health.ts); read by src/domain/slo.ts. */
+  released_at: Date | null;
 }
 
 export interface EndpointInput {
@@ -83,11 +85,22 @@ function sealTls(box: SecretBox, id: string, tls: EndpointTls | null | undefined
 }
 
 /** What an attempt needs beyond the claim, sealed: an endpoint's own headers and TLS settings. */
-export type SealedAttemptSettings = Pick<EndpointRow, 'id' | 'headers_enc' | 'tls_enc' | 'propagate_trace_context'>;
+export type SealedAttemptSettings = Pick<
+  EndpointRow,
+  'id' | 'headers_enc' | 'tls_enc' | 'propagate_trace_context' | 'released_at' | 'consecutive_failures' | 'circuit_open_until'
+>;
 
 /** The sealed attempt settings of an endpoint, deleted or not: the worker reads them for its attempts. */
 export async function readSealedAttemptSettings(scope: TenantScope, id: string): Promise<SealedAttemptSettings | undefined> {
-  return scope.from('endpoints').where('endpoints.id', id).first('endpoints.id', 'endpoints.headers_enc', 'endpoints.tls_enc', 'endpoints.propagate_trace_context');
+  return scope.from('endpoints').where('endpoints.id', id).first(
+      'endpoints.id',
+      'endpoints.headers_enc',
+      'endpoints.tls_enc',
+      'endpoints.propagate_trace_context',
+      'endpoints.released_at',
+      'endpoints.consecutive_failures',
+      'endpoints.circuit_open_until',
+    );
 }
 
 /** The endpoint's mutual TLS settings, opened; null when it has none. */
