@@ -95,7 +95,9 @@ export async function runSlot(deps: DeliverDeps, first: ClaimedDelivery): Promis
 /** One attempt, in its span when its work is traced (src/outbound/attempt-spans.ts). */
 async function attemptClaimed(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandOff: () => boolean): Promise<ClaimedDelivery | undefined> {
   if (!deps.traceParents) return attemptOnce(deps, claimed, mayHandOff);
-  const span = startAttemptSpan(claimed, await deps.traceParents.of(claimed));
+  // Tracing never holds a delivery back: without its parent the attempt goes untraced.
+  const stored = await deps.traceParents.of(claimed).catch(() => ({ event: null, delivery: null }));
+  const span = startAttemptSpan(claimed, stored);
   try {
     return await withSpan(span, () => attemptOnce(deps, claimed, mayHandOff, span));
   } catch (err) {
