@@ -75,7 +75,10 @@ export async function startTracing(env: NodeJS.ProcessEnv, serviceVersion: strin
     .merge(resources.detectResources({ detectors: [resources.envDetector] }));
   const provider = new BasicTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())] });
   trace.setGlobalTracerProvider(provider);
-  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  // The API's spans find their parent through the middleware chain, which needs the async context
+  // manager. A worker passes its spans down explicitly, so it runs without one: its hooks would cost
+  // every promise of every attempt a little (docs/operations/tracing.md, "Cost").
+  if (role !== 'worker') context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
   propagation.setGlobalPropagator(new core.W3CTraceContextPropagator());
   shutdownProvider = () => provider.shutdown();
   enabled = true;

@@ -317,11 +317,11 @@ export const metrics = {
   attemptDuration: typedHistogram<{ status_class: StatusClass }>(attemptDurationHistogram),
   /** Platform chain: event accepted → first successful attempt to an endpoint. */
   deliveryLatency: {
-    observe: (seconds: number): void => deliveryLatencyHistogram.observe({ value: seconds, exemplarLabels: traceIds() }),
+    observe: (seconds: number, span?: Span): void => deliveryLatencyHistogram.observe({ value: seconds, exemplarLabels: traceIds(span) }),
   },
   /** Platform chain: event accepted → first attempt of a delivery starts (the delivery-latency SLI). */
   firstAttemptDelay: {
-    observe: (seconds: number): void => firstAttemptDelayHistogram.observe({ value: seconds, exemplarLabels: traceIds() }),
+    observe: (seconds: number, span?: Span): void => firstAttemptDelayHistogram.observe({ value: seconds, exemplarLabels: traceIds(span) }),
   },
   deadLettered: typedCounter<{ reason: DeadLetterReason }>(deadLetteredCounter),
   replays: typedCounter<{ kind: ReplayKind }>(replaysCounter),

@@ -87,10 +87,10 @@ export function startAttemptSpan(claimed: ClaimedDelivery, stored: Found): Span 
 }
 
 /**
- * The outbound request's CLIENT span under the active attempt span: `url.full` without query,
+ * The outbound request's CLIENT span under its attempt's span: `url.full` without query,
  * fragment or credentials, since a tenant's URL may carry a token in its query.
  */
-export function startRequestSpan(endpointId: string, url: string): Span | undefined {
+export function startRequestSpan(endpointId: string, url: string, attempt: Span): Span | undefined {
   let target: URL;
   try {
     target = new URL(url);
@@ -100,6 +100,7 @@ export function startRequestSpan(endpointId: string, url: string): Span | undefi
   const port = target.port ? Number(target.port) : target.protocol === 'https:' ? 443 : 80;
   return startSpan('POST', {
     kind: SpanKind.CLIENT,
+    parent: contextUnder(attempt.spanContext()),
     attributes: {
       'http.request.method': 'POST',
       'url.full': `${target.protocol}//${target.host}${target.pathname}`,

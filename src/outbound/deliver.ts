@@ -11,7 +11,7 @@ import { signingSecrets } from '../store/endpoints-store.js';
 import type { EndpointHeaders } from './endpoint-headers.js';
 import type { DeliveryClient } from './http-client.js';
 import { endRequestSpan, startAttemptSpan, startRequestSpan, traceParentHeader, type TraceParents } from './attempt-spans.js';
-import { failSpan, withSpan, type Span } from '../infra/tracing.js';
+import { failSpan, traceIds, type Span } from '../infra/tracing.js';
 import { countsTowardLatencyObjective, FIRST_ATTEMPT_OBJECTIVE_SECONDS } from '../domain/slo.js';
 
 export interface DeliverDeps {
@@ -92,14 +92,17 @@ export async function runSlot(deps: DeliverDeps, first: ClaimedDelivery): Promis
   }
 }
 
-/** One attempt, in its span when its work is traced (src/outbound/attempt-spans.ts). */
+/**
+ * One attempt, in its span when its work is traced (src/outbound/attempt-spans.ts). The span is
+ * passed down, not made active: a worker runs without the async context manager (src/infra/tracing.ts).
+ */
 async function attemptClaimed(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandOff: () => boolean): Promise<ClaimedDelivery | undefined> {
   if (!deps.traceParents) return attemptOnce(deps, claimed, mayHandOff);
   // Tracing never holds a delivery back: without its parent the attempt goes untraced.
   const stored = await deps.traceParents.of(claimed).catch(() => ({ event: null, delivery: null }));
   const span = startAttemptSpan(claimed, stored);
   try {
-    return await withSpan(span, () => attemptOnce(deps, claimed, mayHandOff, span));
+    return await attemptOnce(deps, claimed, mayHandOff, span);
   } catch (err) {
     failSpan(span, err);
     throw err;
@@ -120,7 +123,7 @@ async function attemptOnce(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandO
   const startedAt = now();
   const timestampSec = Math.floor(startedAt.getTime() / 1000);
   const own = deps.endpointHeaders ? await deps.endpointHeaders.settings(claimed.tenant_id, ep.id) : { headers: {}, tls: null, propagateTraceContext: false };
-  const request = span && startRequestSpan(ep.id, ep.url);
+  const request = span && startRequestSpan(ep.id, ep.url, span);
   const result = await deps.client.send({
     url: ep.url,
     headers: {
@@ -178,11 +181,11 @@ async function attemptOnce(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandO
   // record. A record whose commit is lost with its connection may or may not have landed; if it did
   // not, the lease brings the delivery back with a `worker_lost` row for this attempt.
   const sc = statusClass(statusCode);
-  metrics.attemptDuration.observe({ status_class: sc }, result.durationMs / 1000);
+  metrics.attemptDuration.observe({ status_class: sc }, result.durationMs / 1000, span);
   metrics.deliveryAttempts.inc({ outcome: record.outcome, status_class: sc });
   if (claimed.next_trigger === 'initial' && claimed.attempt_count - claimed.attempt_base === 1) {
     const delay = (startedAt.getTime() - claimed.event_created_at.getTime()) / 1000;
-    if (await countsTowardObjective(deps, claimed, delay, startedAt)) metrics.firstAttemptDelay.observe(delay);
+    if (await countsTowardObjective(deps, claimed, delay, startedAt)) metrics.firstAttemptDelay.observe(delay, span);
   }
   // Every attempt in flight may get the 410; only the one that disables the endpoint audits and announces it.
   const disabledNow = record.disableEndpoint
@@ -194,16 +197,16 @@ async function attemptOnce(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandO
       ? await deps.recordSuccess({ record, handOff })
       : await deps.lifecycle.record(record, handOff ? deps.inFlightLeaseMs : undefined);
   if (!applied) {
-    deps.logger.warn({ deliveryId }, 'attempt finished after its lease was taken back; result kept only in metrics');
+    deps.logger.warn({ deliveryId, ...traceIds(span) }, 'attempt finished after its lease was taken back; result kept only in metrics');
     return undefined;
   }
   if (decision.action === 'succeed' && claimed.succeeded_at === null) {
-    metrics.deliveryLatency.observe((Date.now() - claimed.event_created_at.getTime()) / 1000);
+    metrics.deliveryLatency.observe((Date.now() - claimed.event_created_at.getTime()) / 1000, span);
   }
   if (decision.action === 'dead') {
     const disabled = disabledNow && record.disableEndpoint ? [{ id: ep.id, tenantId: claimed.tenant_id, reason: record.disableEndpoint }] : [];
     await deps.lifecycle.announce([claimed.id], disabled).catch((err: unknown) => {
-      deps.logger.warn({ err, deliveryId: claimed.id }, 'operational event could not be published');
+      deps.logger.warn({ err, deliveryId: claimed.id, ...traceIds(span) }, 'operational event could not be published');
     });
   }
   return next;

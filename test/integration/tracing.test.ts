@@ -212,6 +212,12 @@ describe('logs and metrics point at the trace', () => {
     expect(otlp.spans.some((s) => s.traceId === exemplar![1] && s.spanId === exemplar![2] && s.kind === KIND.server)).toBe(true);
     expect(open.text).toMatch(/^# TYPE webhook_inbound_receipts counter$/m);
     expect(open.text.trimEnd().endsWith('# EOF')).toBe(true);
+    // The worker's attempts too, though it runs without the async context manager.
+    const worker = workers.at(-1)!;
+    const workerOpen = await request(`http://127.0.0.1:${await worker.port()}`, 'GET', '/metrics', { headers: { accept: 'application/openmetrics-text' } });
+    const attempt = /^webhook_attempt_duration_seconds_bucket\{[^}]*\} \d+ # \{trace_id="([0-9a-f]{32})",span_id="([0-9a-f]{16})"\}/m.exec(workerOpen.text);
+    expect(attempt, 'an exemplar on the attempt histogram').not.toBeNull();
+    expect(otlp.spans.some((s) => s.traceId === attempt![1] && s.spanId === attempt![2] && s.name === 'webhook.attempt')).toBe(true);
     const plain = await request(t.url, 'GET', '/metrics');
     expect(plain.headers.get('content-type')).toMatch(/^text\/plain/);
     expect(plain.text).toMatch(/^# TYPE webhook_inbound_receipts_total counter$/m);
