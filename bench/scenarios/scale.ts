@@ -4,6 +4,9 @@ import { resetState, type BenchContext } from '../lib/context.js';
 import { clearWork, insertBacklog, insertEndpoints, insertTenant } from '../lib/database.js';
 import { percentile, round } from '../lib/stats.js';
 import { latencyRun, streamSummary } from './latency.js';
+import { join } from 'node:path';
+import { repoRoot } from '../lib/children.js';
+import { StallSampler, stallReport, type StallTimeline } from '../lib/stall-sampler.js';
 
 export interface ScaleResult {
   endpoints: number;
@@ -46,6 +49,12 @@ export async function runScale(ctx: BenchContext): Promise<ScaleResult> {
 
   // The backlog was only there to be admitted; the endpoints stay for the latency run.
   await clearWork(ctx.db);
+  // Whether a slow publish was the disk's or ours: what PostgreSQL and the disk did every 10 ms
+  // of the run, beside an fdatasync probe on the same disk (bench/lib/stall-sampler.ts).
+  await ctx.db.raw(`ALTER DATABASE ${new URL(ctx.settings.databaseUrl).pathname.slice(1)} SET track_wal_io_timing = on`);
+  const stallSampler = new StallSampler(ctx.settings.databaseUrl, join(repoRoot, 'bench', 'results', 'disk-probe.tmp'));
+  await stallSampler.start();
+  let timeline: StallTimeline;
   const r = await latencyRun(ctx, {
     label: 'scale',
     rate: cfg.latencyRate,
@@ -55,7 +64,12 @@ export async function runScale(ctx: BenchContext): Promise<ScaleResult> {
     endpoints: 1,
     fanOut: 'every',
     keepTables: true,
+  }).finally(async () => {
+    timeline = await stallSampler.stop();
   });
+  const publishes = r.sent.latenciesMs.map((ms, i) => ({ at: r.sent.startedAt + (i * 1000) / cfg.latencyRate, ms }));
+  const stalls = stallReport(timeline!, publishes);
+  ctx.log(`scale: publish p99 ${percentile(r.sent.latenciesMs, 99)} ms; disk probe fsync p99 ${stalls.diskProbe.p99Ms} ms, max ${stalls.diskProbe.maxMs} ms`);
   if (r.sent.failed > 0) throw new Error(`scale: ${r.sent.failed} of ${r.sent.sent} publishes failed: ${JSON.stringify(r.sent.statusCodes)}`);
   const latency = streamSummary(r);
   return {
@@ -71,6 +85,9 @@ export async function runScale(ctx: BenchContext): Promise<ScaleResult> {
       admissionIdleN: idleN,
       admissionRatio: round(idleN.p50Ms / idle0.p50Ms, 3),
       latency: { rate: cfg.latencyRate, seconds: cfg.latencySeconds, ...latency },
+      // The goal: our p99 within 1.5 × the disk's worst fdatasync over the same run.
+      p99OverDiskWorst: round(latency.p99Ms / Math.max(stalls.diskProbe.maxMs, 0.01), 2),
+      stalls,
     },
   };
 }
