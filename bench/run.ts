@@ -161,6 +161,7 @@ async function main(): Promise<number> {
       storage: async () => {
         const r = await runStorage(ctx);
         results.storage = { bytesPerEvent: r.bytesPerEvent };
+        results.postgres = { cpuMsPerEvent: r.cpuMsPerEvent };
         details.storage = r.details;
       },
       retention: async () => {
@@ -205,6 +206,7 @@ async function main(): Promise<number> {
         flaky: results.flaky,
         fairness: results.fairness,
         storage: results.storage,
+        postgres: results.postgres,
         retention: results.retention,
         machine: results.machine,
       }
