@@ -71,6 +71,8 @@ export function summaryRows(r: Partial<LatestJson>): Row[] {
   if (r.retention) {
     rows.push({ measure: 'retention ms per 1M attempts, partition drop', value: fmt(r.retention.dropMsPerMillion, 1), floor: '', target: '', met: undefined });
     rows.push({ measure: 'retention ms per 1M attempts, DELETE', value: fmt(r.retention.deleteMsPerMillion, 0), floor: '', target: '', met: undefined });
+    const ratio = r.retention.deleteMsPerMillion / r.retention.dropMsPerMillion;
+    rows.push({ measure: 'retention ratio (DELETE / drop)', value: fmt(ratio, 1), floor: '', target: '≥ 10', met: check(ratio, (v) => v >= 10) });
   }
   return rows;
 }
