@@ -162,6 +162,7 @@ async function main(): Promise<number> {
       storage: async () => {
         const r = await runStorage(ctx);
         results.storage = { bytesPerEvent: r.bytesPerEvent };
+        results.postgres = { cpuMsPerEvent: r.cpuMsPerEvent };
         details.storage = r.details;
       },
       retention: async () => {
@@ -211,6 +212,7 @@ async function main(): Promise<number> {
         flaky: results.flaky,
         fairness: results.fairness,
         storage: results.storage,
+        postgres: results.postgres,
         retention: results.retention,
         tracing: results.tracing,
         machine: results.machine,

@@ -13,6 +13,7 @@ export interface LatestJson {
   flaky: { lagSeconds: number };
   fairness: { ratio: number };
   storage: { bytesPerEvent: number };
+  postgres: { cpuMsPerEvent: number };
   retention: { dropMsPerMillion: number; deleteMsPerMillion: number };
   tracing: { overheadRatio: number };
   machine: { cpus: number; node: number; postgres: number; redis: number };
@@ -67,9 +68,12 @@ export function summaryRows(r: Partial<LatestJson>): Row[] {
   if (r.flaky) rows.push({ measure: 'flaky lag s (max, last window)', value: fmt(r.flaky.lagSeconds, 2), floor: '', target: '≤ 1', met: check(r.flaky.lagSeconds, (v) => v <= 1) });
   if (r.fairness) rows.push({ measure: 'fairness ratio (B p99 with A burst / alone)', value: fmt(r.fairness.ratio, 3), floor: '', target: '≤ 2', met: check(r.fairness.ratio, (v) => v <= 2) });
   if (r.storage) rows.push({ measure: 'storage bytes per event (2 endpoints, 400 B)', value: fmt(r.storage.bytesPerEvent), floor: '', target: '≤ 2,048', met: check(r.storage.bytesPerEvent, (v) => v <= 2048) });
+  if (r.postgres) rows.push({ measure: 'PostgreSQL CPU ms per event (storage: 1 publish, 2 deliveries)', value: fmt(r.postgres.cpuMsPerEvent, 3), floor: '', target: '≤ 0.95', met: check(r.postgres.cpuMsPerEvent, (v) => v <= 0.95) });
   if (r.retention) {
     rows.push({ measure: 'retention ms per 1M attempts, partition drop', value: fmt(r.retention.dropMsPerMillion, 1), floor: '', target: '', met: undefined });
     rows.push({ measure: 'retention ms per 1M attempts, DELETE', value: fmt(r.retention.deleteMsPerMillion, 0), floor: '', target: '', met: undefined });
+    const ratio = r.retention.deleteMsPerMillion / r.retention.dropMsPerMillion;
+    rows.push({ measure: 'retention ratio (DELETE / drop)', value: fmt(ratio, 1), floor: '', target: '≥ 10', met: check(ratio, (v) => v >= 10) });
   }
   if (r.tracing) {
     rows.push({ measure: 'tracing overhead (off / on at ratio 1.0)', value: fmt(r.tracing.overheadRatio, 3), floor: '', target: '≤ 1.15', met: check(r.tracing.overheadRatio, (v) => v <= 1.15) });

@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { createTenant } from '../lib/api.js';
+import { CpuBudget } from '../lib/cpu-budget.js';
+import { PgSampler } from '../lib/pg-sampler.js';
 import { resetState, startMeasured, waitUntil, type BenchContext } from '../lib/context.js';
 import { countRows } from '../lib/database.js';
 import { sendList } from '../lib/load.js';
@@ -8,6 +10,8 @@ import { round } from '../lib/stats.js';
 
 export interface StorageResult {
   bytesPerEvent: number;
+  /** CPU of the PostgreSQL backends serving the platform, per event (1 publish, 2 first-try deliveries). */
+  cpuMsPerEvent: number;
   details: Record<string, unknown>;
 }
 
@@ -29,11 +33,14 @@ async function relationSizes(ctx: BenchContext): Promise<Map<string, number>> {
  * published through the API to 2 endpoints with a ~400-byte payload, each delivered on the first
  * try, divided by N. Measured once the last delivery is recorded, without VACUUM: what a live
  * database carries, dead row versions included, until autovacuum makes their space reusable.
+ * Over the same window, the CPU of the database's client backends (/proc) per event: the
+ * completion wait watches the receiver first, so the bench's own polling adds only a few queries.
  */
 export async function runStorage(ctx: BenchContext): Promise<StorageResult> {
   const { storage: cfg } = ctx.config;
   await resetState(ctx);
-  const platform = await startMeasured(ctx, 'all', 'storage');
+  // The publish runs faster than the default tenant rate limit, which is not what this measures.
+  const platform = await startMeasured(ctx, 'all', 'storage', { TENANT_RATE_LIMIT_PER_SECOND: '1000000' });
   try {
     const tenant = await createTenant(platform, ctx.settings.adminToken, {
       name: 'storage',
@@ -47,15 +54,22 @@ export async function runStorage(ctx: BenchContext): Promise<StorageResult> {
     const before = await relationSizes(ctx);
     ctx.log(`storage: ${cfg.events} events to 2 endpoints`);
     const requests = Array.from({ length: cfg.events }, (_, n) => request(n));
+    const budget = new CpuBudget(ctx.db, {});
+    await budget.start();
+    const pgSampler = ctx.config.pgSample ? new PgSampler(ctx.db) : undefined;
+    pgSampler?.start();
     const sent = await sendList(platform.url, requests, 20);
     if (sent.statusCodes['202'] !== cfg.events) throw new Error(`storage: publishing answered ${JSON.stringify(sent.statusCodes)}, expected ${cfg.events} × 202`);
     const expected = cfg.events * 2;
+    await waitUntil(async () => (await ctx.receiver.okTotal(2)) >= expected, `${expected} requests at the receiver`, 120_000, 100);
     await waitUntil(
       async () => (await countRows(ctx.db, "SELECT count(*) AS n FROM deliveries WHERE status = 'succeeded'")) >= expected,
       `${expected} succeeded deliveries`,
       120_000,
       250,
     );
+    const cpu = await budget.stop();
+    const pgActivity = pgSampler?.stop(20);
     const firstTry = await countRows(ctx.db, 'SELECT count(*) AS n FROM attempts');
     if (firstTry !== expected) throw new Error(`storage: expected every delivery to succeed on its first try, found ${firstTry} attempts for ${expected} deliveries`);
     const after = await relationSizes(ctx);
@@ -69,7 +83,8 @@ export async function runStorage(ctx: BenchContext): Promise<StorageResult> {
     }
     return {
       bytesPerEvent: round(total / cfg.events, 0),
-      details: { events: cfg.events, endpoints: 2, payloadBytes: cfg.payloadBytes, bytesPerEventByTable: growth },
+      cpuMsPerEvent: round((cpu.postgres! * 1000) / cfg.events, 3),
+      details: { events: cfg.events, endpoints: 2, payloadBytes: cfg.payloadBytes, bytesPerEventByTable: growth, postgresCpuSeconds: round(cpu.postgres!, 2), pgActivity },
     };
   } finally {
     await platform.stop();

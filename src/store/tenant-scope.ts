@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { eventTypePrefix } from '../domain/event-types.js';
 import type { ReadTolerance } from '../domain/read-consistency.js';
 import type { ReadReplica } from '../infra/read-replica.js';
+import type { Batcher } from '../infra/batcher.js';
 import { run, type Statement } from '../infra/sql.js';
 
 /** Every table that holds a tenant's rows: reached only through a TenantScope. */
@@ -154,6 +155,15 @@ export class TenantScope {
   run<R extends pg.QueryResultRow>(st: Statement, values: Record<string, unknown>): Promise<R[]> {
     if (!st.params.includes('tenantId')) throw new TypeError(`statement ${st.name}: a tenant's statement takes :tenantId`);
     return run<R>(this.#db, st, { ...values, tenantId: this.tenantId });
+  }
+
+  /**
+   * Submits this tenant's item to a group commit that every tenant's callers share (see
+   * src/infra/batcher.ts): `batcherFor` finds or makes the batcher of this scope's connection, and
+   * the item carries this scope's tenant, never one the caller chose.
+   */
+  submit<I extends { tenantId: string }, O>(batcherFor: (db: Knex) => Batcher<I, O>, item: Omit<I, 'tenantId'>): Promise<O> {
+    return batcherFor(this.#db).submit({ ...item, tenantId: this.tenantId } as I);
   }
 
   /** True when a portal session narrows what this scope sees (endpoints or event types). */

@@ -120,6 +120,31 @@ describe('events API', () => {
     expect(await count('deliveries', { event_id: answers[0]!.body.id })).toBe(2);
   });
 
+  it('publishes arriving together share a commit: each event is its own tenant\'s, its data arrives exactly as sent', async () => {
+    const other = await t.createTenant('events-other');
+    const otherEndpoint = await other.call('POST', '/v1/endpoints', { body: { url: `${receiver.url}/other`, eventTypes: [] } });
+    expect(otherEndpoint.status).toBe(201);
+    // Digits, escapes and non-ASCII as a client writes them: forwarded as written, not re-serialised.
+    const raw = (n: number) => String.raw`{"type":"batch.check","data":{"n":${n},"price":1.50,"big":12345678901234567890,"text":"caf\u00e9 \\ \"q\" ☃ \ud83d\ude00","nested":{"a":[1,2.0e3]}}}`;
+    const sends = Array.from({ length: 40 }, (_, n) =>
+      (n % 2 === 0 ? tenant : other).call('POST', '/v1/events', { rawBody: raw(n), headers: { 'content-type': 'application/json' } }),
+    );
+    const answers = await Promise.all(sends);
+    expect(answers.map((a) => a.status)).toEqual(Array(40).fill(202));
+    const owners = await db()('events').whereIn('id', answers.map((a) => a.body.id)).select('id', 'tenant_id');
+    const ownerOf = new Map(owners.map((r: { id: string; tenant_id: string }) => [r.id, r.tenant_id]));
+    answers.forEach((a, n) => expect(ownerOf.get(a.body.id)).toBe(n % 2 === 0 ? tenant.id : other.id));
+    // Each event reaches its own tenant's endpoint only (one takes every type on each side), with
+    // the data exactly as it was sent.
+    const ids = new Set(answers.map((a) => a.body.id as string));
+    await eventually(async () => receiver.requests.filter((r) => ids.has(r.headers['webhook-id'] as string)).length === 40, 'every delivery');
+    answers.forEach((a, n) => {
+      const got = receiver.requests.filter((r) => r.headers['webhook-id'] === a.body.id);
+      expect(got.map((r) => r.path === '/other')).toEqual([n % 2 !== 0]);
+      expect(got[0]!.body).toContain(`"data":${raw(n).slice(raw(n).indexOf('"data":') + 7, -1)}}`);
+    });
+  });
+
   it('lists events newest first with type, messageId, since/until filters and cursor pagination', async () => {
     const lister = await t.createTenant('lister');
     const early = [
