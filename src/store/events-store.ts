@@ -142,10 +142,12 @@ const publishManyStatement = statement(
   'publish_events',
   `SELECT i.ord, p.*
      FROM ROWS FROM (json_to_recordset(:items::json) AS (event_id text, delivery_ids text[], tenant_id text, origin text, type text,
-                     message_id text, idempotency_key text, request_hash text, body text, created_at timestamptz, max_age integer))
-          WITH ORDINALITY AS i(event_id, delivery_ids, tenant_id, origin, type, message_id, idempotency_key, request_hash, body, created_at, max_age, ord)
+                     message_id text, idempotency_key text, request_hash text, body text, created_at timestamptz, max_age integer,
+                     trace_parent text))
+          WITH ORDINALITY AS i(event_id, delivery_ids, tenant_id, origin, type, message_id, idempotency_key, request_hash, body, created_at, max_age,
+                               trace_parent, ord)
     CROSS JOIN LATERAL publish_event(i.event_id, i.delivery_ids, i.tenant_id, i.origin, i.type, i.message_id, i.idempotency_key,
-                                     i.request_hash, i.body, i.created_at, i.max_age) p
+                                     i.request_hash, i.body, i.created_at, i.max_age, i.trace_parent) p
     ORDER BY i.ord`,
 );
 
