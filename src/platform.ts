@@ -3,17 +3,15 @@ import { createServer, type RequestListener, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
-import { createApp } from './api/app.js';
 import { ConfigError, type Config } from './config/index.js';
 import { checkSecretsKey } from './store/secrets-key-check.js';
 import { DeliveryLifecycle, type LifecycleEffects } from './delivery/index.js';
 import { SecretBox } from './domain/secret-box.js';
-import { Dispatcher } from './outbound/dispatcher.js';
-import { endpointHeadersFrom } from './outbound/endpoint-headers.js';
-import { createDeliveryClient, type DeliveryClient, type LookupFn } from './outbound/http-client.js';
+import type { Dispatcher } from './outbound/dispatcher.js';
+import type { DeliveryClient, LookupFn } from './outbound/http-client.js';
 import { IntakeService } from './inbound/intake-service.js';
 import { emitDeliveriesDead, emitEndpointDisabled, emitEndpointFailing, emitEndpointHeld } from './ops/platform-events.js';
-import { Reconciler } from './ops/reconciler.js';
+import type { Reconciler } from './ops/reconciler.js';
 import { Retention } from './ops/retention.js';
 import { coalesced } from './infra/coalesce.js';
 import { createDb } from './infra/db.js';
@@ -54,6 +52,11 @@ export interface Platform {
  * The composition root: the one place that builds and wires every part for a role. `api` serves the
  * HTTP API; `worker` dispatches and serves only operations routes (/metrics, /healthz, /readyz);
  * `all` does both in one process and hands new work to the dispatcher directly.
+ *
+ * What only one role uses is imported when that role is built (`await import`), never at the top
+ * of this file: a worker loads neither express nor the API's routes, schemas and OpenAPI registry,
+ * and an api process loads neither BullMQ's worker nor the delivery client (docs/architecture.md,
+ * "Role-specific imports"; test/integration/role-imports.test.ts holds it).
  */
 export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   const { config, role } = opts;
@@ -71,12 +74,15 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   const announceWork = coalesced(() => redis.publish(wakeChannel, '1'));
   const lifecycle = buildLifecycle(config, db, logger, () => (dispatcher ? dispatcher.wake() : announceWork()));
   let subscriber: RedisClient | undefined;
-  if (role !== 'api') ({ dispatcher, subscriber } = buildDispatcher(opts, { db, lifecycle, box, logger, prefix, wakeChannel }));
+  if (role !== 'api') ({ dispatcher, subscriber } = await buildDispatcher(opts, { db, lifecycle, box, logger, prefix, wakeChannel }));
 
   const maxAge = config.retry.maxEventAgeSeconds;
   const intake = new IntakeService({ db, box, defaultMaxAgeSeconds: maxAge, batching: config.intakeBatching, fannedOut: (r) => lifecycle.fannedOut(r) });
-  const app = createApp({ config, platformDb: db, redis, box, intake, logger, lifecycle }, { opsOnly: role === 'worker', portalAssetsDir: opts.portalAssetsDir });
-  const polling = role === 'api' ? undefined : buildReconciler(opts, { db, box, intake, logger });
+  const app =
+    role === 'worker'
+      ? (await import('./ops/ops-http.js')).opsListener({ platformDb: db, redis, logger })
+      : (await import('./api/app.js')).createApp({ config, platformDb: db, redis, box, intake, logger, lifecycle }, { portalAssetsDir: opts.portalAssetsDir });
+  const polling = role === 'api' ? undefined : await buildReconciler(opts, { db, box, intake, logger });
 
   const server = createHttpServer(config, app);
   server.listen(config.port, '0.0.0.0');
@@ -152,12 +158,13 @@ function buildLifecycle(config: Config, db: Knex, logger: Logger, newWork: () =>
  * The dispatcher on a Redis connection of its own; in the worker role also the subscriber that
  * hears the api processes announce new work.
  */
-function buildDispatcher(
+async function buildDispatcher(
   opts: PlatformOptions,
   parts: { db: Knex; lifecycle: DeliveryLifecycle; box: SecretBox; logger: Logger; prefix: string; wakeChannel: string },
-): { dispatcher: Dispatcher; subscriber?: RedisClient } {
+): Promise<{ dispatcher: Dispatcher; subscriber?: RedisClient }> {
   const { config, role } = opts;
   const { db, lifecycle, box, logger, prefix, wakeChannel } = parts;
+  const [{ Dispatcher }, { endpointHeadersFrom }] = await Promise.all([import('./outbound/dispatcher.js'), import('./outbound/endpoint-headers.js')]);
   const connection = connectRedis(config, 'worker');
   connection.on('error', (err) => logger.debug({ err }, 'redis queue connection error'));
   const endpointHeaders = endpointHeadersFrom(db, box);
@@ -173,11 +180,12 @@ function buildDispatcher(
 }
 
 /** Polling of providers for messages their callbacks left unfinished, with an HTTP client of its own. */
-function buildReconciler(
+async function buildReconciler(
   opts: PlatformOptions,
   parts: { db: Knex; box: SecretBox; intake: IntakeService; logger: Logger },
-): { reconciler: Reconciler; client: DeliveryClient } {
+): Promise<{ reconciler: Reconciler; client: DeliveryClient }> {
   const { config } = opts;
+  const [{ Reconciler }, { createDeliveryClient }] = await Promise.all([import('./ops/reconciler.js'), import('./outbound/http-client.js')]);
   // Provider polling goes through the same SSRF guard as deliveries: baseUrl is tenant input.
   const client = createDeliveryClient({
     allowPrivateTargets: config.allowPrivateTargets,
