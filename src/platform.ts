@@ -5,7 +5,7 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { ConfigError, type Config } from './config/index.js';
 import { checkSecretsKey } from './store/secrets-key-check.js';
-import { DeliveryLifecycle, type LifecycleEffects } from './delivery/index.js';
+import { DeliveryLifecycle, warmAttempts, type LifecycleEffects } from './delivery/index.js';
 import { SecretBox } from './domain/secret-box.js';
 import type { Dispatcher } from './outbound/dispatcher.js';
 import type { DeliveryClient, LookupFn } from './outbound/http-client.js';
@@ -14,11 +14,14 @@ import { emitDeliveriesDead, emitEndpointDisabled, emitEndpointFailing, emitEndp
 import type { Reconciler } from './ops/reconciler.js';
 import { Retention } from './ops/retention.js';
 import { coalesced } from './infra/coalesce.js';
-import { createDb } from './infra/db.js';
+import { createDb, warmPool } from './infra/db.js';
+import type { WarmUp } from './infra/sql.js';
 import { createLogger } from './infra/logger.js';
 import { connectRedis, type RedisClient } from './infra/redis.js';
 import { metrics, setBacklogSource } from './metrics/registry.js';
 import { backlogSnapshot } from './store/backlog-store.js';
+import { warmPublish } from './store/events-store.js';
+import { warmIntake } from './store/intake-store.js';
 
 export type Role = 'all' | 'api' | 'worker';
 
@@ -102,12 +105,21 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   return { url: `http://127.0.0.1:${port}`, port, db, redis, lifecycle, dispatcher, reconciler: polling?.reconciler, retention, stop };
 }
 
+/** The statements each role runs per event or per attempt: run once on every new pooled connection. */
+const hotStatements: Record<Role, readonly WarmUp[]> = {
+  api: [warmIntake, warmPublish],
+  worker: [warmAttempts],
+  all: [warmIntake, warmPublish, warmAttempts],
+};
+
 /**
  * Connects to PostgreSQL and Redis, checks that SECRETS_KEY opens the stored secrets, and makes
- * sure the partitions intake writes into exist before anything is served.
+ * sure the partitions intake writes into exist before anything is served. DB_POOL_MIN connections
+ * are opened and warmed before the server listens (warm start: a fresh process holds its p99 from
+ * its first second; docs/performance.md, latency.coldP99Ms).
  */
 async function openStorage(config: Config, role: Role, logger: Logger) {
-  const db = createDb({ url: config.databaseUrl, poolMax: config.dbPoolMax, logger });
+  const db = createDb({ url: config.databaseUrl, poolMax: config.dbPoolMax, poolMin: config.dbPoolMin, warmUps: hotStatements[role], logger });
   const redis = connectRedis(config, 'request');
   redis.on('error', (err) => logger.debug({ err }, 'redis connection error'));
   const box = new SecretBox(config.secretsKey);
@@ -123,6 +135,7 @@ async function openStorage(config: Config, role: Role, logger: Logger) {
     throw err;
   }
   await retention.ensureAhead();
+  await warmPool(db, config.dbPoolMin);
   retention.start({ remove: role !== 'api' });
   return { db, redis, box, retention };
 }
