@@ -5,6 +5,7 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { listensOn } from './proc.js';
+import { WORKER_NODE_FLAGS } from '../../src/config/node-flags.js';
 
 /**
  * Child processes of the benchmark. Everything is started as `node --import tsx <file>` rather than
@@ -155,7 +156,8 @@ export async function startPlatform(
 ): Promise<PlatformProcess> {
   const runtime = opts.runtime ?? 'compiled';
   const port = await freePort();
-  const nodeArgs: string[] = [];
+  // The worker with the V8 flags production starts it with (compose, Kubernetes, npm run start:worker).
+  const nodeArgs: string[] = role === 'worker' ? [...WORKER_NODE_FLAGS] : [];
   if (opts.profileName) {
     // One directory per process: node writes one profile per thread (tsx's module loader runs on its
     // own thread), so a fixed file name would let the threads overwrite each other.

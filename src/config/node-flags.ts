@@ -5,7 +5,8 @@
  *
  * A semi-space of 4 MiB instead of V8's 16 MiB: the young generation grew to its maximum (32 MiB
  * committed) during start-up and stayed there, a third of an idle worker's memory, and it is as
- * large again under a backlog. The worker's objects are short-lived (one attempt), so the smaller
- * nursery costs more frequent but cheaper scavenges; docs/performance.md (2026-12-02) has both sides.
+ * large again under a backlog. Two V8 background threads instead of Node's 4, as many as the
+ * worker's CPU limit in deploy/kubernetes: each idle thread keeps a stack and a malloc arena.
+ * What each saves and costs is in docs/performance.md, "Memory and a warm start (2026-12-02)".
  */
-export const WORKER_NODE_FLAGS = ['--max-semi-space-size=4'] as const;
+export const WORKER_NODE_FLAGS = ['--max-semi-space-size=4', '--v8-pool-size=2'] as const;
