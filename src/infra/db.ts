@@ -58,7 +58,8 @@ export function createDb({ url, poolMax = 20, poolMin = 0, timeoutMs = 5_000, lo
               if (failed) logger?.warn({ err: failed }, 'warming a database connection failed; it is used unwarmed');
               done(null, conn);
             },
-            (err: Error) => done(err, conn),
+            // BEGIN or ROLLBACK failed: the connection is broken, so it is closed, not pooled.
+            (err: Error) => void conn.end().catch(() => undefined).finally(() => done(err, conn)),
           );
         },
       }),
