@@ -131,7 +131,7 @@ async function main(): Promise<number> {
       },
       latency: async () => {
         const r = await runLatency(ctx);
-        results.latency = { p50Ms: r.p50Ms, p99Ms: r.p99Ms };
+        results.latency = { p50Ms: r.p50Ms, p99Ms: r.p99Ms, coldP99Ms: r.coldP99Ms };
         details.latency = r.details;
       },
       duplicateStorm: async () => {

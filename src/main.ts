@@ -3,10 +3,9 @@ import { ensureLocalSecrets } from './config/dotenv.js';
 import { createDatabaseIfMissing, createDb, migrateLatest } from './infra/db.js';
 import { ensureServices, ServiceUnreachableError } from './infra/ensure-services.js';
 import { createLogger } from './infra/logger.js';
-import { startPlatform, type Role } from './platform.js';
+import type { Role } from './platform.js';
 import { currentRelease } from './infra/release.js';
 import { startTracing, stopTracing } from './infra/tracing.js';
-import { Retention } from './ops/retention.js';
 import type { Config } from './config/index.js';
 import type { Logger } from 'pino';
 
@@ -42,6 +41,9 @@ async function main(): Promise<void> {
 
   // Before the platform is built: the API's request spans are set up when its app is made.
   if (await startTracing(process.env, currentRelease, role)) logger.info('tracing: exporting spans over OTLP/HTTP');
+  // Imported here, not at the top: `migrate` and `retention` need none of it, and platform.ts imports
+  // each role's own parts only for that role (docs/architecture.md, "Role-specific imports").
+  const { startPlatform } = await import('./platform.js');
   const platform = await startPlatform({ role: role as Role, config, logger });
   let signals = 0;
   const shutdown = (signal: string) => {
@@ -69,6 +71,7 @@ async function runRetentionOnce(config: Config, logger: Logger, args: string[]):
   const unknown = args.filter((a) => a !== '--dry-run');
   if (unknown.length > 0) throw new ConfigError(`retention: unknown argument "${unknown[0]}"; the only option is --dry-run`);
   const dryRun = args.includes('--dry-run');
+  const { Retention } = await import('./ops/retention.js');
   const db = createDb({ url: config.databaseUrl, poolMax: 2, timeoutMs: 30_000 });
   try {
     const report = await new Retention({ db, policy: config.retention, logger }).run({ dryRun });

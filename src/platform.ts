@@ -3,27 +3,27 @@ import { createServer, type RequestListener, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
-import { createApp } from './api/app.js';
 import { ConfigError, type Config } from './config/index.js';
 import { checkSecretsKey } from './store/secrets-key-check.js';
-import { DeliveryLifecycle, type LifecycleEffects } from './delivery/index.js';
+import { DeliveryLifecycle, warmAttempts, type LifecycleEffects } from './delivery/index.js';
 import { SecretBox } from './domain/secret-box.js';
-import { Dispatcher } from './outbound/dispatcher.js';
-import { endpointHeadersFrom } from './outbound/endpoint-headers.js';
-import { TraceParents } from './outbound/attempt-spans.js';
+import type { Dispatcher } from './outbound/dispatcher.js';
+import type { DeliveryClient, LookupFn } from './outbound/http-client.js';
 import { tracingOn } from './infra/tracing.js';
-import { createDeliveryClient, type DeliveryClient, type LookupFn } from './outbound/http-client.js';
 import { IntakeService } from './inbound/intake-service.js';
 import { emitDeliveriesDead, emitEndpointDisabled, emitEndpointFailing, emitEndpointHeld } from './ops/platform-events.js';
-import { Reconciler } from './ops/reconciler.js';
+import type { Reconciler } from './ops/reconciler.js';
 import { Retention } from './ops/retention.js';
 import { coalesced } from './infra/coalesce.js';
-import { createDb } from './infra/db.js';
+import { createDb, warmPool } from './infra/db.js';
+import type { WarmUp } from './infra/sql.js';
 import { createLogger } from './infra/logger.js';
 import { ReadReplica } from './infra/read-replica.js';
 import { connectRedis, type RedisClient } from './infra/redis.js';
 import { metrics, setBacklogSource } from './metrics/registry.js';
 import { backlogSnapshot } from './store/backlog-store.js';
+import { warmPublish } from './store/events-store.js';
+import { warmIntake } from './store/intake-store.js';
 
 export type Role = 'all' | 'api' | 'worker';
 
@@ -57,6 +57,11 @@ export interface Platform {
  * The composition root: the one place that builds and wires every part for a role. `api` serves the
  * HTTP API; `worker` dispatches and serves only operations routes (/metrics, /healthz, /readyz);
  * `all` does both in one process and hands new work to the dispatcher directly.
+ *
+ * What only one role uses is imported when that role is built (`await import`), never at the top
+ * of this file: a worker loads neither express nor the API's routes, schemas and OpenAPI registry,
+ * and an api process loads neither BullMQ's worker nor the delivery client (docs/architecture.md,
+ * "Role-specific imports"; test/integration/role-imports.test.ts holds it).
  */
 export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   const { config, role } = opts;
@@ -75,12 +80,15 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   const announceWork = coalesced(() => redis.publish(wakeChannel, '1'));
   const lifecycle = buildLifecycle(config, db, logger, () => (dispatcher ? dispatcher.wake() : announceWork()));
   let subscriber: RedisClient | undefined;
-  if (role !== 'api') ({ dispatcher, subscriber } = buildDispatcher(opts, { db, lifecycle, box, logger, prefix, wakeChannel }));
+  if (role !== 'api') ({ dispatcher, subscriber } = await buildDispatcher(opts, { db, lifecycle, box, logger, prefix, wakeChannel }));
 
   const maxAge = config.retry.maxEventAgeSeconds;
   const intake = new IntakeService({ db, box, defaultMaxAgeSeconds: maxAge, batching: config.intakeBatching, fannedOut: (r) => lifecycle.fannedOut(r) });
-  const app = createApp({ config, platformDb: db, reads, redis, box, intake, logger, lifecycle }, { opsOnly: role === 'worker', portalAssetsDir: opts.portalAssetsDir });
-  const polling = role === 'api' ? undefined : buildReconciler(opts, { db, box, intake, logger });
+  const app =
+    role === 'worker'
+      ? (await import('./ops/ops-http.js')).opsListener({ platformDb: db, redis, logger })
+      : (await import('./api/app.js')).createApp({ config, platformDb: db, reads, redis, box, intake, logger, lifecycle }, { portalAssetsDir: opts.portalAssetsDir });
+  const polling = role === 'api' ? undefined : await buildReconciler(opts, { db, box, intake, logger });
 
   const server = createHttpServer(config, app);
   server.listen(config.port, '0.0.0.0');
@@ -100,12 +108,21 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   return { url: `http://127.0.0.1:${port}`, port, db, redis, lifecycle, dispatcher, reconciler: polling?.reconciler, retention, stop };
 }
 
+/** The statements each role runs per event or per attempt: run once on every new pooled connection. */
+const hotStatements: Record<Role, readonly WarmUp[]> = {
+  api: [warmIntake, warmPublish],
+  worker: [warmAttempts],
+  all: [warmIntake, warmPublish, warmAttempts],
+};
+
 /**
  * Connects to PostgreSQL and Redis, checks that SECRETS_KEY opens the stored secrets, and makes
- * sure the partitions intake writes into exist before anything is served.
+ * sure the partitions intake writes into exist before anything is served. DB_POOL_MIN connections
+ * are opened and warmed before the server listens (warm start: a fresh process holds its p99 from
+ * its first second; docs/performance.md, latency.coldP99Ms).
  */
 async function openStorage(config: Config, role: Role, logger: Logger) {
-  const db = createDb({ url: config.databaseUrl, poolMax: config.dbPoolMax, logger });
+  const db = createDb({ url: config.databaseUrl, poolMax: config.dbPoolMax, poolMin: config.dbPoolMin, warmUps: hotStatements[role], logger });
   const redis = connectRedis(config, 'request');
   redis.on('error', (err) => logger.debug({ err }, 'redis connection error'));
   const box = new SecretBox(config.secretsKey);
@@ -121,6 +138,7 @@ async function openStorage(config: Config, role: Role, logger: Logger) {
     throw err;
   }
   await retention.ensureAhead();
+  await warmPool(db, config.dbPoolMin);
   retention.start({ remove: role !== 'api' });
   return { db, redis, box, retention };
 }
@@ -174,12 +192,17 @@ function buildLifecycle(config: Config, db: Knex, logger: Logger, newWork: () =>
  * The dispatcher on a Redis connection of its own; in the worker role also the subscriber that
  * hears the api processes announce new work.
  */
-function buildDispatcher(
+async function buildDispatcher(
   opts: PlatformOptions,
   parts: { db: Knex; lifecycle: DeliveryLifecycle; box: SecretBox; logger: Logger; prefix: string; wakeChannel: string },
-): { dispatcher: Dispatcher; subscriber?: RedisClient } {
+): Promise<{ dispatcher: Dispatcher; subscriber?: RedisClient }> {
   const { config, role } = opts;
   const { db, lifecycle, box, logger, prefix, wakeChannel } = parts;
+  const [{ Dispatcher }, { endpointHeadersFrom }, { TraceParents }] = await Promise.all([
+    import('./outbound/dispatcher.js'),
+    import('./outbound/endpoint-headers.js'),
+    import('./outbound/attempt-spans.js'),
+  ]);
   const connection = connectRedis(config, 'worker');
   connection.on('error', (err) => logger.debug({ err }, 'redis queue connection error'));
   const endpointHeaders = endpointHeadersFrom(db, box);
@@ -196,11 +219,12 @@ function buildDispatcher(
 }
 
 /** Polling of providers for messages their callbacks left unfinished, with an HTTP client of its own. */
-function buildReconciler(
+async function buildReconciler(
   opts: PlatformOptions,
   parts: { db: Knex; box: SecretBox; intake: IntakeService; logger: Logger },
-): { reconciler: Reconciler; client: DeliveryClient } {
+): Promise<{ reconciler: Reconciler; client: DeliveryClient }> {
   const { config } = opts;
+  const [{ Reconciler }, { createDeliveryClient }] = await Promise.all([import('./ops/reconciler.js'), import('./outbound/http-client.js')]);
   // Provider polling goes through the same SSRF guard as deliveries: baseUrl is tenant input.
   const client = createDeliveryClient({
     allowPrivateTargets: config.allowPrivateTargets,

@@ -5,6 +5,7 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { listensOn } from './proc.js';
+import { WORKER_NODE_FLAGS } from '../../src/config/node-flags.js';
 
 /**
  * Child processes of the benchmark. Everything is started as `node --import tsx <file>` rather than
@@ -155,7 +156,8 @@ export async function startPlatform(
 ): Promise<PlatformProcess> {
   const runtime = opts.runtime ?? 'compiled';
   const port = await freePort();
-  const nodeArgs: string[] = [];
+  // The worker with the V8 flags production starts it with (compose, Kubernetes, npm run start:worker).
+  const nodeArgs: string[] = role === 'worker' ? [...WORKER_NODE_FLAGS] : [];
   if (opts.profileName) {
     // One directory per process: node writes one profile per thread (tsx's module loader runs on its
     // own thread), so a fixed file name would let the threads overwrite each other.
@@ -167,8 +169,9 @@ export async function startPlatform(
     nodeArgs,
     runtime,
     env: {
-      // Not `production`: it accepts https endpoint URLs only, and the bench's receivers (like its
-      // floors) speak plain http on loopback. Nothing else the platform does depends on it.
+      // Not `production`: the receivers are plain http on loopback, which production refuses as an
+      // endpoint URL. The platform reads NODE_ENV for nothing else that the bench measures (the
+      // secrets it would generate outside production are given here).
       NODE_ENV: 'development',
       PORT: String(port),
       DATABASE_URL: settings.databaseUrl,

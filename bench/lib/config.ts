@@ -100,6 +100,8 @@ export const benchConfig = {
     /** Events sent in the first seconds are excluded from the percentile (JIT and pool warm-up). */
     warmupSeconds: int('BENCH_LATENCY_WARMUP_SECONDS', 2),
     endpoints: int('BENCH_LATENCY_ENDPOINTS', 1),
+    /** latency.coldP99Ms: how long a freshly started process is measured from the moment it is ready. */
+    coldSeconds: int('BENCH_LATENCY_COLD_SECONDS', 3),
     /** How long to wait for the last deliveries after the last publish; later ones count as lower bounds. */
     drainSeconds: int('BENCH_LATENCY_DRAIN_SECONDS', 60),
   },

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createTenant } from '../lib/api.js';
-import { resetState, startMeasured, type BenchContext } from '../lib/context.js';
+import { resetState, startMeasured, withSetupApi, type BenchContext } from '../lib/context.js';
 import { paced, type PacedResult } from '../lib/load.js';
 import { publishRequest } from '../lib/payload.js';
 import type { Arrival } from '../lib/receiver.js';
@@ -9,6 +9,8 @@ import { percentile, round } from '../lib/stats.js';
 export interface LatencyResult {
   p50Ms: number;
   p99Ms: number;
+  /** p99 over the first seconds of a process that has just reported ready (see coldStart). */
+  coldP99Ms: number;
   details: Record<string, unknown>;
 }
 
@@ -177,12 +179,50 @@ export async function withStreamTarget<T>(ctx: BenchContext, opts: Omit<LatencyO
 
 /**
  * End-to-end latency: `npm start`-style role `all`, one tenant whose endpoints all receive every
- * event, events published at a steady rate; see measureStream.
+ * event, events published at a steady rate; see measureStream. Then the same stream on a process
+ * that has just started (coldStart).
  */
 export async function runLatency(ctx: BenchContext): Promise<LatencyResult> {
   const cfg = ctx.config.latency;
   const r = await latencyRun(ctx, { label: 'latency', ...cfg, fanOut: 'every' });
   if (r.sent.failed > 0) throw new Error(`latency: ${r.sent.failed} of ${r.sent.sent} publishes failed: ${JSON.stringify(r.sent.statusCodes)}`);
   const summary = streamSummary(r);
-  return { p50Ms: summary.p50Ms, p99Ms: summary.p99Ms, details: { rate: cfg.rate, endpoints: cfg.endpoints, ...summary } };
+  const cold = await coldStart(ctx);
+  return {
+    p50Ms: summary.p50Ms,
+    p99Ms: summary.p99Ms,
+    coldP99Ms: cold.p99Ms,
+    details: { rate: cfg.rate, endpoints: cfg.endpoints, ...summary, cold },
+  };
+}
+
+/**
+ * A fresh process's first seconds: the tenant and its endpoints are made through a setup api
+ * process that then stops, so the measured `all` process has served nothing when the stream
+ * starts, the moment it answers /healthz (the bench's "ready"). No warm-up is left out: every
+ * event of the first `BENCH_LATENCY_COLD_SECONDS` counts.
+ */
+async function coldStart(ctx: BenchContext): Promise<ReturnType<typeof streamSummary> & { seconds: number }> {
+  const cfg = ctx.config.latency;
+  await resetState(ctx);
+  const label = 'latency-cold';
+  const tenant = await withSetupApi(ctx, (api) =>
+    createTenant(api, ctx.settings.adminToken, { name: label, endpointUrls: Array.from({ length: cfg.endpoints }, (_, i) => ctx.receiver.okUrl(i, `${label}/${i}`)) }),
+  );
+  const platform = await startMeasured(ctx, 'all', `${label}-all`);
+  try {
+    ctx.log(`${label}: ${cfg.rate} events/s for the first ${cfg.coldSeconds}s of a fresh role all process`);
+    const r = await measureStream(ctx, platform.url, tenant.apiKey, {
+      rate: cfg.rate,
+      seconds: cfg.coldSeconds,
+      warmupSeconds: 0,
+      drainSeconds: cfg.drainSeconds,
+      eventType: () => 'order.created',
+      deliveriesPerEvent: cfg.endpoints,
+    });
+    if (r.sent.failed > 0) throw new Error(`${label}: ${r.sent.failed} of ${r.sent.sent} publishes failed: ${JSON.stringify(r.sent.statusCodes)}`);
+    return { seconds: cfg.coldSeconds, ...streamSummary(r) };
+  } finally {
+    await platform.stop();
+  }
 }

@@ -26,7 +26,8 @@ import { serverSpans } from './server-spans.js';
 
 export const API_BODY_LIMIT_BYTES = 1024 * 1024;
 
-export function createApp(ctx: ApiContext, opts: { opsOnly?: boolean; portalAssetsDir?: string } = {}): Express {
+/** The API role's app (also role `all`); the worker role serves its operations routes without it (ops/ops-http.ts). */
+export function createApp(ctx: ApiContext, opts: { portalAssetsDir?: string } = {}): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', false);
@@ -44,23 +45,21 @@ export function createApp(ctx: ApiContext, opts: { opsOnly?: boolean; portalAsse
     tenant: [tenantAuth(ctx.platformDb, ctx.config.adminToken, ctx.reads), tenantRateLimit(ctx.redis, ctx.config.tenantRateLimitPerSecond, ctx.config.queuePrefix), json],
     signature: [inboundMetrics(ctx.intake), inboundRawBody(ctx.config.maxBodyBytes)],
   });
-  if (!opts.opsOnly) {
-    // First: the router tries routes in order, and provider callbacks are most of the traffic.
-    inboundRoutes(routes, ctx);
-    adminRoutes(routes, ctx);
-    apiKeyRoutes(routes, ctx);
-    sourceRoutes(routes, ctx);
-    endpointRoutes(routes, ctx);
-    eventRoutes(routes, ctx);
-    deliveryRoutes(routes);
-    summaryRoutes(routes);
-    replayRoutes(routes, ctx);
-    portalSessionRoutes(routes, ctx);
-  }
+  // First: the router tries routes in order, and provider callbacks are most of the traffic.
+  inboundRoutes(routes, ctx);
+  adminRoutes(routes, ctx);
+  apiKeyRoutes(routes, ctx);
+  sourceRoutes(routes, ctx);
+  endpointRoutes(routes, ctx);
+  eventRoutes(routes, ctx);
+  deliveryRoutes(routes);
+  summaryRoutes(routes);
+  replayRoutes(routes, ctx);
+  portalSessionRoutes(routes, ctx);
   opsRoutes(routes, ctx, registry);
 
   app.use(routes.router);
-  if (!opts.opsOnly) app.use(portalAssets(ctx.config.portal, opts.portalAssetsDir));
+  app.use(portalAssets(ctx.config.portal, opts.portalAssetsDir));
   app.use((req, _res, next) => next(notFound(`route ${req.method} ${req.path}`)));
   app.use(errorHandler(ctx.logger));
   return app;

@@ -50,6 +50,8 @@ export interface Config {
   replayMaxLimit: number;
   replayRatePerSecond: number;
   dbPoolMax: number;
+  /** Pooled connections opened and warmed before the process reports ready, and kept while idle. */
+  dbPoolMin: number;
   /** Group commit at intake: callbacks per statement, statements in flight at once. */
   intakeBatching: { maxBatch: number; maxInFlight: number };
   tenantRateLimitPerSecond: number;
@@ -90,6 +92,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const retention = { retentionDays: e.RETENTION_DAYS, deadLetterRetentionDays: e.DEAD_LETTER_RETENTION_DAYS, auditRetentionDays: e.AUDIT_RETENTION_DAYS };
   const maxAge = maxAgeProblem(e.MAX_EVENT_AGE_SECONDS, retention);
   if (maxAge) throw new ConfigError(`invalid configuration: MAX_EVENT_AGE_SECONDS: ${maxAge}`);
+  if (e.DB_POOL_MIN > e.DB_POOL_MAX) throw new ConfigError(`invalid configuration: DB_POOL_MIN: must not exceed DB_POOL_MAX (${e.DB_POOL_MAX})`);
   if (e.INTAKE_STATEMENTS_IN_FLIGHT > e.DB_POOL_MAX) {
     // More would only wait for a connection, holding batches that could have grown meanwhile.
     throw new ConfigError(`invalid configuration: INTAKE_STATEMENTS_IN_FLIGHT: must not exceed DB_POOL_MAX (${e.DB_POOL_MAX})`);
@@ -138,6 +141,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     replayMaxLimit: e.REPLAY_MAX_LIMIT,
     replayRatePerSecond: e.REPLAY_RATE_PER_SECOND,
     dbPoolMax: e.DB_POOL_MAX,
+    dbPoolMin: e.DB_POOL_MIN,
     intakeBatching: { maxBatch: e.INTAKE_BATCH_MAX, maxInFlight: e.INTAKE_STATEMENTS_IN_FLIGHT },
     tenantRateLimitPerSecond: e.TENANT_RATE_LIMIT_PER_SECOND,
     queuePrefix: e.QUEUE_PREFIX,

@@ -5,6 +5,7 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { applyFunctionSources, functionsDirectory } from './function-sources.js';
 import { DirectoryMigrationSource } from './migration-source.js';
+import { warmConnection, type WarmUp } from './sql.js';
 
 // COUNT(*) and bigserial come back as strings by default; every count here fits in a double.
 pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number.parseInt(v, 10));
@@ -27,9 +28,13 @@ export interface DbOptions {
    * unstructured and regardless of LOG_LEVEL.
    */
   logger?: Pick<Logger, 'warn' | 'debug'>;
+  /** Connections the pool keeps open once made (see warmPool); none by default. */
+  poolMin?: number;
+  /** Run on every new pooled connection before its first use (see WarmUp in sql.ts). */
+  warmUps?: readonly WarmUp[];
 }
 
-export function createDb({ url, poolMax = 20, timeoutMs = 5_000, logger }: DbOptions): Knex {
+export function createDb({ url, poolMax = 20, poolMin = 0, timeoutMs = 5_000, logger, warmUps = [] }: DbOptions): Knex {
   return knexFactory({
     ...(logger && {
       log: {
@@ -41,10 +46,39 @@ export function createDb({ url, poolMax = 20, timeoutMs = 5_000, logger }: DbOpt
     }),
     client: 'pg',
     connection: { connectionString: url, connectionTimeoutMillis: timeoutMs, query_timeout: timeoutMs * 2, keepAlive: true },
-    pool: { min: 0, max: poolMax, idleTimeoutMillis: 30_000 },
+    pool: {
+      min: Math.min(poolMin, poolMax),
+      max: poolMax,
+      idleTimeoutMillis: 30_000,
+      // Also for connections made later under load: each is warm before its first statement.
+      ...(warmUps.length > 0 && {
+        afterCreate: (conn: pg.Client, done: (err: Error | null, conn: pg.Client) => void) => {
+          warmConnection(conn, warmUps).then(
+            (failed) => {
+              if (failed) logger?.warn({ err: failed }, 'warming a database connection failed; it is used unwarmed');
+              done(null, conn);
+            },
+            // BEGIN or ROLLBACK failed: the connection is broken, so it is closed, not pooled.
+            (err: Error) => void conn.end().catch(() => undefined).finally(() => done(err, conn)),
+          );
+        },
+      }),
+    },
     acquireConnectionTimeout: timeoutMs,
     migrations: { migrationSource: new DirectoryMigrationSource(migrationsDirectory) },
   });
+}
+
+/**
+ * Opens `count` pooled connections at once (each warmed as it is made, see DbOptions.warmUps) and
+ * gives them back to the pool, which keeps up to its `min` of them: what a process does before it
+ * reports ready, so its first requests wait for neither a connection nor a cold statement.
+ */
+export async function warmPool(db: Knex, count: number): Promise<void> {
+  const taken = await Promise.allSettled(Array.from({ length: count }, () => db.client.acquireConnection() as Promise<unknown>));
+  await Promise.all(taken.flatMap((t) => (t.status === 'fulfilled' ? [db.client.releaseConnection(t.value)] : [])));
+  const failed = taken.find((t): t is PromiseRejectedResult => t.status === 'rejected');
+  if (failed) throw failed.reason;
 }
 
 /**

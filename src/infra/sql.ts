@@ -50,13 +50,43 @@ function bind(st: Statement, values: Record<string, unknown>): unknown[] {
  */
 export async function run<R extends pg.QueryResultRow>(db: Knex, st: Statement, values: Record<string, unknown>): Promise<R[]> {
   notInTransaction(db, st.name);
-  const args = bind(st, values);
   const conn: pg.PoolClient = await db.client.acquireConnection();
   try {
-    const result = await conn.query<R>({ name: st.name, text: st.text, values: args });
-    return result.rows;
+    return await runOn<R>(conn, st, values);
   } finally {
     await db.client.releaseConnection(conn);
+  }
+}
+
+/** Runs a statement on the connection given (a pooled one that `run` took, or one being warmed). */
+async function runOn<R extends pg.QueryResultRow>(conn: pg.ClientBase, st: Statement, values: Record<string, unknown>): Promise<R[]> {
+  const result = await conn.query<R>({ name: st.name, text: st.text, values: bind(st, values) });
+  return result.rows;
+}
+
+/**
+ * One hot statement run once on a new pooled connection, before the pool hands it out, so the
+ * first real call finds it parsed and planned and its SQL functions compiled in that backend (the
+ * cold cost docs/performance.md measures as latency.coldP99Ms). It runs with values that match
+ * nothing, inside a transaction that is rolled back, so it changes nothing whatever it does.
+ */
+export type WarmUp = (run: <R extends pg.QueryResultRow>(st: Statement, values: Record<string, unknown>) => Promise<R[]>) => Promise<void>;
+
+/**
+ * Runs each warm-up on `conn` in one transaction, then rolls it back. A warm-up that fails is
+ * reported and the rest are skipped: the connection is as usable as an unwarmed one (a statement
+ * whose parse failed is parsed again on its first real call).
+ */
+export async function warmConnection(conn: pg.ClientBase, warmUps: readonly WarmUp[]): Promise<Error | undefined> {
+  if (warmUps.length === 0) return undefined;
+  await conn.query('BEGIN');
+  try {
+    for (const warmUp of warmUps) await warmUp((st, values) => runOn(conn, st, values));
+    return undefined;
+  } catch (err) {
+    return err instanceof Error ? err : new Error(String(err));
+  } finally {
+    await conn.query('ROLLBACK');
   }
 }
 

@@ -23,7 +23,6 @@ import {
   type Span,
   type SpanContext,
 } from '@opentelemetry/api';
-import { parseTraceParent } from '@opentelemetry/core';
 
 export { SpanKind, SpanStatusCode, type Span, type Context, type Attributes };
 
@@ -31,6 +30,8 @@ export const tracerName = 'webhook-relay';
 
 let enabled = false;
 let shutdownProvider: (() => Promise<void>) | undefined;
+/** @opentelemetry/core's W3C parser, loaded with the SDK: with tracing off nothing of it is imported. */
+let parseTraceParent: ((text: string) => SpanContext | null) | undefined;
 
 /** Whether spans are made at all; false costs the callers one test. */
 export function tracingOn(): boolean {
@@ -81,6 +82,7 @@ export async function startTracing(env: NodeJS.ProcessEnv, serviceVersion: strin
   if (role !== 'worker') context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
   propagation.setGlobalPropagator(new core.W3CTraceContextPropagator());
   shutdownProvider = () => provider.shutdown();
+  parseTraceParent = core.parseTraceParent;
   enabled = true;
   return true;
 }
@@ -124,7 +126,7 @@ export function storedTraceParent(span: Span | undefined): string | null {
 
 /** The span context a stored traceparent names, as a remote parent; undefined for null or malformed text. */
 export function remoteSpanContext(traceParent: string | null | undefined): SpanContext | undefined {
-  if (!traceParent) return undefined;
+  if (!traceParent || !parseTraceParent) return undefined;
   const sc = parseTraceParent(traceParent);
   return sc ? { ...sc, isRemote: true } : undefined;
 }

@@ -9,7 +9,7 @@ import { RawJson } from '../domain/raw-json.js';
 import { startAccept } from '../infra/accept-spans.js';
 import { Batcher } from '../infra/batcher.js';
 import { mayBeOneRowsFault } from '../infra/db.js';
-import { run, statement } from '../infra/sql.js';
+import { run, statement, type WarmUp } from '../infra/sql.js';
 import { withDeliveryIds } from './delivery-ids.js';
 import { outboundBody } from './intake-store.js';
 import type { TenantScope } from './tenant-scope.js';
@@ -151,8 +151,8 @@ const publishManyStatement = statement(
     ORDER BY i.ord`,
 );
 
-async function publishMany(db: Knex, items: PublishItem[]): Promise<PublishRow[]> {
-  const rows = await run<PublishRow & { ord: string }>(db, publishManyStatement, {
+function publishManyParams(items: PublishItem[]) {
+  return {
     items: JSON.stringify(
       items.map((i) => ({
         event_id: i.eventId, delivery_ids: i.deliveryIds, tenant_id: i.tenantId, origin: i.origin, type: i.type, message_id: i.messageId,
@@ -160,7 +160,11 @@ async function publishMany(db: Knex, items: PublishItem[]): Promise<PublishRow[]
         trace_parent: i.traceParent,
       })),
     ),
-  });
+  };
+}
+
+async function publishMany(db: Knex, items: PublishItem[]): Promise<PublishRow[]> {
+  const rows = await run<PublishRow & { ord: string }>(db, publishManyStatement, publishManyParams(items));
   return rows.map(({ ord: _ord, ...row }) => row);
 }
 
@@ -175,3 +179,22 @@ function publishBatcher(db: Knex): Batcher<PublishItem, PublishRow> {
   }
   return batcher;
 }
+
+const anyTenantStatement = statement('warm_up_tenant', 'SELECT id FROM tenants ORDER BY id LIMIT 1');
+
+/**
+ * POST /v1/events's statement for an event of a type no endpoint asks for (see WarmUp): publish_event
+ * needs a tenant that exists, so it warms nothing before the first tenant is made.
+ */
+export const warmPublish: WarmUp = async (run) => {
+  const [tenant] = await run<{ id: string }>(anyTenantStatement, {});
+  if (!tenant) return;
+  const eventId = newId('event');
+  const now = new Date();
+  const item: PublishItem = {
+    eventId, deliveryIds: [], tenantId: tenant.id, origin: 'api', type: 'platform.warm_up', messageId: null, idempotencyKey: null,
+    requestHash: '', body: outboundBody(eventId, 'platform.warm_up', now, undefined, {}), createdAt: now.toISOString(), defaultMaxAgeSeconds: 0,
+    traceParent: null,
+  };
+  await run(publishManyStatement, publishManyParams([item]));
+};

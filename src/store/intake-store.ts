@@ -4,7 +4,7 @@ import { newId } from '../domain/ids.js';
 import { stringifyJson } from '../domain/raw-json.js';
 import { Batcher } from '../infra/batcher.js';
 import { mayBeOneRowsFault } from '../infra/db.js';
-import { run, statement } from '../infra/sql.js';
+import { run, statement, type WarmUp } from '../infra/sql.js';
 import type { IntakeOutcome, ParsedEvent } from '../domain/events.js';
 import { withDeliveryIds } from './delivery-ids.js';
 
@@ -161,3 +161,9 @@ const repeatsStatement = statement(
 );
 
 const acceptsStatement = statement('intake_accept_many', 'SELECT * FROM intake_accept_many(:items::jsonb, :defaultMaxAgeSeconds::int)');
+
+/** Intake's statements with empty batches (see WarmUp): the api process's hot path for provider callbacks. */
+export const warmIntake: WarmUp = async (run) => {
+  await run(acceptsStatement, { items: '[]', defaultMaxAgeSeconds: 0 });
+  await run(repeatsStatement, { receiptIds: [], tenantIds: [], sourceIds: [], origins: [], digests: [] });
+};

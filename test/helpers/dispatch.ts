@@ -197,9 +197,10 @@ export function startWorkerProcess(t: TestPlatform, extraEnv: Record<string, str
  * environment; LOG_LEVEL must be at least `info` for port() to see the "listening" line). Node runs
  * the TypeScript through tsx's loader in this one process, not through the tsx CLI, which would put
  * a second process in between: a SIGKILL must reach the process that holds the attempts.
+ * `nodeArgs` come after tsx's loader (e.g. another --import).
  */
-export function startPlatformProcess(role: 'all' | 'api' | 'worker', env: Record<string, string>): WorkerProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', role], { cwd: repoRoot, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+export function startPlatformProcess(role: 'all' | 'api' | 'worker', env: Record<string, string>, nodeArgs: string[] = []): WorkerProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', ...nodeArgs, 'src/main.ts', role], { cwd: repoRoot, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
   child.stderr!.on('data', (c: Buffer) => (out += c.toString()));

@@ -5,6 +5,7 @@
  * (The static agreement of the manifests with each other is test/unit/kubernetes-manifests.test.ts.)
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WORKER_NODE_FLAGS } from '../../src/config/node-flags.js';
 import { METRIC_NAMES } from '../../src/metrics/registry.js';
 import { request } from '../helpers/http.js';
 import { byKind, findObject, render, resolveContainerPort, selects, OPTIONAL_COMPONENTS, type K8sObject } from '../helpers/kubernetes.js';
@@ -31,7 +32,7 @@ const portEnv = (role: string): number => Number(containerOf(role).env.find((e: 
 
 describe.each(roles)('%s Deployment', (role) => {
   it('runs the role it is started as', () => {
-    expect(containerOf(role).command).toEqual(['node', 'dist/main.js', role]);
+    expect(containerOf(role).command).toEqual(['node', ...(role === 'worker' ? WORKER_NODE_FLAGS : []), 'dist/main.js', role]);
     expect(deploymentOf(role).spec.template.metadata.labels['app.kubernetes.io/component']).toBe(role);
   });
 

@@ -8,6 +8,7 @@ import { dirname, join, posix, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { WORKER_NODE_FLAGS } from '../../src/config/node-flags.js';
 import { METRIC_NAMES } from '../../src/metrics/registry.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -81,7 +82,10 @@ describe('docker-compose.yml', () => {
     // Compiled JavaScript, node as the container's process (CONTRACT: node dist/main.js <role>).
     expect(commandText(services.migrate)).toBe('node dist/main.js migrate');
     expect(commandText(services.api)).toBe('node dist/main.js api');
-    expect(commandText(services.worker)).toBe('node dist/main.js worker');
+    expect(commandText(services.worker)).toBe(['node', ...WORKER_NODE_FLAGS, 'dist/main.js', 'worker'].join(' '));
+    // `npm run start:worker` starts it with the same flags, through tsx.
+    const scripts = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).scripts as Record<string, string>;
+    expect(scripts['start:worker']).toBe(['exec node', ...WORKER_NODE_FLAGS, '--import tsx src/main.ts worker'].join(' '));
     for (const name of ['api', 'worker']) {
       const env = envOf(services[name]);
       expect(env.NODE_ENV).toBe('production');

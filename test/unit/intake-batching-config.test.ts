@@ -39,3 +39,11 @@ describe('RecentMap', () => {
     expect(['a', 'b', 'c', 'd'].map((k) => recent.get(k))).toEqual([10, undefined, 3, 4]);
   });
 });
+
+describe('DB_POOL_MIN', () => {
+  it('opens 4 connections before ready by default, and refuses more than DB_POOL_MAX', () => {
+    expect(loadConfig(requiredEnv).dbPoolMin).toBe(4);
+    expect(loadConfig({ ...requiredEnv, DB_POOL_MIN: '0' }).dbPoolMin).toBe(0);
+    expect(configError({ DB_POOL_MIN: '21' })).toBe('invalid configuration: DB_POOL_MIN: must not exceed DB_POOL_MAX (20)');
+  });
+});

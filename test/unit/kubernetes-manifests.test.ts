@@ -13,6 +13,7 @@ import { describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { loadConfig } from '../../src/config/index.js';
 import { envSchema } from '../../src/config/env-schema.js';
+import { WORKER_NODE_FLAGS } from '../../src/config/node-flags.js';
 import { METRIC_NAMES } from '../../src/metrics/registry.js';
 import {
   byKind,
@@ -245,7 +246,7 @@ describe('schemas', () => {
 });
 
 describe('workloads', () => {
-  it('run the compiled entry point with their role: node dist/main.js <role>', () => {
+  it('run the compiled entry point with their role: node dist/main.js <role> (the worker with its V8 flags)', () => {
     const roles = /const roles = \[([^\]]*)\] as const/.exec(read('src/main.ts'))?.[1]?.match(/'[a-z]+'/g)?.map((r) => r.slice(1, -1));
     expect(roles).toEqual(expect.arrayContaining(['api', 'worker', 'migrate']));
     // npm run build compiles src/ into dist/, so src/main.ts becomes dist/main.js.
@@ -259,7 +260,7 @@ describe('workloads', () => {
       const container = pod.containers[0];
       const role = labels['app.kubernetes.io/component'];
       expect(roles, nameOf(manifest)).toContain(role);
-      expect(container.command, nameOf(manifest)).toEqual(['node', 'dist/main.js', role]);
+      expect(container.command, nameOf(manifest)).toEqual(['node', ...(role === 'worker' ? WORKER_NODE_FLAGS : []), 'dist/main.js', role]);
       expect(container.args, nameOf(manifest)).toBeUndefined();
       expect(container.workingDir ?? '/app', nameOf(manifest)).toBe('/app');
       expect(container.image, nameOf(manifest)).toBe('webhook-relay');

@@ -1,31 +1,9 @@
 import { OpenApiGeneratorV31, type OpenAPIRegistry } from '@asteasolutions/zod-to-openapi';
 import { z } from 'zod';
-import { redisServing } from '../../infra/redis.js';
 import { renderMetrics } from '../../metrics/registry.js';
-import { pingDatabase } from '../../store/health-store.js';
+import { readinessReply } from '../../ops/ops-http.js';
 import type { ApiContext } from '../context.js';
 import type { ApiRoutes } from '../route.js';
-
-async function within<T>(ms: number, work: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error('timed out')), ms);
-  });
-  try {
-    return await Promise.race([work, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-/** Readiness answers quickly either way: a probe that hangs is worse than one that says no. */
-export async function checkReadiness(ctx: Pick<ApiContext, 'platformDb' | 'redis'>): Promise<{ database: boolean; redis: boolean }> {
-  const [database, redis] = await Promise.all([
-    within(2_000, pingDatabase(ctx.platformDb)).then(() => true, () => false),
-    within(2_000, redisServing(ctx.redis)).catch(() => false),
-  ]);
-  return { database, redis };
-}
 
 export function opsRoutes(routes: ApiRoutes, ctx: ApiContext, registry: OpenAPIRegistry): void {
   const tag = 'operations';
@@ -45,11 +23,7 @@ export function opsRoutes(routes: ApiRoutes, ctx: ApiContext, registry: OpenAPIR
       success: { status: 200, description: 'Ready', schema: z.object({ status: z.string(), database: z.boolean(), redis: z.boolean() }) },
       errors: [503],
     },
-    async () => {
-      const checks = await checkReadiness(ctx);
-      const ready = checks.database && checks.redis;
-      return { status: ready ? 200 : 503, body: { status: ready ? 'ready' : 'unavailable', ...checks } };
-    },
+    async () => readinessReply(ctx),
   );
   routes.add(
     { method: 'get', path: '/metrics', operationId: 'getMetrics', summary: 'Prometheus metrics', tag, auth: 'none', success: { status: 200, description: 'Prometheus text format, or OpenMetrics (with exemplars) when the Accept header asks for it' } },

@@ -11,7 +11,7 @@
 import type { Knex } from 'knex';
 import type { AttemptOutcome, DeadLetterReason, Trigger } from '../../domain/delivery-status.js';
 import { newId } from '../../domain/ids.js';
-import { run, statement } from '../../infra/sql.js';
+import { run, statement, type WarmUp } from '../../infra/sql.js';
 import { claimedColumns, rowToClaimed, type ClaimedDelivery } from './claimed.js';
 
 /**
@@ -40,6 +40,15 @@ const claimStatement = statement(
       WHERE d.id = :id AND d.status = 'queued' AND ev.id = d.event_id AND ep.id = d.endpoint_id
   RETURNING ${claimedColumns}`,
 );
+
+/** The worker's per-attempt statements for a delivery that does not exist and an empty batch (see WarmUp). */
+export const warmAttempts: WarmUp = async (run) => {
+  await run(claimStatement, { lease: 0, id: 'dlv_warm_up' });
+  await run(successesStatement, {
+    deliveryIds: [], attemptNumbers: [], attemptIds: [], tenantIds: [], triggers: [], startedAts: [],
+    durations: [], statusCodes: [], excerpts: [], endpointIds: [], handOffs: [], threshold: 1, lease: 0,
+  });
+};
 
 export async function claimDelivery(db: Knex, id: string, leaseMs: number): Promise<ClaimedDelivery | undefined> {
   const rows = await run(db, claimStatement, { lease: leaseMs, id });

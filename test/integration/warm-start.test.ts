@@ -1,0 +1,66 @@
+/**
+ * Warm start: a process opens DB_POOL_MIN connections before it reports ready, and each new pooled
+ * connection has run its role's hot statements once (src/infra/sql.ts, WarmUp), changing nothing.
+ * What PostgreSQL shows: the sessions open when startPlatform returns, the statements a warmed
+ * session has prepared (pg_prepared_statements is per session, so it is read on that session), and
+ * the rows, which the warm-up's rolled-back transaction leaves as they were.
+ */
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { warmAttempts } from '../../src/delivery/index.js';
+import { warmConnection } from '../../src/infra/sql.js';
+import { warmPublish } from '../../src/store/events-store.js';
+import { warmIntake } from '../../src/store/intake-store.js';
+import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
+
+const poolMin = 6;
+let t: TestPlatform;
+
+beforeAll(async () => {
+  t = await startTestPlatform({ role: 'api', env: { DB_POOL_MIN: String(poolMin) } });
+});
+
+afterAll(async () => {
+  await t?.stop();
+});
+
+async function withSession<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: t.database.url });
+  await client.connect();
+  try {
+    return await work(client);
+  } finally {
+    await client.end();
+  }
+}
+
+const count = async (client: pg.Client, sql: string): Promise<number> => Number((await client.query<{ n: string }>(sql)).rows[0]!.n);
+
+describe('warm start', () => {
+  it('DB_POOL_MIN connections are open when the process reports ready, before any request', async () => {
+    const sessions = await withSession((c) => count(c, 'SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()'));
+    expect(sessions).toBeGreaterThanOrEqual(poolMin);
+  });
+
+  it('a warmed session has prepared the hot statements and written nothing', async () => {
+    const tenant = await t.createTenant('warm');
+    const endpoint = await tenant.call('POST', '/v1/endpoints', { body: { url: 'http://127.0.0.1:9/hook' } });
+    expect(endpoint.status).toBe(201);
+    await withSession(async (c) => {
+      const rowsBefore = await count(c, 'SELECT (SELECT count(*) FROM events) + (SELECT count(*) FROM deliveries) + (SELECT count(*) FROM receipts) AS n');
+      const failed = await warmConnection(c, [warmIntake, warmPublish, warmAttempts]);
+      expect(failed).toBeUndefined();
+      const prepared = (await c.query<{ name: string }>('SELECT name FROM pg_prepared_statements ORDER BY name')).rows.map((r) => r.name);
+      expect(prepared).toEqual(expect.arrayContaining(['claim_delivery', 'intake_accept_many', 'intake_repeats', 'publish_event', 'record_successes']));
+      // The session is usable as it was: not left inside the warm-up's transaction.
+      expect((await c.query<{ outside: boolean }>("SELECT now() = statement_timestamp() AS outside")).rows[0]).toMatchObject({ outside: true });
+      expect(await count(c, 'SELECT (SELECT count(*) FROM events) + (SELECT count(*) FROM deliveries) + (SELECT count(*) FROM receipts) AS n')).toBe(rowsBefore);
+    });
+  });
+
+  it('the warmed pool serves a publish as usual', async () => {
+    const tenant = await t.createTenant('warm-publish');
+    const res = await tenant.call('POST', '/v1/events', { body: { type: 'order.created', data: { n: 1 } }, headers: { 'Idempotency-Key': 'warm-1' } });
+    expect(res.status).toBe(202);
+  });
+});
