@@ -52,14 +52,14 @@ function sendJson(res: ServerResponse, status: number, body: unknown): void {
  * with the same answers; anything else here is the contract's 404.
  */
 export function opsListener(deps: ReadinessDeps & { logger: Logger }): RequestListener {
-  const routes: Record<string, (res: ServerResponse) => Promise<void>> = {
+  const routes: Record<string, (res: ServerResponse, req: IncomingMessage) => Promise<void>> = {
     '/healthz': async (res) => sendJson(res, 200, { status: 'ok' }),
     '/readyz': async (res) => {
       const { status, body } = await readinessReply(deps);
       sendJson(res, status, body);
     },
-    '/metrics': async (res) => {
-      const { contentType, body } = await renderMetrics();
+    '/metrics': async (res, req) => {
+      const { contentType, body } = await renderMetrics(req.headers.accept);
       res.writeHead(200, { 'content-type': contentType });
       res.end(body);
     },
@@ -72,7 +72,7 @@ export function opsListener(deps: ReadinessDeps & { logger: Logger }): RequestLi
       sendJson(res, status, { error: { code, message } });
       return;
     }
-    route(res).catch((err: unknown) => {
+    route(res, req).catch((err: unknown) => {
       deps.logger.error({ err, method: req.method, path }, 'request failed');
       if (!res.headersSent) sendJson(res, 500, { error: { code: 'internal_error', message: 'internal error' } });
       else res.destroy();

@@ -51,7 +51,7 @@ describe('warm start', () => {
       const failed = await warmConnection(c, [warmIntake, warmPublish, warmAttempts]);
       expect(failed).toBeUndefined();
       const prepared = (await c.query<{ name: string }>('SELECT name FROM pg_prepared_statements ORDER BY name')).rows.map((r) => r.name);
-      expect(prepared).toEqual(expect.arrayContaining(['claim_delivery', 'intake_accept_many', 'intake_repeats', 'publish_event', 'record_successes']));
+      expect(prepared).toEqual(expect.arrayContaining(['claim_delivery', 'intake_accept_many', 'intake_repeats', 'publish_events', 'record_successes']));
       // The session is usable as it was: not left inside the warm-up's transaction.
       expect((await c.query<{ outside: boolean }>("SELECT now() = statement_timestamp() AS outside")).rows[0]).toMatchObject({ outside: true });
       expect(await count(c, 'SELECT (SELECT count(*) FROM events) + (SELECT count(*) FROM deliveries) + (SELECT count(*) FROM receipts) AS n')).toBe(rowsBefore);
