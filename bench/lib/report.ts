@@ -1,4 +1,4 @@
-import { scenarioNames, type ScenarioName } from './config.js';
+import { benchConfig, scenarioNames, type ScenarioName } from './config.js';
 
 /** The published shape of bench/results/latest.json: numbers only, nothing else. */
 export interface LatestJson {
@@ -11,8 +11,8 @@ export interface LatestJson {
   live: { kneeRps: number };
   scale: { endpoints: number; admissionMsP50: number; admissionMsIdle0P50: number; latencyP99Ms: number };
   flaky: { lagSeconds: number };
-  /** From api and worker as separate processes unless `headline` says otherwise. */
-  fairness: { ratio: number; bareRequestRatio: number; platformRatio: number; backlogRatio: number; headline: 'separate' | 'all' };
+  /** From api and worker as separate processes (the first of BENCH_FAIRNESS_TOPOLOGIES; details say which). */
+  fairness: { ratio: number; bareRequestRatio: number; platformRatio: number; backlogRatio: number };
   storage: { bytesPerEvent: number };
   retention: { dropMsPerMillion: number; deleteMsPerMillion: number };
   machine: { cpus: number; node: number; postgres: number; redis: number };
@@ -67,7 +67,7 @@ export function summaryRows(r: Partial<LatestJson>): Row[] {
   if (r.flaky) rows.push({ measure: 'flaky lag s (max, last window)', value: fmt(r.flaky.lagSeconds, 2), floor: '', target: '≤ 1', met: check(r.flaky.lagSeconds, (v) => v <= 1) });
   if (r.fairness) {
     const f = r.fairness;
-    rows.push({ measure: `fairness ratio (B p99 with A burst / alone, ${f.headline})`, value: fmt(f.ratio, 3), floor: '', target: '', met: undefined });
+    rows.push({ measure: `fairness ratio (B p99 with A burst / alone, ${benchConfig.fairness.topologies[0]})`, value: fmt(f.ratio, 3), floor: '', target: '', met: undefined });
     rows.push({ measure: 'fairness bare request ratio (same phases)', value: fmt(f.bareRequestRatio, 3), floor: '', target: '', met: undefined });
     rows.push({ measure: 'fairness platform ratio (ratio / bare)', value: fmt(f.platformRatio, 3), floor: '', target: '≤ 1.5', met: check(f.platformRatio, (v) => v <= 1.5) });
     rows.push({ measure: `fairness backlog ratio (B p99 during A's 100k drain / alone)`, value: fmt(f.backlogRatio, 3), floor: '', target: '≤ 2', met: check(f.backlogRatio, (v) => v <= 2) });
