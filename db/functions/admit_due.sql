@@ -33,6 +33,11 @@
 --
 -- Plans:   generic, with sequential scans priced out: every table is reached by key or by an index
 --          of the queue, and a plan cached while the tables were small must stay so when they grow.
+--          Statement 1 is planned with sorts priced out as well: planned on a near-empty queue, it
+--          read every pending row through delivery_queue_deadline and sorted them instead of one
+--          descent of delivery_queue_due per endpoint, so a round cost O(backlog) (up to ~350 ms
+--          with 100,000 pending, docs/performance.md "Fair share under a drain"). Statement 2 and
+--          next_due keep the planner's usual settings.
 --
 -- Cost follows endpoints with pending work, not endpoints that exist: candidates come from a skip
 -- scan over delivery_queue_due, one index descent per endpoint with a pending delivery. The round
@@ -53,11 +58,13 @@ LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_se
 DECLARE
   v_ids text[];
   v_candidates integer;
+  v_sort text := current_setting('enable_sort');
 BEGIN
   PERFORM set_config('synchronous_commit', 'off', true);
 
   -- 1. Candidates: endpoints whose earliest pending delivery is due, each try-locked. Whether an
   --    endpoint may start anything is next_due's to say, in statement 2.
+  PERFORM set_config('enable_sort', 'off', true);
   WITH RECURSIVE pend(endpoint_id) AS (
       (SELECT q.endpoint_id FROM delivery_queue q WHERE q.status = 'pending'
         ORDER BY q.endpoint_id, q.next_attempt_at, q.delivery_id LIMIT 1)
@@ -77,6 +84,7 @@ BEGIN
   SELECT COALESCE((SELECT array_agg(l.id) FROM locked l), '{}'), (SELECT count(*) FROM cand)
     INTO v_ids, v_candidates;
   skipped := v_candidates - cardinality(v_ids);
+  PERFORM set_config('enable_sort', v_sort, true);
 
   -- 2. In a snapshot taken after the locks are held: what each endpoint has room for.
   IF cardinality(v_ids) > 0 THEN
