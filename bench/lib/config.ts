@@ -166,6 +166,8 @@ export const benchConfig = {
     drainSeconds: int('BENCH_FAIRNESS_DRAIN_SECONDS', 30),
     /** Tenant A's backlog for `backlogRatio`: this many events, each to all 5 of A's endpoints. */
     backlogEvents: int('BENCH_FAIRNESS_BACKLOG_EVENTS', 20_000),
+    /** B's measured seconds while A's backlog drains: shorter than the drain takes (checked). */
+    backlogSeconds: int('BENCH_FAIRNESS_BACKLOG_SECONDS', 10),
     /**
      * Which ways of running the platform are measured, in order: `separate` (api and worker
      * processes, as deployed; the published numbers) and `all` (one process, `npm start`).

@@ -72,7 +72,15 @@ export interface BacklogShare {
  * newId. Ends with ANALYZE: a production table has statistics from autovacuum, a table filled in
  * seconds does not yet.
  */
-export async function insertBacklog(db: Knex, tenantId: string, shares: BacklogShare[], payloadBytes: number): Promise<number> {
+export async function insertBacklog(
+  db: Knex,
+  tenantId: string,
+  shares: BacklogShare[],
+  payloadBytes: number,
+  opts: { oneTransaction?: boolean } = {},
+): Promise<number> {
+  // One transaction: a running platform sees the whole backlog at once, not batch by batch.
+  if (opts.oneTransaction) return db.transaction((trx) => insertBacklog(trx, tenantId, shares, payloadBytes));
   const events = Math.max(0, ...shares.map((s) => s.count));
   const batch = 5_000;
   const firstAt = Date.now() - events;

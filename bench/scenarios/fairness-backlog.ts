@@ -32,9 +32,9 @@ async function schedulerWait(ctx: BenchContext, tenantId: string, since: Date) {
  * Noisy neighbour, backlog. Tenant B (1 endpoint) publishes 20 events/s alone and its 202 →
  * receiver p99 is measured. Then tenant A's backlog is created: `backlogEvents` events, each to
  * all 5 of A's endpoints (100,000 deliveries by default), written in SQL in batches as fan-out
- * leaves them (bench/lib/database.ts insertBacklog), while the platform runs and starts draining
- * them. Once it is all there, B publishes the same stream again and is measured over the same
- * seconds. B's measurement only needs A to be still draining: that is checked when it ends, and
+ * leaves them (bench/lib/database.ts insertBacklog), in one transaction, so the running platform
+ * finds all of it at once. Then B publishes the same stream again. Both of B's phases last
+ * `backlogSeconds` (after the warm-up), shorter than the drain. B's measurement only needs A to be still draining: that is checked when it ends, and
  * the case fails if A had finished (a smaller backlog than the machine needed). The platform is
  * stopped then, with A's backlog not drained: the case takes seconds, not the whole drain.
  * ratio = B's p99 during the drain / B's p99 alone.
@@ -59,10 +59,10 @@ export async function runBacklogCase(ctx: BenchContext, topology: Topology): Pro
     };
     const url = platform.api.url;
 
-    ctx.log(`fairness backlog (${topology}): tenant B alone, ${cfg.rate} events/s for ${cfg.warmupSeconds}+${cfg.seconds}s`);
+    ctx.log(`fairness backlog (${topology}): tenant B alone, ${cfg.rate} events/s for ${cfg.warmupSeconds}+${cfg.backlogSeconds}s`);
     let phase = await phaseStart(platform, probeUrl(ctx));
     const aloneSince = new Date(Date.now() + cfg.warmupSeconds * 1000);
-    const alone = await measureStream(ctx, url, quiet.apiKey, { ...stream, seconds: cfg.warmupSeconds + cfg.seconds, warmupSeconds: cfg.warmupSeconds });
+    const alone = await measureStream(ctx, url, quiet.apiKey, { ...stream, seconds: cfg.warmupSeconds + cfg.backlogSeconds, warmupSeconds: cfg.warmupSeconds });
     const aloneMachine = await phaseEnd(platform, phase);
     const aloneWait = await schedulerWait(ctx, quiet.id, aloneSince);
 
@@ -73,6 +73,7 @@ export async function runBacklogCase(ctx: BenchContext, topology: Topology): Pro
       noisy.id,
       noisy.endpointIds.map((endpointId) => ({ endpointId, count: cfg.backlogEvents })),
       ctx.config.payloadBytes,
+      { oneTransaction: true },
     );
     const insertSeconds = (Date.now() - insertStarted) / 1000;
     const undone = () => countRows(ctx.db, "SELECT count(*) AS n FROM deliveries WHERE tenant_id = ? AND status <> 'succeeded'", [noisy.id]);
@@ -82,7 +83,7 @@ export async function runBacklogCase(ctx: BenchContext, topology: Topology): Pro
     phase = await phaseStart(platform, probeUrl(ctx));
     const drainSince = new Date();
     const windowStarted = Date.now();
-    const during = await measureStream(ctx, url, quiet.apiKey, stream);
+    const during = await measureStream(ctx, url, quiet.apiKey, { ...stream, seconds: cfg.backlogSeconds });
     const windowSeconds = (Date.now() - windowStarted) / 1000;
     const leftAtEnd = await undone();
     const drainMachine = await phaseEnd(platform, phase);
@@ -101,7 +102,7 @@ export async function runBacklogCase(ctx: BenchContext, topology: Topology): Pro
       ratio: round(drainSummary.p99Ms / Math.max(aloneSummary.p99Ms, p99FloorMs), 3),
       details: {
         rate: cfg.rate,
-        seconds: cfg.seconds,
+        seconds: cfg.backlogSeconds,
         alone: { ...aloneSummary, schedulerWait: aloneWait, machine: aloneMachine },
         duringDrain: { ...drainSummary, schedulerWait: drainWait, machine: drainMachine },
         backlog: {
