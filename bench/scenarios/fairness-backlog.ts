@@ -34,8 +34,9 @@ async function schedulerWait(ctx: BenchContext, tenantId: string, since: Date) {
  * all 5 of A's endpoints (100,000 deliveries by default), written in SQL in batches as fan-out
  * leaves them (bench/lib/database.ts insertBacklog), in one transaction, so the running platform
  * finds all of it at once. Then B publishes the same stream again. Both of B's phases last
- * `backlogSeconds` (after the warm-up), shorter than the drain. B's measurement only needs A to be still draining: that is checked when it ends, and
- * the case fails if A had finished (a smaller backlog than the machine needed). The platform is
+ * `backlogSeconds` (after the warm-up), shorter than the drain. B's measurement only needs A to
+ * be still draining: that is checked when it ends, and the case fails if A had finished (a
+ * smaller backlog than the machine needed). The platform is
  * stopped then, with A's backlog not drained: the case takes seconds, not the whole drain.
  * ratio = B's p99 during the drain / B's p99 alone.
  */
