@@ -156,7 +156,7 @@ async function main(): Promise<number> {
       },
       fairness: async () => {
         const r = await runFairness(ctx);
-        results.fairness = { ratio: r.ratio };
+        results.fairness = { ratio: r.ratio, bareRequestRatio: r.bareRequestRatio, platformRatio: r.platformRatio, backlogRatio: r.backlogRatio };
         details.fairness = r.details;
       },
       storage: async () => {

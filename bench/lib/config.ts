@@ -40,6 +40,20 @@ function selectedScenarios(): ScenarioName[] {
   return picked as ScenarioName[];
 }
 
+export type Topology = 'separate' | 'all';
+function topologies(raw: string): Topology[] {
+  const picked = raw.split(',').map((s) => s.trim());
+  for (const t of picked) if (t !== 'separate' && t !== 'all') throw new Error(`BENCH_FAIRNESS_TOPOLOGIES: unknown "${t}"; use separate, all`);
+  return picked as Topology[];
+}
+
+export type FairnessCase = 'burst' | 'backlog';
+function fairnessCases(raw: string): FairnessCase[] {
+  const picked = raw.split(',').map((s) => s.trim());
+  for (const c of picked) if (c !== 'burst' && c !== 'backlog') throw new Error(`BENCH_FAIRNESS_CASES: unknown "${c}"; use burst, backlog`);
+  return picked as FairnessCase[];
+}
+
 export const benchConfig = {
   /** Comma-separated subset; a partial run writes bench/results/partial.json instead of latest.json. */
   only: selectedScenarios(),
@@ -164,6 +178,17 @@ export const benchConfig = {
     burst: int('BENCH_FAIRNESS_BURST', 50_000),
     burstConnections: int('BENCH_FAIRNESS_CONNECTIONS', 20),
     drainSeconds: int('BENCH_FAIRNESS_DRAIN_SECONDS', 30),
+    /** Tenant A's backlog for `backlogRatio`: this many events, each to all 5 of A's endpoints. */
+    backlogEvents: int('BENCH_FAIRNESS_BACKLOG_EVENTS', 20_000),
+    /** B's measured seconds while A's backlog drains: shorter than the drain takes (checked). */
+    backlogSeconds: int('BENCH_FAIRNESS_BACKLOG_SECONDS', 10),
+    /**
+     * Which ways of running the platform are measured, in order: `separate` (api and worker
+     * processes, as deployed; the published numbers) and `all` (one process, `npm start`).
+     */
+    topologies: topologies(str('BENCH_FAIRNESS_TOPOLOGIES', 'separate,all')),
+    /** Which cases run: `burst` (A publishing as fast as it can) and `backlog` (A's backlog draining). */
+    cases: fairnessCases(str('BENCH_FAIRNESS_CASES', 'burst,backlog')),
   },
 };
 

@@ -72,11 +72,19 @@ export interface BacklogShare {
  * newId. Ends with ANALYZE: a production table has statistics from autovacuum, a table filled in
  * seconds does not yet.
  */
-/**
- * `traced`: each event carries a sampled trace context, as events accepted with tracing on do, so
- * their attempts make spans.
- */
-export async function insertBacklog(db: Knex, tenantId: string, shares: BacklogShare[], payloadBytes: number, opts: { traced?: boolean } = {}): Promise<number> {
+export async function insertBacklog(
+  db: Knex,
+  tenantId: string,
+  shares: BacklogShare[],
+  payloadBytes: number,
+  /**
+   * `oneTransaction`: a running platform sees the whole backlog at once, not batch by batch.
+   * `traced`: each event carries a sampled trace context, as events accepted with tracing on do,
+   * so their attempts make spans.
+   */
+  opts: { oneTransaction?: boolean; traced?: boolean } = {},
+): Promise<number> {
+  if (opts.oneTransaction) return db.transaction((trx) => insertBacklog(trx, tenantId, shares, payloadBytes, { traced: opts.traced }));
   const events = Math.max(0, ...shares.map((s) => s.count));
   const batch = 5_000;
   const firstAt = Date.now() - events;

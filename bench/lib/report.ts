@@ -1,4 +1,4 @@
-import { scenarioNames, type ScenarioName } from './config.js';
+import { benchConfig, scenarioNames, type ScenarioName } from './config.js';
 
 /** The published shape of bench/results/latest.json: numbers only, nothing else. */
 export interface LatestJson {
@@ -11,7 +11,8 @@ export interface LatestJson {
   live: { kneeRps: number };
   scale: { endpoints: number; admissionMsP50: number; admissionMsIdle0P50: number; latencyP99Ms: number };
   flaky: { lagSeconds: number };
-  fairness: { ratio: number };
+  /** From api and worker as separate processes (the first of BENCH_FAIRNESS_TOPOLOGIES; details say which). */
+  fairness: { ratio: number; bareRequestRatio: number; platformRatio: number; backlogRatio: number };
   storage: { bytesPerEvent: number };
   postgres: { cpuMsPerEvent: number };
   retention: { dropMsPerMillion: number; deleteMsPerMillion: number };
@@ -69,7 +70,13 @@ export function summaryRows(r: Partial<LatestJson>): Row[] {
     rows.push({ measure: `scale latency p99 ms (${fmt(s.endpoints)} idle endpoints)`, value: fmt(s.latencyP99Ms, 1), floor: '', target: '≤ 100', met: check(s.latencyP99Ms, (v) => v <= 100) });
   }
   if (r.flaky) rows.push({ measure: 'flaky lag s (max, last window)', value: fmt(r.flaky.lagSeconds, 2), floor: '', target: '≤ 1', met: check(r.flaky.lagSeconds, (v) => v <= 1) });
-  if (r.fairness) rows.push({ measure: 'fairness ratio (B p99 with A burst / alone)', value: fmt(r.fairness.ratio, 3), floor: '', target: '≤ 2', met: check(r.fairness.ratio, (v) => v <= 2) });
+  if (r.fairness) {
+    const f = r.fairness;
+    rows.push({ measure: `fairness ratio (B p99 with A burst / alone, ${benchConfig.fairness.topologies[0]})`, value: fmt(f.ratio, 3), floor: '', target: '', met: undefined });
+    rows.push({ measure: 'fairness bare request ratio (same phases)', value: fmt(f.bareRequestRatio, 3), floor: '', target: '', met: undefined });
+    rows.push({ measure: 'fairness platform ratio (ratio / bare)', value: fmt(f.platformRatio, 3), floor: '', target: '≤ 1.5', met: check(f.platformRatio, (v) => v <= 1.5) });
+    rows.push({ measure: `fairness backlog ratio (B p99 during A's 100k drain / alone)`, value: fmt(f.backlogRatio, 3), floor: '', target: '≤ 2', met: check(f.backlogRatio, (v) => v <= 2) });
+  }
   if (r.storage) rows.push({ measure: 'storage bytes per event (2 endpoints, 400 B)', value: fmt(r.storage.bytesPerEvent), floor: '', target: '≤ 2,048', met: check(r.storage.bytesPerEvent, (v) => v <= 2048) });
   if (r.postgres) rows.push({ measure: 'PostgreSQL CPU ms per event (storage: 1 publish, 2 deliveries)', value: fmt(r.postgres.cpuMsPerEvent, 3), floor: '', target: '≤ 0.95', met: check(r.postgres.cpuMsPerEvent, (v) => v <= 0.95) });
   if (r.retention) {

@@ -1,67 +1,119 @@
 import { createTenant } from '../lib/api.js';
+import type { PlatformProcess } from '../lib/children.js';
+import type { FairnessCase, Topology } from '../lib/config.js';
 import { resetState, startMeasured, type BenchContext } from '../lib/context.js';
 import { countRows } from '../lib/database.js';
 import { busyShare, machineCpu } from '../lib/proc.js';
 import { probeRoundTrips, sendList } from '../lib/load.js';
 import { publishRequest } from '../lib/payload.js';
 import { percentile, round } from '../lib/stats.js';
+import { runBacklogCase, type BacklogCase } from './fairness-backlog.js';
 import { measureStream, streamSummary, type StreamSpec } from './latency.js';
 
 export interface FairnessResult {
+  /** B's p99 with A's burst / alone. */
   ratio: number;
+  /** The same ratio for a bare HTTP request between two other processes: what the load alone does. */
+  bareRequestRatio: number;
+  /** ratio / bareRequestRatio: what the platform adds to what the machine's load does anyway. */
+  platformRatio: number;
+  /** B's p99 while A's 100,000-delivery backlog drains / alone. */
+  backlogRatio: number;
+  /** Which topology the four numbers above come from. */
+  headline: Topology;
   details: Record<string, unknown>;
 }
 
-const noisyEndpoints = 5;
+export const noisyEndpoints = 5;
 /** A p99 below this is taken as this, so a near-zero baseline cannot inflate the ratio. */
-const p99FloorMs = 1;
+export const p99FloorMs = 1;
 /** How often the bare-request probe sends (see probeRoundTrips). */
 const probeEveryMs = 20;
 
+/** The platform as one scenario runs it: `url` takes the API calls, `processes` are all of it. */
+export interface RunningPlatform {
+  api: PlatformProcess;
+  processes: PlatformProcess[];
+  stop(): Promise<void>;
+}
+
+/** `separate`: an api and a worker process, as deployed; `all`: one process, as `npm start` runs. */
+export async function startTopology(ctx: BenchContext, topology: Topology, label: string): Promise<RunningPlatform> {
+  if (topology === 'all') {
+    const all = await startMeasured(ctx, 'all', `${label}-all`);
+    return { api: all, processes: [all], stop: () => all.stop() };
+  }
+  const worker = await startMeasured(ctx, 'worker', `${label}-worker`);
+  try {
+    const api = await startMeasured(ctx, 'api', `${label}-api`);
+    return { api, processes: [api, worker], stop: async () => void (await Promise.all([api.stop(), worker.stop()])) };
+  } catch (err) {
+    await worker.stop();
+    throw err;
+  }
+}
+
 /**
- * What else the phase cost: the share of the machine's CPU that was busy, and the platform's event
- * loop delay (prom-client's p99 since the previous scrape, which resets it: a scrape starts a phase).
+ * What else the phase cost: the share of the machine's CPU that was busy, and each platform
+ * process's event loop delay (prom-client's p99 since the previous scrape, which resets it: a
+ * scrape starts a phase).
  */
-async function phaseStart(platformUrl: string, probeUrl: string) {
-  await fetch(`${platformUrl}/metrics`).then((r) => r.text());
+export async function phaseStart(platform: RunningPlatform, probeUrl: string) {
+  await Promise.all(platform.processes.map((p) => fetch(`${p.url}/metrics`).then((r) => r.text())));
   const stop = new AbortController();
   return { cpu: machineCpu(), stop, probe: probeRoundTrips(probeUrl, probeEveryMs, stop.signal) };
 }
 
-async function phaseEnd(platformUrl: string, started: Awaited<ReturnType<typeof phaseStart>>) {
+export async function phaseEnd(platform: RunningPlatform, started: Awaited<ReturnType<typeof phaseStart>>) {
   started.stop.abort();
   const rtts = await started.probe;
-  const text = await fetch(`${platformUrl}/metrics`).then((r) => r.text());
-  const lag = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? Number.NaN) * 1000;
+  const loops: Record<string, unknown> = {};
+  for (const p of platform.processes) {
+    const text = await fetch(`${p.url}/metrics`).then((r) => r.text());
+    const lag = (name: string) => round(Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? Number.NaN) * 1000, 1);
+    loops[p.role] = {
+      p50Ms: lag('nodejs_eventloop_lag_p50_seconds'),
+      p99Ms: lag('nodejs_eventloop_lag_p99_seconds'),
+      maxMs: lag('nodejs_eventloop_lag_max_seconds'),
+    };
+  }
   return {
     machineCpuBusy: round(busyShare(started.cpu, machineCpu()), 3),
     bareRequestP50Ms: round(percentile(rtts, 50), 2),
     bareRequestP99Ms: round(percentile(rtts, 99), 2),
-    eventLoopDelayP50Ms: round(lag('nodejs_eventloop_lag_p50_seconds'), 1),
-    eventLoopDelayP99Ms: round(lag('nodejs_eventloop_lag_p99_seconds'), 1),
-    eventLoopDelayMaxMs: round(lag('nodejs_eventloop_lag_max_seconds'), 1),
+    eventLoopDelay: loops,
   };
 }
 
+/** The probe's own port: a receiver port no endpoint uses. */
+export const probeUrl = (ctx: BenchContext) => ctx.receiver.okUrl(noisyEndpoints + 1, 'probe');
+
+interface BurstCase {
+  ratio: number;
+  bareRequestRatio: number;
+  platformRatio: number;
+  details: Record<string, unknown>;
+}
+
 /**
- * Noisy neighbour, on one `all` process. Tenant B (1 endpoint) publishes a steady stream alone and
- * its 202 → receiver p99 is measured (after a warm-up, on the fresh process). Then B publishes the
- * same stream again while tenant A (5 endpoints, each its own receiver port, every event to all 5)
+ * Noisy neighbour, burst. Tenant B (1 endpoint) publishes a steady stream alone and its 202 →
+ * receiver p99 is measured (after a warm-up, on the fresh process). Then B publishes the same
+ * stream again while tenant A (5 endpoints, each its own receiver port, every event to all 5)
  * publishes a burst as fast as the API takes it over a bounded number of connections; B is
  * measured over the same number of seconds, starting with the burst and with nothing left out.
  * The burst keeps going until B's measurement is over (B's drain wait included), then stops.
  * ratio = B's p99 with the burst / B's p99 alone.
  */
-export async function runFairness(ctx: BenchContext): Promise<FairnessResult> {
+async function runBurstCase(ctx: BenchContext, topology: Topology): Promise<BurstCase> {
   const cfg = ctx.config.fairness;
   await resetState(ctx);
-  const platform = await startMeasured(ctx, 'all', 'fairness-all');
+  const platform = await startTopology(ctx, topology, 'fairness-burst');
   try {
-    const noisy = await createTenant(platform, ctx.settings.adminToken, {
+    const noisy = await createTenant(platform.api, ctx.settings.adminToken, {
       name: 'fair-a',
       endpointUrls: Array.from({ length: noisyEndpoints }, (_, i) => ctx.receiver.okUrl(i, `fair-a/${i}`)),
     });
-    const quiet = await createTenant(platform, ctx.settings.adminToken, { name: 'fair-b', endpointUrls: [ctx.receiver.okUrl(noisyEndpoints, 'fair-b')] });
+    const quiet = await createTenant(platform.api, ctx.settings.adminToken, { name: 'fair-b', endpointUrls: [ctx.receiver.okUrl(noisyEndpoints, 'fair-b')] });
     const stream: StreamSpec = {
       rate: cfg.rate,
       seconds: cfg.seconds,
@@ -70,26 +122,25 @@ export async function runFairness(ctx: BenchContext): Promise<FairnessResult> {
       eventType: () => 'order.created',
       deliveriesPerEvent: 1,
     };
+    const url = platform.api.url;
 
-    ctx.log(`fairness: tenant B alone, ${cfg.rate} events/s for ${cfg.warmupSeconds}+${cfg.seconds}s`);
-    // The probe's own port: a receiver port no endpoint uses.
-    const probeUrl = ctx.receiver.okUrl(noisyEndpoints + 1, 'probe');
-    let phase = await phaseStart(platform.url, probeUrl);
-    const alone = await measureStream(ctx, platform.url, quiet.apiKey, { ...stream, seconds: cfg.warmupSeconds + cfg.seconds, warmupSeconds: cfg.warmupSeconds });
-    const aloneMachine = await phaseEnd(platform.url, phase);
+    ctx.log(`fairness (${topology}): tenant B alone, ${cfg.rate} events/s for ${cfg.warmupSeconds}+${cfg.seconds}s`);
+    let phase = await phaseStart(platform, probeUrl(ctx));
+    const alone = await measureStream(ctx, url, quiet.apiKey, { ...stream, seconds: cfg.warmupSeconds + cfg.seconds, warmupSeconds: cfg.warmupSeconds });
+    const aloneMachine = await phaseEnd(platform, phase);
 
     // Built before the clock starts, so making the bodies does not compete with B's stream.
     const burstRequests = Array.from({ length: cfg.burst }, (_, i) => publishRequest(noisy.apiKey, i, 'order.created', ctx.config.payloadBytes));
-    ctx.log(`fairness: tenant B again while tenant A publishes a burst of ${cfg.burst} events (${cfg.burstConnections} connections)`);
+    ctx.log(`fairness (${topology}): tenant B again while tenant A publishes a burst of ${cfg.burst} events (${cfg.burstConnections} connections)`);
     const stopBurst = new AbortController();
-    const burst = sendList(platform.url, burstRequests, cfg.burstConnections, stopBurst.signal);
+    const burst = sendList(url, burstRequests, cfg.burstConnections, stopBurst.signal);
     burst.catch(() => undefined); // awaited below; a failure must not surface as an unhandled rejection first
     let withBurst;
-    phase = await phaseStart(platform.url, probeUrl);
+    phase = await phaseStart(platform, probeUrl(ctx));
     let burstMachine;
     try {
-      withBurst = await measureStream(ctx, platform.url, quiet.apiKey, stream);
-      burstMachine = await phaseEnd(platform.url, phase);
+      withBurst = await measureStream(ctx, url, quiet.apiKey, stream);
+      burstMachine = await phaseEnd(platform, phase);
     } finally {
       stopBurst.abort();
     }
@@ -99,18 +150,18 @@ export async function runFairness(ctx: BenchContext): Promise<FairnessResult> {
     const aloneSummary = streamSummary(alone);
     const burstSummary = streamSummary(withBurst);
     for (const [phase, s] of [['alone', aloneSummary], ['with burst', burstSummary]] as const) {
-      if (s.publishFailed > 0) throw new Error(`fairness: ${s.publishFailed} of tenant B's publishes failed (${phase})`);
+      if (s.publishFailed > 0) throw new Error(`fairness: ${s.publishFailed} of tenant B's publishes failed (${phase}, ${topology})`);
     }
-    ctx.log(`fairness: B p99 alone ${aloneSummary.p99Ms} ms, with A's burst ${burstSummary.p99Ms} ms`);
+    ctx.log(`fairness (${topology}): B p99 alone ${aloneSummary.p99Ms} ms, with A's burst ${burstSummary.p99Ms} ms`);
+    const ratio = burstSummary.p99Ms / Math.max(aloneSummary.p99Ms, p99FloorMs);
     const bareRatio = burstMachine.bareRequestP99Ms / Math.max(aloneMachine.bareRequestP99Ms, p99FloorMs);
     return {
-      ratio: round(burstSummary.p99Ms / Math.max(aloneSummary.p99Ms, p99FloorMs), 3),
+      ratio: round(ratio, 3),
+      bareRequestRatio: round(bareRatio, 3),
+      platformRatio: round(ratio / bareRatio, 3),
       details: {
-        // The same ratio for a bare HTTP round trip between two other processes: what the load alone does.
-        bareRequestRatio: round(bareRatio, 3),
         rate: cfg.rate,
         seconds: cfg.seconds,
-        p99FloorMs,
         alone: { ...aloneSummary, machine: aloneMachine },
         withBurst: { ...burstSummary, machine: burstMachine },
         burst: {
@@ -127,4 +178,32 @@ export async function runFairness(ctx: BenchContext): Promise<FairnessResult> {
   } finally {
     await platform.stop();
   }
+}
+
+/**
+ * Noisy neighbour, two ways (burst of intake, backlog draining), each on the platform as deployed
+ * (api and worker apart) and as `npm start` runs it (`all`). The published numbers come from the
+ * first topology measured (`separate` by default); every case of every topology is in the details.
+ */
+export async function runFairness(ctx: BenchContext): Promise<FairnessResult> {
+  const cfg = ctx.config.fairness;
+  const byTopology: Partial<Record<Topology, { burst?: BurstCase; backlog?: BacklogCase }>> = {};
+  for (const topology of cfg.topologies) {
+    const cases: { burst?: BurstCase; backlog?: BacklogCase } = {};
+    for (const c of cfg.cases satisfies FairnessCase[]) {
+      if (c === 'burst') cases.burst = await runBurstCase(ctx, topology);
+      else cases.backlog = await runBacklogCase(ctx, topology);
+    }
+    byTopology[topology] = cases;
+  }
+  const headline = cfg.topologies[0]!;
+  const main = byTopology[headline]!;
+  return {
+    ratio: main.burst?.ratio ?? Number.NaN,
+    bareRequestRatio: main.burst?.bareRequestRatio ?? Number.NaN,
+    platformRatio: main.burst?.platformRatio ?? Number.NaN,
+    backlogRatio: main.backlog?.ratio ?? Number.NaN,
+    headline,
+    details: { headline, p99FloorMs, ...byTopology },
+  };
 }

@@ -8,9 +8,20 @@
 --          p_all_local (Redis is failing: everything runs locally and nothing is queued).
 -- Outputs: one row per admitted delivery: `local` ones are in flight for this process, with what
 --          an attempt needs (src/delivery/sql/claimed.ts); the others are queued and need a job.
---          Local slots go round-robin over endpoints, up to half an endpoint's concurrency unless
---          everything runs locally. Every row carries `skipped`, the endpoints with due work that
---          another process was admitting; when nothing was admitted, one row without an id says it.
+--          Local slots go by fair share (below), up to half an endpoint's concurrency unless
+--          everything runs locally. Then, when everything runs locally, one row without an id per
+--          endpoint that had due work and room but got no slot of this process (`local` false,
+--          `tenant_id`, `ep_id`): work waiting for a slot, which the caller's running slots yield
+--          to (src/outbound/fair-share.ts). Every row carries `skipped`, the endpoints with due work
+--          that another process was admitting; when nothing was admitted or waits, one row without
+--          an id and with `local` NULL says it. Callers that only read rows with an id see what
+--          they always saw.
+-- Fair share: this process's free slots go to the tenant with the fewest deliveries in flight
+--          first (queued + in_flight on its endpoints that have due work, as next_due counts them),
+--          one delivery at a time, and within a tenant to the endpoint with the fewest in flight:
+--          the k-th delivery picked for an endpoint ranks at (the tenant's busy count + its place
+--          in the tenant's round-robin) and, inside the tenant, at (the endpoint's busy count + k).
+--          A tenant with nothing in flight ranks first, whatever another tenant's backlog.
 -- Effects: deliveries pending -> queued | in_flight (attempt counted when in flight), leases; the
 --          rate-limit buckets of endpoints that were admitted to.
 -- Locks:   no platform-wide lock. Statement 1 try-locks each candidate endpoint with
@@ -22,6 +33,11 @@
 --
 -- Plans:   generic, with sequential scans priced out: every table is reached by key or by an index
 --          of the queue, and a plan cached while the tables were small must stay so when they grow.
+--          Statement 1 is planned with sorts priced out as well: planned on a near-empty queue, it
+--          read every pending row through delivery_queue_deadline and sorted them instead of one
+--          descent of delivery_queue_due per endpoint, so a round cost O(backlog) (up to ~350 ms
+--          with 100,000 pending, docs/performance.md "Fair share under a drain"). Statement 2 and
+--          next_due keep the planner's usual settings.
 --
 -- Cost follows endpoints with pending work, not endpoints that exist: candidates come from a skip
 -- scan over delivery_queue_due, one index descent per endpoint with a pending delivery. The round
@@ -42,11 +58,13 @@ LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_se
 DECLARE
   v_ids text[];
   v_candidates integer;
+  v_sort text := current_setting('enable_sort');
 BEGIN
   PERFORM set_config('synchronous_commit', 'off', true);
 
   -- 1. Candidates: endpoints whose earliest pending delivery is due, each try-locked. Whether an
   --    endpoint may start anything is next_due's to say, in statement 2.
+  PERFORM set_config('enable_sort', 'off', true);
   WITH RECURSIVE pend(endpoint_id) AS (
       (SELECT q.endpoint_id FROM delivery_queue q WHERE q.status = 'pending'
         ORDER BY q.endpoint_id, q.next_attempt_at, q.delivery_id LIMIT 1)
@@ -66,20 +84,28 @@ BEGIN
   SELECT COALESCE((SELECT array_agg(l.id) FROM locked l), '{}'), (SELECT count(*) FROM cand)
     INTO v_ids, v_candidates;
   skipped := v_candidates - cardinality(v_ids);
+  PERFORM set_config('enable_sort', v_sort, true);
 
   -- 2. In a snapshot taken after the locks are held: what each endpoint has room for.
   IF cardinality(v_ids) > 0 THEN
     RETURN QUERY
-    WITH picked AS (
-        SELECT n.delivery_id AS id, l.endpoint_id, n.endpoint_rank, n.tokens,
+    WITH picked AS MATERIALIZED (
+        SELECT n.delivery_id AS id, l.endpoint_id, (SELECT ep.tenant_id FROM endpoints ep WHERE ep.id = l.endpoint_id) AS tenant_id,
+               n.endpoint_rank, n.busy, n.tokens,
                p_all_local OR n.endpoint_rank <= ceil(n.max_concurrency / 2.0) - n.busy AS local_ok
           FROM unnest(v_ids) AS l(endpoint_id) CROSS JOIN LATERAL next_due(l.endpoint_id, p_batch, p_threshold, false) n
-    ), ranked AS (
-        -- This process's free slots go round-robin over endpoints: each endpoint's first, then seconds...
-        SELECT x.id, x.local FROM (
-          SELECT pk.id, pk.local_ok AND row_number() OVER (PARTITION BY pk.local_ok ORDER BY pk.endpoint_rank, pk.id) <= p_local AS local
-            FROM picked pk) x
-         WHERE x.local OR NOT p_all_local
+    ), shared AS MATERIALIZED (
+        -- Fair share (see the header): the tenant's busy count plus the delivery's place in the
+        -- tenant's own round-robin, where endpoints with fewer in flight come first.
+        SELECT pk.*,
+               sum(pk.busy) FILTER (WHERE pk.endpoint_rank = 1) OVER (PARTITION BY pk.tenant_id)
+                 + row_number() OVER (PARTITION BY pk.tenant_id ORDER BY pk.busy + pk.endpoint_rank, pk.endpoint_id, pk.id) AS fair_rank
+          FROM picked pk
+    ), ranked AS MATERIALIZED (
+        SELECT x.id, x.local, x.endpoint_id, x.tenant_id FROM (
+          SELECT sh.id, sh.endpoint_id, sh.tenant_id,
+                 sh.local_ok AND row_number() OVER (PARTITION BY sh.local_ok ORDER BY sh.fair_rank, sh.busy + sh.endpoint_rank, sh.id) <= p_local AS local
+            FROM shared sh) x
     ), admitted AS (
         UPDATE deliveries d SET
                status = CASE WHEN r.local THEN 'in_flight' ELSE 'queued' END,
@@ -88,7 +114,7 @@ BEGIN
                                           ELSE make_interval(secs => p_queued_lease_seconds) END,
                updated_at = now()
           FROM ranked r, events ev, endpoints ep
-         WHERE d.id = r.id AND ev.id = d.event_id AND ep.id = d.endpoint_id
+         WHERE d.id = r.id AND (r.local OR NOT p_all_local) AND ev.id = d.event_id AND ep.id = d.endpoint_id
         RETURNING r.local, d.id, d.tenant_id, d.status, d.attempt_count, d.attempt_base, d.replayed_at, d.next_trigger,
                   d.deadline_at, d.succeeded_at, ev.id AS event_id, ev.type AS event_type, ev.created_at AS event_created_at,
                   CASE WHEN r.local THEN ev.body END AS body, ep.id AS ep_id, ep.url, ep.status AS ep_status, ep.retry_policy,
@@ -100,7 +126,13 @@ BEGIN
                  WHERE pk.tokens IS NOT NULL GROUP BY pk.endpoint_id) b
          WHERE e.id = b.endpoint_id
     )
-    SELECT a.*, skipped FROM admitted a;
+    SELECT a.*, skipped FROM admitted a
+    UNION ALL
+    -- Waiting for a slot of this process: one row per endpoint, without a delivery.
+    SELECT DISTINCT false, NULL::text, r.tenant_id, NULL::text, NULL::integer, NULL::integer, NULL::timestamptz, NULL::text,
+           NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::text, NULL::timestamptz, NULL::text, r.endpoint_id,
+           NULL::text, NULL::text, NULL::jsonb, NULL::text, NULL::text, NULL::timestamptz, NULL::timestamptz, skipped
+      FROM ranked r WHERE p_all_local AND NOT r.local;
     IF FOUND THEN
       RETURN;
     END IF;

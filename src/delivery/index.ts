@@ -11,7 +11,7 @@ export {
   type FailingEndpoint,
   type StatusChange as EndpointStatusChange,
 } from './endpoint-health.js';
-export type { AdmissionRound, AdmittedDelivery, LocalClaims } from './sql/admit.js';
+export type { AdmissionRound, AdmittedDelivery, LocalClaims, WaitingWork } from './sql/admit.js';
 export type { AttemptRecord, EgressFailure, Recorded, SuccessItem } from './sql/attempts.js';
 export { warmAttempts } from './sql/attempts.js';
 export type { ClaimedDelivery } from './sql/claimed.js';

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { AdmissionRound, AdmittedDelivery, ClaimedDelivery } from '../delivery/index.js';
+import type { FairShare } from './fair-share.js';
 
 export interface AdmissionLoopDeps {
   /** One admission round, given how many deliveries this process can start itself right now. */
@@ -19,6 +20,8 @@ export interface AdmissionLoopDeps {
   logger: Logger;
   /** Polling interval for retries coming due and anything a lost wake-up left waiting. */
   intervalMs?: number;
+  /** Told what each round left waiting for a slot; a slot freed while work waits wakes a round at once. */
+  fairShare?: FairShare;
 }
 
 /** After a round that found endpoints being admitted by another process: look again this soon. */
@@ -86,9 +89,19 @@ export class AdmissionLoop {
     return this.round;
   }
 
-  /** A slot ended: a round soon, together with the other slots that end meanwhile. */
+  /**
+   * A slot ended: a round soon, together with the other slots that end meanwhile. At once when
+   * work is waiting for a slot: the slot most likely ended to make room for it (fair-share.ts).
+   */
   slotFreed = (): void => {
-    if (this.stopped || this.freedTimer) return;
+    if (this.stopped) return;
+    if (this.deps.fairShare?.hasWaiting()) {
+      clearTimeout(this.freedTimer);
+      this.freedTimer = undefined;
+      this.wake();
+      return;
+    }
+    if (this.freedTimer) return;
     this.freedTimer = setTimeout(() => {
       this.freedTimer = undefined;
       this.wake();
@@ -123,7 +136,14 @@ export class AdmissionLoop {
       try {
         // Alone, or with Redis failing, a process keeps all it admits: Redis would only add hops.
         const mode = Date.now() < this.redisFailingUntil || !this.deps.othersWorking() ? 'all' : 'share';
-        const round = await this.deps.admit(this.deps.freeSlots(), mode);
+        const localSlots = this.deps.freeSlots();
+        const round = await this.deps.admit(localSlots, mode);
+        // Queued work waits too when this process had no slot left for it: in Redis, behind
+        // whatever job comes first, unless a slot yields.
+        this.deps.fairShare?.setWaiting(round.waiting);
+        if (round.claimed.length >= localSlots) {
+          this.deps.fairShare?.queuedWhileFull(round.queued.map((d) => ({ id: d.id, tenantId: d.tenant_id, endpointId: d.endpoint_id })));
+        }
         for (const claimed of round.claimed) this.deps.startLocal(claimed);
         if (round.queued.length > 0) await this.enqueue(round.queued);
         // A full round may have left more due work behind.

@@ -9,6 +9,7 @@ import { RecentMap } from '../infra/recent.js';
 import { metrics, statusClass } from '../metrics/registry.js';
 import { signingSecrets } from '../store/endpoints-store.js';
 import type { EndpointHeaders } from './endpoint-headers.js';
+import type { FairShare } from './fair-share.js';
 import type { DeliveryClient } from './http-client.js';
 import { endRequestSpan, startAttemptSpan, startRequestSpan, traceParentHeader, type TraceParents } from './attempt-spans.js';
 import { failSpan, traceIds, type Span } from '../infra/tracing.js';
@@ -34,6 +35,8 @@ export interface DeliverDeps {
   circuitFailureThreshold?: number;
   /** Present only while tracing is on: where each attempt's parent span is read. */
   traceParents?: TraceParents;
+  /** The process's fair share of slots between tenants; without it, a slot hands off while it may. */
+  fairShare?: FairShare;
 }
 
 /** Deliveries one job may carry through slot hand-off before it lets admission decide again. */
@@ -84,11 +87,19 @@ export async function deliverQueued(deps: DeliverDeps, deliveryId: string): Prom
  * instead of sending the endpoint back through admission and Redis.
  */
 export async function runSlot(deps: DeliverDeps, first: ClaimedDelivery): Promise<void> {
-  let claimed: ClaimedDelivery | undefined = first;
-  for (let handOffs = 0; claimed; handOffs++) {
-    // Asked when the attempt is done, so a shutdown signalled meanwhile stops the hand-off.
-    const mayHandOff = () => handOffs < maxHandOffs && (deps.mayContinue?.() ?? true);
-    claimed = await attemptClaimed(deps, claimed, mayHandOff);
+  const { tenant_id: tenantId, endpoint } = first;
+  const leave = deps.fairShare?.enter(tenantId, endpoint.id, first.id);
+  try {
+    let claimed: ClaimedDelivery | undefined = first;
+    for (let handOffs = 0; claimed; handOffs++) {
+      // Asked when the attempt is done, so a shutdown signalled meanwhile stops the hand-off, and
+      // work of another tenant that came in meanwhile gets this slot (fair-share.ts).
+      const mayHandOff = () =>
+        handOffs < maxHandOffs && (deps.mayContinue?.() ?? true) && (deps.fairShare?.mayHandOff(tenantId, endpoint.id) ?? true);
+      claimed = await attemptClaimed(deps, claimed, mayHandOff);
+    }
+  } finally {
+    leave?.();
   }
 }
 

@@ -7,6 +7,7 @@ import { Batcher } from '../infra/batcher.js';
 import { mayBeOneRowsFault } from '../infra/db.js';
 import type { RedisClient } from '../infra/redis.js';
 import { AdmissionLoop } from './admission-loop.js';
+import { FairShare } from './fair-share.js';
 import { deliverQueued, runSlot, type DeliverDeps } from './deliver.js';
 import type { TraceParents } from './attempt-spans.js';
 import type { EndpointHeaders } from './endpoint-headers.js';
@@ -94,6 +95,8 @@ export class Dispatcher {
   /** Lease on an in-flight attempt: the attempt timeout plus a margin for recording the result. */
   private readonly inFlightLeaseMs: number;
   private readonly deliverDeps: DeliverDeps;
+  /** This process's slots per tenant and endpoint, and the work admission saw waiting for one. */
+  private readonly fairShare = new FairShare();
 
   constructor(private readonly deps: DispatcherDeps) {
     const { config, lifecycle } = deps;
@@ -114,6 +117,7 @@ export class Dispatcher {
       },
       unqueue: async (queued) => void (await lifecycle.unqueue(queued.map((d) => d.id))),
       logger: deps.logger,
+      fairShare: this.fairShare,
     });
     this.successes = new Batcher({
       maxBatch: 64,
@@ -142,6 +146,7 @@ export class Dispatcher {
       inFlightLeaseMs: this.inFlightLeaseMs,
       mayContinue: () => !this.stopping,
       recordSuccess: (item) => this.successes.submit(item),
+      fairShare: this.fairShare,
     };
   }
 

@@ -32,6 +32,7 @@ export interface LocalClaims {
 
 export interface AdmittedDelivery {
   id: string;
+  tenant_id: string;
   endpoint_id: string;
   attempt_count: number;
 }
@@ -43,6 +44,16 @@ export interface AdmissionRound {
   claimed: ClaimedDelivery[];
   /** Endpoints with due work that another process was admitting; worth another round soon. */
   skipped: number;
+  /**
+   * Endpoints with due work and room that got no slot of this process (everything runs locally and
+   * its slots were taken): the work that running slots yield to (src/outbound/fair-share.ts).
+   */
+  waiting: WaitingWork[];
+}
+
+export interface WaitingWork {
+  tenantId: string;
+  endpointId: string;
 }
 
 const admitStatement = statement(
@@ -72,8 +83,9 @@ export async function admitDue(db: Knex, limits: AdmissionLimits, local: LocalCl
   const rows = all.filter((r) => r.id !== null);
   const head = all[0] as { skipped: number } | undefined;
   return {
-    queued: rows.filter((r) => !r.local).map((r) => ({ id: r.id, endpoint_id: r.ep_id, attempt_count: r.attempt_count })),
+    queued: rows.filter((r) => !r.local).map((r) => ({ id: r.id, tenant_id: r.tenant_id, endpoint_id: r.ep_id, attempt_count: r.attempt_count })),
     claimed: rows.filter((r) => r.local).map(rowToClaimed),
     skipped: head?.skipped ?? 0,
+    waiting: all.filter((r) => r.id === null && r.local === false).map((r) => ({ tenantId: r.tenant_id, endpointId: r.ep_id })),
   };
 }

@@ -1,0 +1,124 @@
+import { createTenant } from '../lib/api.js';
+import type { Topology } from '../lib/config.js';
+import { resetState, type BenchContext } from '../lib/context.js';
+import { countRows, insertBacklog } from '../lib/database.js';
+import { round } from '../lib/stats.js';
+import { noisyEndpoints, p99FloorMs, phaseEnd, phaseStart, probeUrl, startTopology } from './fairness.js';
+import { measureStream, streamSummary, type StreamSpec } from './latency.js';
+
+export interface BacklogCase {
+  /** B's p99 while A's backlog drains / B's p99 alone, on the same platform. */
+  ratio: number;
+  details: Record<string, unknown>;
+}
+
+/**
+ * Where B's time went, from the database: from the event's commit (events.created_at) to the start
+ * of its first attempt (the scheduler: wake-up, admission, a slot), as percentiles in ms.
+ */
+async function schedulerWait(ctx: BenchContext, tenantId: string, since: Date) {
+  const { rows } = await ctx.db.raw<{ rows: Array<{ p50: number; p99: number; max: number }> }>(
+    `SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY w) AS p50, percentile_cont(0.99) WITHIN GROUP (ORDER BY w) AS p99, max(w) AS max
+       FROM (SELECT extract(epoch FROM a.started_at - e.created_at) * 1000 AS w
+               FROM attempts a JOIN deliveries d ON d.id = a.delivery_id JOIN events e ON e.id = d.event_id
+              WHERE d.tenant_id = ? AND a.attempt_number = 1 AND e.created_at >= ?) x`,
+    [tenantId, since],
+  );
+  const r = rows[0];
+  return { p50Ms: round(Number(r?.p50 ?? Number.NaN), 1), p99Ms: round(Number(r?.p99 ?? Number.NaN), 1), maxMs: round(Number(r?.max ?? Number.NaN), 1) };
+}
+
+/**
+ * Noisy neighbour, backlog. Tenant B (1 endpoint) publishes 20 events/s alone and its 202 →
+ * receiver p99 is measured. Then tenant A's backlog is created: `backlogEvents` events, each to
+ * all 5 of A's endpoints (100,000 deliveries by default), written in SQL in batches as fan-out
+ * leaves them (bench/lib/database.ts insertBacklog), in one transaction, so the running platform
+ * finds all of it at once. Then B publishes the same stream again. Both of B's phases last
+ * `backlogSeconds` (after the warm-up), shorter than the drain. B's measurement only needs A to
+ * be still draining: that is checked when it ends, and the case fails if A had finished (a
+ * smaller backlog than the machine needed). The platform is
+ * stopped then, with A's backlog not drained: the case takes seconds, not the whole drain.
+ * ratio = B's p99 during the drain / B's p99 alone.
+ */
+export async function runBacklogCase(ctx: BenchContext, topology: Topology): Promise<BacklogCase> {
+  const cfg = ctx.config.fairness;
+  await resetState(ctx);
+  const platform = await startTopology(ctx, topology, 'fairness-backlog');
+  try {
+    const noisy = await createTenant(platform.api, ctx.settings.adminToken, {
+      name: 'fair-a',
+      endpointUrls: Array.from({ length: noisyEndpoints }, (_, i) => ctx.receiver.okUrl(i, `fair-a/${i}`)),
+    });
+    const quiet = await createTenant(platform.api, ctx.settings.adminToken, { name: 'fair-b', endpointUrls: [ctx.receiver.okUrl(noisyEndpoints, 'fair-b')] });
+    const stream: StreamSpec = {
+      rate: cfg.rate,
+      seconds: cfg.seconds,
+      warmupSeconds: 0,
+      drainSeconds: cfg.drainSeconds,
+      eventType: () => 'order.created',
+      deliveriesPerEvent: 1,
+    };
+    const url = platform.api.url;
+
+    ctx.log(`fairness backlog (${topology}): tenant B alone, ${cfg.rate} events/s for ${cfg.warmupSeconds}+${cfg.backlogSeconds}s`);
+    let phase = await phaseStart(platform, probeUrl(ctx));
+    const aloneSince = new Date(Date.now() + cfg.warmupSeconds * 1000);
+    const alone = await measureStream(ctx, url, quiet.apiKey, { ...stream, seconds: cfg.warmupSeconds + cfg.backlogSeconds, warmupSeconds: cfg.warmupSeconds });
+    const aloneMachine = await phaseEnd(platform, phase);
+    const aloneWait = await schedulerWait(ctx, quiet.id, aloneSince);
+
+    ctx.log(`fairness backlog (${topology}): tenant A's backlog, ${cfg.backlogEvents} events × ${noisyEndpoints} endpoints`);
+    const insertStarted = Date.now();
+    const backlog = await insertBacklog(
+      ctx.db,
+      noisy.id,
+      noisy.endpointIds.map((endpointId) => ({ endpointId, count: cfg.backlogEvents })),
+      ctx.config.payloadBytes,
+      { oneTransaction: true },
+    );
+    const insertSeconds = (Date.now() - insertStarted) / 1000;
+    const undone = () => countRows(ctx.db, "SELECT count(*) AS n FROM deliveries WHERE tenant_id = ? AND status <> 'succeeded'", [noisy.id]);
+    const leftAtStart = await undone();
+
+    ctx.log(`fairness backlog (${topology}): tenant B again while A's backlog drains (${leftAtStart} of ${backlog} left)`);
+    phase = await phaseStart(platform, probeUrl(ctx));
+    const drainSince = new Date();
+    const windowStarted = Date.now();
+    const during = await measureStream(ctx, url, quiet.apiKey, { ...stream, seconds: cfg.backlogSeconds });
+    const windowSeconds = (Date.now() - windowStarted) / 1000;
+    const leftAtEnd = await undone();
+    const drainMachine = await phaseEnd(platform, phase);
+    const drainWait = await schedulerWait(ctx, quiet.id, drainSince);
+    if (leftAtEnd === 0) {
+      throw new Error(`fairness backlog (${topology}): A's backlog was drained before B's window ended; raise BENCH_FAIRNESS_BACKLOG_EVENTS`);
+    }
+
+    const aloneSummary = streamSummary(alone);
+    const drainSummary = streamSummary(during);
+    for (const [name, s] of [['alone', aloneSummary], ['during the drain', drainSummary]] as const) {
+      if (s.publishFailed > 0) throw new Error(`fairness backlog: ${s.publishFailed} of tenant B's publishes failed (${name}, ${topology})`);
+    }
+    ctx.log(`fairness backlog (${topology}): B p99 alone ${aloneSummary.p99Ms} ms, during A's drain ${drainSummary.p99Ms} ms; A left ${leftAtEnd}`);
+    return {
+      ratio: round(drainSummary.p99Ms / Math.max(aloneSummary.p99Ms, p99FloorMs), 3),
+      details: {
+        rate: cfg.rate,
+        seconds: cfg.backlogSeconds,
+        alone: { ...aloneSummary, schedulerWait: aloneWait, machine: aloneMachine },
+        duringDrain: { ...drainSummary, schedulerWait: drainWait, machine: drainMachine },
+        backlog: {
+          deliveries: backlog,
+          events: cfg.backlogEvents,
+          endpoints: noisyEndpoints,
+          insertSeconds: round(insertSeconds, 1),
+          leftWhenBStarted: leftAtStart,
+          leftWhenBEnded: leftAtEnd,
+          // A's rate while B was measured: the drain was not bought by starving A.
+          drainedPerSecondDuringB: round((leftAtStart - leftAtEnd) / windowSeconds),
+        },
+      },
+    };
+  } finally {
+    await platform.stop();
+  }
+}
