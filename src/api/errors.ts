@@ -2,6 +2,8 @@ import type { ErrorRequestHandler } from 'express';
 import type { Logger } from 'pino';
 import { AppError, type Problem } from '../domain/errors.js';
 import { isStorageUnavailable } from '../infra/db.js';
+import { traceIds } from '../infra/tracing.js';
+import { requestSpan } from './server-spans.js';
 
 const bodyParserErrors: Record<string, [number, string, string]> = {
   'entity.too.large': [413, 'payload_too_large', 'request body is larger than the limit'],
@@ -50,7 +52,7 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
       message = 'storage is unavailable; retry later';
       headers = { 'retry-after': '5' };
     }
-    if (status >= 500) logger.error({ err, method: req.method, path: req.path }, 'request failed');
+    if (status >= 500) logger.error({ err, method: req.method, path: req.path, ...traceIds(requestSpan(res)) }, 'request failed');
     if (res.headersSent) return;
     for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
     res.status(status).json({ error: { code, message, ...(details ? { details } : {}) } });

@@ -1,9 +1,14 @@
 import type { Request, Response, NextFunction } from 'express';
-import { extractContext, SpanKind, SpanStatusCode, startSpan, withSpanBound } from '../infra/tracing.js';
+import { extractContext, SpanKind, SpanStatusCode, startSpan, type Span } from '../infra/tracing.js';
+
+/** The request's SERVER span, for what the request does to start its own spans under (none: not traced). */
+export function requestSpan(res: Response): Span | undefined {
+  return res.locals.span as Span | undefined;
+}
 
 /**
  * One SERVER span per API request, the parent of whatever the request does (a callback's verify and
- * accept, a publish's fan-out). An incoming `traceparent` becomes its parent; without one the
+ * accept, a publish's fan-out), kept in res.locals for the handlers (requestSpan). An incoming `traceparent` becomes its parent; without one the
  * request starts a new trace, sampled by OTEL_TRACES_SAMPLER. Attribute names follow the HTTP
  * semantic conventions; the query string is never recorded (it may carry anything).
  */
@@ -31,6 +36,7 @@ export function serverSpans() {
       if (res.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
       span.end();
     });
-    withSpanBound(span, [req, res], next);
+    res.locals.span = span;
+    next();
   };
 }

@@ -50,7 +50,7 @@ import { admitDue, type AdmissionLimits, type AdmissionRound, type LocalClaims }
 import { claimDelivery, recordAttempt, recordEgressFailure, recordSuccesses, type AttemptRecord, type EgressFailure, type HealthLimits, type Recorded, type SuccessItem } from './sql/attempts.js';
 import type { ClaimedDelivery } from './sql/claimed.js';
 import { insertBackfillDeliveries } from './sql/backfill.js';
-import { inSpan, storedTraceParent } from '../infra/tracing.js';
+import { inSpan, storedTraceParent, type Span } from '../infra/tracing.js';
 import { deadLetterForDeletedEndpoint, restartDeliveriesPaced, restartDelivery } from './sql/operator.js';
 import { vacuumMirror } from './sql/mirror-vacuum.js';
 import { sweep, unqueue, type SweepLimits } from './sql/sweep.js';
@@ -123,8 +123,8 @@ export class DeliveryLifecycle {
   }
 
   /** Replays one dead or succeeded delivery (back to pending, audited); answers why not when it cannot. */
-  async replayDelivery(scope: TenantScope, deliveryId: string, reason: string, pacing: ReplayPacing) {
-    return inSpan('webhook.replay', { 'webhook.replay.kind': 'single', 'webhook.delivery_id': deliveryId }, async (span) => {
+  async replayDelivery(scope: TenantScope, deliveryId: string, reason: string, pacing: ReplayPacing, requestSpan?: Span) {
+    return inSpan('webhook.replay', requestSpan, { 'webhook.replay.kind': 'single', 'webhook.delivery_id': deliveryId }, async (span) => {
       const traceParent = storedTraceParent(span);
       const result = await replayDelivery(scope, deliveryId, reason, pacing, (trx, id, maxAge) => restartDelivery(trx, id, maxAge, traceParent));
       if (result === 'replayed') this.replayed('single', 1);
@@ -133,8 +133,8 @@ export class DeliveryLifecycle {
   }
 
   /** Starts a bulk replay: the matching deliveries go back to pending, paced. */
-  async startBulkReplay(scope: TenantScope, filter: ReplayFilter, reason: string, limit: number, pacing: ReplayPacing) {
-    return inSpan('webhook.replay', { 'webhook.replay.kind': 'bulk' }, async (span) => {
+  async startBulkReplay(scope: TenantScope, filter: ReplayFilter, reason: string, limit: number, pacing: ReplayPacing, requestSpan?: Span) {
+    return inSpan('webhook.replay', requestSpan, { 'webhook.replay.kind': 'bulk' }, async (span) => {
       const traceParent = storedTraceParent(span);
       const started = await startBulkReplay(scope, filter, reason, limit, pacing, (trx, ids, p) => restartDeliveriesPaced(trx, ids, { ...p, traceParent }));
       span?.setAttributes({ 'webhook.replay_id': started.id, 'webhook.replay.deliveries': started.count });

@@ -13,7 +13,7 @@ import type { SourceType } from '../domain/sources.js';
 import { adapterForSource } from './adapters/index.js';
 import { verifyWithAny } from './verify-any.js';
 import { startAccept } from '../infra/accept-spans.js';
-import { failSpan, startSpan } from '../infra/tracing.js';
+import { failSpan, startSpan, type Span } from '../infra/tracing.js';
 
 export interface IntakeDeps {
   db: Knex;
@@ -86,9 +86,10 @@ export class IntakeService {
     return this.sources.get(sourceId)?.row.type;
   }
 
-  async receive(sourceId: string, request: InboundRequest): Promise<IntakeRecord> {
+  /** `span`: the request's, when it is traced; verify and accept are its children. */
+  async receive(sourceId: string, request: InboundRequest, span?: Span): Promise<IntakeRecord> {
     const { row, adapter, secret, previous } = await this.loadSource(sourceId);
-    const verifying = startSpan('webhook.verify', { attributes: { 'webhook.source_id': row.id, 'webhook.source_type': row.type } });
+    const verifying = startSpan('webhook.verify', { parent: span, attributes: { 'webhook.source_id': row.id, 'webhook.source_type': row.type } });
     const verified = verifyWithAny(adapter, request, previous && previous.expiresAt > Date.now() ? [secret, previous.secret] : [secret]);
     verifying?.setAttribute('webhook.verify.result', verified.ok ? 'valid' : verified.reason);
     if (!verified.ok) failSpan(verifying, verified.message, verified.reason);
@@ -104,14 +105,21 @@ export class IntakeService {
     }
     const parsed = adapter.parse(request);
     if (!parsed.ok) throw new IntakeError(400, parsed.code, parsed.message, 'rejected_malformed');
-    const record = await this.accept(row, parsed.event, bodyDigest, 'callback', request.now);
+    const record = await this.accept(row, parsed.event, bodyDigest, 'callback', request.now, span);
     this.recentBodies.add(bodyKey);
     return record;
   }
 
   /** Also the entry point of reconciliation, which learns events by polling instead of by callback. */
-  async accept(row: Pick<SourceRow, 'id' | 'tenant_id'>, event: ParsedEvent, bodyDigest: string, origin: 'callback' | 'reconcile', receivedAt: Date): Promise<IntakeRecord> {
-    const spans = startAccept({ 'webhook.source_id': row.id, 'webhook.origin': origin });
+  async accept(
+    row: Pick<SourceRow, 'id' | 'tenant_id'>,
+    event: ParsedEvent,
+    bodyDigest: string,
+    origin: 'callback' | 'reconcile',
+    receivedAt: Date,
+    span?: Span,
+  ): Promise<IntakeRecord> {
+    const spans = startAccept({ 'webhook.source_id': row.id, 'webhook.origin': origin }, span);
     try {
       const record = await this.guard(() =>
         this.writer.recordCallback({ source: { id: row.id, tenantId: row.tenant_id }, origin, bodyDigest, event, receivedAt, traceParent: spans?.traceParent ?? null }),

@@ -4,8 +4,7 @@
  * `webhook.fan_out`, under which every attempt of every delivery later hangs. The fan-out span's
  * context is made before the statement runs, so it is stored with the event in that statement.
  */
-import { context, trace } from '@opentelemetry/api';
-import { activeSpan, failSpan, startSpan, storedTraceParent, type Attributes, type Span } from './tracing.js';
+import { failSpan, startSpan, storedTraceParent, type Attributes, type Span } from './tracing.js';
 
 export interface AcceptResult {
   outcome: string;
@@ -25,12 +24,14 @@ export interface AcceptSpans {
   failed(err: unknown): void;
 }
 
-/** Starts the acceptance spans under the active span; undefined when tracing is off. */
-export function startAccept(attributes: Attributes): AcceptSpans | undefined {
-  const request = activeSpan();
-  const accept = startSpan('webhook.accept', { attributes });
+/**
+ * Starts the acceptance spans under `request` (the request's span; none starts a trace, as an
+ * operational event or a reconciled one does); undefined when tracing is off.
+ */
+export function startAccept(attributes: Attributes, request?: Span): AcceptSpans | undefined {
+  const accept = startSpan('webhook.accept', { attributes, parent: request });
   if (!accept) return undefined;
-  const fanOut = startSpan('webhook.fan_out', { parent: trace.setSpan(context.active(), accept) })!;
+  const fanOut = startSpan('webhook.fan_out', { parent: accept })!;
   const ends = (span: Span) => span.isRecording() && span.end();
   return {
     traceParent: storedTraceParent(fanOut),

@@ -1,5 +1,4 @@
 import { pino, type Logger } from 'pino';
-import { traceIds } from './tracing.js';
 
 /** Paths that could carry credentials are censored wherever they appear in a log line. */
 const redact = [
@@ -17,8 +16,7 @@ const redact = [
 ];
 
 export function createLogger(level: string, destination?: NodeJS.WritableStream): Logger {
-  // Each line written inside a sampled span carries its trace_id and span_id (none when tracing is off).
-  return pino({ level, redact: { paths: redact, censor: '[redacted]' }, base: { pid: process.pid }, mixin: () => traceIds() }, destination as never);
+  return pino({ level, redact: { paths: redact, censor: '[redacted]' }, base: { pid: process.pid } }, destination as never);
 }
 
 export type { Logger };

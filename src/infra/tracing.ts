@@ -6,11 +6,14 @@
  * exports over OTLP/HTTP, the sampler is the one OTEL_TRACES_SAMPLER names (parent-based by
  * default), and W3C trace context is read from requests and, where an endpoint asks, written to them.
  *
+ * Each span is handed its parent explicitly. There is no async context manager: Node 20's
+ * AsyncLocalStorage hooks every promise, and with it intake lost a quarter of its throughput
+ * (docs/performance.md, "Tracing").
+ *
  * A trace's context crosses the queue as a W3C `traceparent` string kept with the event (and with a
  * replayed delivery): see toTraceParent / remoteParent.
  */
 import {
-  context,
   propagation,
   ROOT_CONTEXT,
   SpanKind,
@@ -23,6 +26,7 @@ import {
   type Span,
   type SpanContext,
 } from '@opentelemetry/api';
+import { ConfigError } from '../config/index.js';
 
 export { SpanKind, SpanStatusCode, type Span, type Context, type Attributes };
 
@@ -56,14 +60,13 @@ export function tracingRequested(env: NodeJS.ProcessEnv): boolean {
  */
 export async function startTracing(env: NodeJS.ProcessEnv, serviceVersion: string, role: string): Promise<boolean> {
   if (enabled || !tracingRequested(env)) return enabled;
-  const [{ BasicTracerProvider, BatchSpanProcessor }, { OTLPTraceExporter }, { AsyncLocalStorageContextManager }, core, resources] =
-    await Promise.all([
-      import('@opentelemetry/sdk-trace-base'),
-      import('@opentelemetry/exporter-trace-otlp-http'),
-      import('@opentelemetry/context-async-hooks'),
-      import('@opentelemetry/core'),
-      import('@opentelemetry/resources'),
-    ]);
+  const protocol = otlpProtocol(env);
+  const [{ BasicTracerProvider, BatchSpanProcessor }, { OTLPTraceExporter }, core, resources] = await Promise.all([
+    import('@opentelemetry/sdk-trace-base'),
+    protocol === 'http/json' ? import('@opentelemetry/exporter-trace-otlp-http') : import('@opentelemetry/exporter-trace-otlp-proto'),
+    import('@opentelemetry/core'),
+    import('@opentelemetry/resources'),
+  ]);
   // Ours first, then the environment's, which wins (OTEL_SERVICE_NAME names the service).
   const resource = resources
     .defaultResource()
@@ -76,15 +79,22 @@ export async function startTracing(env: NodeJS.ProcessEnv, serviceVersion: strin
     .merge(resources.detectResources({ detectors: [resources.envDetector] }));
   const provider = new BasicTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())] });
   trace.setGlobalTracerProvider(provider);
-  // The API's spans find their parent through the middleware chain, which needs the async context
-  // manager. A worker passes its spans down explicitly, so it runs without one: its hooks would cost
-  // every promise of every attempt a little (docs/operations/tracing.md, "Cost").
-  if (role !== 'worker') context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
   propagation.setGlobalPropagator(new core.W3CTraceContextPropagator());
   shutdownProvider = () => provider.shutdown();
   parseTraceParent = core.parseTraceParent;
   enabled = true;
   return true;
+}
+
+/**
+ * OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL: `http/protobuf` (the
+ * specification's default, and about a third of JSON's bytes to build and send) or `http/json`.
+ * gRPC is not offered: a collector takes OTLP over HTTP on 4318.
+ */
+export function otlpProtocol(env: NodeJS.ProcessEnv): 'http/protobuf' | 'http/json' {
+  const value = (env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL || env.OTEL_EXPORTER_OTLP_PROTOCOL || 'http/protobuf').trim();
+  if (value === 'http/protobuf' || value === 'http/json') return value;
+  throw new ConfigError(`OTEL_EXPORTER_OTLP_PROTOCOL must be http/protobuf or http/json, got "${value}"`);
 }
 
 /** Exports what is still buffered and stops; spans ended after this are dropped. */
@@ -97,11 +107,6 @@ export async function stopTracing(): Promise<void> {
 
 export function tracer() {
   return trace.getTracer(tracerName);
-}
-
-/** The span active in the current async context, if any. */
-export function activeSpan(): Span | undefined {
-  return enabled ? trace.getSpan(context.active()) : undefined;
 }
 
 /** W3C `traceparent` text of a span context (version 00). */
@@ -145,46 +150,29 @@ export interface SpanOptions {
   kind?: SpanKind;
   attributes?: Attributes;
   links?: Link[];
-  /** The parent; the active context when absent. */
-  parent?: Context;
+  /** The parent: a span, or a context (a remote parent, an incoming request's); none starts a trace. */
+  parent?: Span | Context;
 }
 
-/** Runs `work` outside any trace, so what it starts is a trace of its own (another event's, say). */
-export function outsideTraces<T>(work: () => T): T {
-  return enabled ? context.with(ROOT_CONTEXT, work) : work();
-}
+const isSpan = (parent: Span | Context): parent is Span => typeof (parent as Span).spanContext === 'function';
 
 /** Starts a span (undefined when tracing is off); the caller ends it. */
 export function startSpan(name: string, options: SpanOptions = {}): Span | undefined {
   if (!enabled) return undefined;
   const { parent, ...rest } = options;
-  return tracer().startSpan(name, rest, parent ?? context.active());
-}
-
-/** Runs `work` with `span` as the active span, so spans and log lines made inside are its children. */
-export function withSpan<T>(span: Span | undefined, work: () => T): T {
-  return span ? context.with(trace.setSpan(context.active(), span), work) : work();
+  const context = parent === undefined ? ROOT_CONTEXT : isSpan(parent) ? trace.setSpan(ROOT_CONTEXT, parent) : parent;
+  return tracer().startSpan(name, rest, context);
 }
 
 /**
- * Runs `work` with `span` active, and keeps it active in the listeners later added to `emitters`: a
- * request body is read in stream callbacks, which otherwise run in the socket's context.
- */
-export function withSpanBound<T>(span: Span, emitters: NodeJS.EventEmitter[], work: () => T): T {
-  const ctx = trace.setSpan(context.active(), span);
-  for (const emitter of emitters) context.bind(ctx, emitter);
-  return context.with(ctx, work);
-}
-
-/**
- * Runs `work` in a child span of the active one that ends when the work settles, marked as an error
+ * Runs `work` in a child span of `parent` that ends when the work settles, marked as an error
  * when it throws. Without tracing, just runs it.
  */
-export async function inSpan<T>(name: string, attributes: Attributes, work: (span: Span | undefined) => Promise<T>): Promise<T> {
-  if (!enabled) return work(undefined);
-  const span = tracer().startSpan(name, { attributes }, context.active());
+export async function inSpan<T>(name: string, parent: Span | undefined, attributes: Attributes, work: (span: Span | undefined) => Promise<T>): Promise<T> {
+  const span = startSpan(name, { attributes, parent });
+  if (!span) return work(undefined);
   try {
-    return await context.with(trace.setSpan(context.active(), span), () => work(span));
+    return await work(span);
   } catch (err) {
     failSpan(span, err);
     throw err;
@@ -202,10 +190,10 @@ export function failSpan(span: Span | undefined, err: unknown, type?: string): v
 }
 
 /**
- * The trace and span id of the active sampled span, for a log line or a histogram exemplar; empty
- * when there is none, so callers can spread it unconditionally.
+ * The trace and span id of a sampled span, for a log line or a histogram exemplar; empty when there
+ * is none, so callers can spread it unconditionally.
  */
-export function traceIds(span: Span | undefined = activeSpan()): { trace_id: string; span_id: string } | Record<string, never> {
+export function traceIds(span: Span | undefined): { trace_id: string; span_id: string } | Record<string, never> {
   if (!span) return {};
   const sc = span.spanContext();
   return isSampled(sc) ? { trace_id: sc.traceId, span_id: sc.spanId } : {};

@@ -276,7 +276,7 @@ export interface TypedCounter<L> {
   inc(labels: L, value?: number): void;
 }
 export interface TypedHistogram<L> {
-  /** With the active span's ids as the exemplar, or `span`'s when the observation is made outside it. */
+  /** With `span`'s trace and span id as the exemplar, when it is sampled. */
   observe(labels: L, seconds: number, span?: Span): void;
   /** Starts a timer; call the result with the labels (known only at the end) to record it. */
   startTimer(): (labels: L) => number;
@@ -297,7 +297,7 @@ function typedHistogram<L extends Record<string, string>>(histogram: Histogram<s
       const start = process.hrtime.bigint();
       return (labels) => {
         const seconds = elapsedSince(start);
-        histogram.observe({ labels, value: seconds, exemplarLabels: traceIds() });
+        histogram.observe({ labels, value: seconds, exemplarLabels: {} });
         return seconds;
       };
     },

@@ -4,7 +4,6 @@ import { publishEvent } from '../store/events-store.js';
 import type { FanOutResult } from '../domain/fan-out.js';
 import { deadDeliveriesToReport, hasSubscriber } from '../store/platform-events-store.js';
 import { TenantScope } from '../store/tenant-scope.js';
-import { outsideTraces } from '../infra/tracing.js';
 
 export const platformEventTypes = {
   endpointDisabled: 'platform.endpoint.disabled',
@@ -26,8 +25,8 @@ const nothing: FanOutResult = { pending: 0, deadDisabled: 0 };
 async function emit(platformDb: Knex, tenantId: string, type: string, key: string, data: unknown, defaultMaxAgeSeconds: number): Promise<FanOutResult> {
   const scope = new TenantScope(platformDb, tenantId, system);
   if (!(await hasSubscriber(scope, type))) return nothing;
-  // An operational event is an event of its own: its trace is not the one of the attempt that caused it.
-  const result = await outsideTraces(() => publishEvent(scope, { type, data: RawJson.of(data), idempotencyKey: key, origin: 'platform' }, defaultMaxAgeSeconds));
+  // An operational event is an event of its own, in a trace of its own.
+  const result = await publishEvent(scope, { type, data: RawJson.of(data), idempotencyKey: key, origin: 'platform' }, defaultMaxAgeSeconds);
   return result.fanOut;
 }
 

@@ -7,6 +7,7 @@ import type { FanOutResult } from '../domain/fan-out.js';
 import { newId } from '../domain/ids.js';
 import { RawJson } from '../domain/raw-json.js';
 import { startAccept } from '../infra/accept-spans.js';
+import type { Span } from '../infra/tracing.js';
 import { Batcher } from '../infra/batcher.js';
 import { mayBeOneRowsFault } from '../infra/db.js';
 import { run, statement, type WarmUp } from '../infra/sql.js';
@@ -64,6 +65,8 @@ export interface PublishInput {
   idempotencyKey?: string;
   /** Operational events the platform publishes about itself. */
   origin?: 'api' | 'platform';
+  /** The publishing request's span, when it is traced: the event's trace continues it. */
+  span?: Span;
 }
 
 /**
@@ -81,7 +84,7 @@ export async function publishEvent(
   const idempotencyKey = input.idempotencyKey ?? null;
   const id = newId('event');
   const now = new Date();
-  const spans = startAccept({ 'webhook.origin': input.origin ?? 'api', 'webhook.event_type': input.type });
+  const spans = startAccept({ 'webhook.origin': input.origin ?? 'api', 'webhook.event_type': input.type }, input.span);
   const row = await withDeliveryIds(scope.tenantId, input.type, async (deliveryIds) => {
     return scope.submit(publishBatcher, {
       eventId: id, deliveryIds, origin: input.origin ?? 'api', type: input.type,

@@ -4,8 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/infra/logger.js';
-import { startSpan, startTracing, stopTracing, withSpan } from '../../src/infra/tracing.js';
+import { startTracing, stopTracing } from '../../src/infra/tracing.js';
 import { startWorkerProcess, type WorkerProcess } from '../helpers/dispatch.js';
 import { request } from '../helpers/http.js';
 import { createSource, postCallback, sign } from '../helpers/intake.js';
@@ -14,7 +13,8 @@ import { eventually, startTestPlatform, type TestPlatform, type TestTenant } fro
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
 
 const KIND = { internal: 1, server: 2, client: 3, consumer: 5 };
-const exportEnv = (otlp: OtlpReceiver) => ({ OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url, OTEL_BSP_SCHEDULE_DELAY: '50' });
+// JSON, which the test's receiver reads; the platform's default is http/protobuf.
+const exportEnv = (otlp: OtlpReceiver) => ({ OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_BSP_SCHEDULE_DELAY: '50' });
 const hex = (bytes: number) => randomBytes(bytes).toString('hex');
 
 let otlp: OtlpReceiver;
@@ -22,6 +22,8 @@ let t: TestPlatform;
 let tenant: TestTenant;
 let receiver: Receiver;
 let endpoint: { id: string; secret: string };
+/** The in-process api's log lines. */
+const logLines: string[] = [];
 let source: { id: string; secret: string };
 const workers: WorkerProcess[] = [];
 /** How the receiver answers the n-th request (0-based); 200 unless listed. */
@@ -43,7 +45,7 @@ beforeAll(async () => {
   otlp = await startOtlpReceiver();
   Object.assign(process.env, exportEnv(otlp), { OTEL_SERVICE_NAME: 'relay-api-under-test' });
   expect(await startTracing(process.env, '0.0.0-test', 'api')).toBe(true);
-  t = await startTestPlatform({ role: 'api' });
+  t = await startTestPlatform({ role: 'api', logs: new Writable({ write: (chunk: Buffer, _e, done) => (logLines.push(chunk.toString()), done()) }) });
   tenant = await t.createTenant('traced');
   receiver = await startReceiver((_req, res, index) => {
     res.writeHead(failFirst.has(index) ? 500 : 200).end();
@@ -192,16 +194,18 @@ describe('a callback, its fan-out and every attempt are one trace', () => {
 });
 
 describe('logs and metrics point at the trace', () => {
-  it('a log line written inside a span carries its trace and span ids', () => {
-    const lines: string[] = [];
-    const logger = createLogger('info', new Writable({ write: (chunk: Buffer, _e, done) => (lines.push(chunk.toString()), done()) }));
-    const span = startSpan('log-test')!;
-    withSpan(span, () => logger.info('inside'));
-    logger.info('outside');
-    span.end();
-    const [inside, outside] = lines.map((l) => JSON.parse(l) as Record<string, unknown>);
-    expect(inside).toMatchObject({ trace_id: span.spanContext().traceId, span_id: span.spanContext().spanId });
-    expect(outside!.trace_id).toBeUndefined();
+  it("a failed request's log line carries its trace and span ids", async () => {
+    // A source whose stored secret no longer opens: the callback fails (5xx), which is logged.
+    const broken = await createSource(tenant, 'standard-webhooks');
+    await t.platform.db('sources').where({ id: broken.id }).update({ secret_enc: 'not-a-sealed-secret' });
+    const traceId = hex(16);
+    const cb = sign.standard(broken.secret, JSON.stringify({ type: 'order.paid', data: {} }));
+    const res = await postCallback(t, broken.id, { ...cb, headers: { ...cb.headers, traceparent: `00-${traceId}-${hex(8)}-01` } });
+    expect(res.status).toBeGreaterThanOrEqual(500);
+    await eventually(async () => spansOf(traceId).length > 0, 'the failed request exported');
+    const server = one(spansOf(traceId), 'POST /inbound/:sourceId');
+    const line = logLines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'request failed' && l.path === `/inbound/${broken.id}`);
+    expect(line).toMatchObject({ trace_id: traceId, span_id: server.spanId });
   });
 
   it('OpenMetrics carries exemplars with trace ids; the Prometheus text keeps its names', async () => {

@@ -6,6 +6,7 @@ import { paginate } from '../../store/pagination.js';
 import type { ApiContext } from '../context.js';
 import { rawJsonMember } from '../json-body.js';
 import type { ApiRoutes } from '../route.js';
+import { requestSpan } from '../server-spans.js';
 import { eventSchema, idParams, listEventsQuery, page, publishedSchema, publishEventBody, publishEventHeaders } from '../schemas.js';
 
 export function eventRoutes(routes: ApiRoutes, ctx: ApiContext): void {
@@ -26,11 +27,12 @@ export function eventRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       ],
       errors: [409],
     },
-    async ({ req, headers, body, scope }) => {
+    async ({ req, res, headers, body, scope }) => {
       const key = headers['Idempotency-Key'];
       // `data` is validated as parsed but forwarded as the client wrote it.
       const data = rawJsonMember(req, 'data');
-      const result = await publishEvent(scope, { type: body.type, messageId: body.messageId, data, idempotencyKey: key }, ctx.config.retry.maxEventAgeSeconds);
+      const input = { type: body.type, messageId: body.messageId, data, idempotencyKey: key, span: requestSpan(res) };
+      const result = await publishEvent(scope, input, ctx.config.retry.maxEventAgeSeconds);
       ctx.lifecycle.fannedOut(result.fanOut);
       return { status: result.duplicate ? 200 : 202, body: { ...rowToEvent(result.event), duplicate: result.duplicate } };
     },

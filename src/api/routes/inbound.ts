@@ -2,7 +2,7 @@ import type { Request, Response } from 'express';
 import type { SourceType } from '../../domain/sources.js';
 import { IntakeError, type IntakeService } from '../../inbound/intake-service.js';
 import { metrics, type ReceiptOutcome } from '../../metrics/registry.js';
-import { activeSpan } from '../../infra/tracing.js';
+import { requestSpan } from '../server-spans.js';
 import type { ApiContext } from '../context.js';
 import { rawBody } from '../raw-body.js';
 import type { ApiRoutes, Middleware } from '../route.js';
@@ -15,8 +15,7 @@ import { inboundAccepted, inboundParams } from '../schemas.js';
 export function inboundMetrics(intake: IntakeService): Middleware {
   return (req: Request, res: Response, next) => {
     const started = process.hrtime.bigint();
-    // The request's span (src/api/server-spans.ts), for the exemplar: 'finish' fires outside it.
-    const span = activeSpan();
+    const span = requestSpan(res);
     // Read now: once an error has travelled on to the app-level error handler, Express has
     // replaced req.params, so at 'finish' every rejection would look like an unknown source.
     const sourceId = String(req.params.sourceId);
@@ -69,7 +68,7 @@ export function inboundRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       const headers: Record<string, string | undefined> = {};
       for (const [name, value] of Object.entries(req.headers)) headers[name] = Array.isArray(value) ? value.join(', ') : value;
       try {
-        const record = await ctx.intake.receive(params.sourceId, { rawBody, headers, now: new Date() });
+        const record = await ctx.intake.receive(params.sourceId, { rawBody, headers, now: new Date() }, requestSpan(res));
         res.locals.inboundOutcome = record.outcome;
         return { status: 200, body: { status: record.outcome, receiptId: record.receiptId, eventId: record.eventId } };
       } catch (err) {

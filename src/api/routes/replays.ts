@@ -6,6 +6,7 @@ import { previewReplay, replayProgress } from '../../store/replays-store.js';
 import type { ApiContext } from '../context.js';
 import type { ApiRoutes } from '../route.js';
 import { auditEntrySchema, auditQuery, bulkReplayBody, bulkReplayResult, idParams, page, replayAccepted, replayBody, replayProgressSchema } from '../schemas.js';
+import { requestSpan } from '../server-spans.js';
 
 export function replayRoutes(routes: ApiRoutes, ctx: ApiContext): void {
   const pacing = { ratePerSecond: ctx.config.replayRatePerSecond, defaultMaxAgeSeconds: ctx.config.retry.maxEventAgeSeconds, retention: ctx.config.retention };
@@ -23,8 +24,8 @@ export function replayRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       success: { status: 202, description: 'Queued for delivery', schema: replayAccepted },
       errors: [404, 409],
     },
-    async ({ params, body, scope }) => {
-      const result = await ctx.lifecycle.replayDelivery(scope, params.id, body.reason, pacing);
+    async ({ res, params, body, scope }) => {
+      const result = await ctx.lifecycle.replayDelivery(scope, params.id, body.reason, pacing, requestSpan(res));
       if (result === 'not_found') throw notFound('delivery');
       if (result === 'busy') throw conflict('delivery_in_progress', 'the delivery is already pending or in flight');
       if (result === 'endpoint_disabled') throw conflict('endpoint_disabled', 'the endpoint is disabled; re-enable it first');
@@ -48,7 +49,7 @@ export function replayRoutes(routes: ApiRoutes, ctx: ApiContext): void {
         { status: 200, description: 'Dry run: the count and a sample of what would be replayed; nothing is sent', schema: bulkReplayResult },
       ],
     },
-    async ({ body, scope }) => {
+    async ({ res, body, scope }) => {
       const max = ctx.config.replayMaxLimit;
       if (body.limit !== undefined && body.limit > max) {
         throw new AppError(400, 'limit_too_large', `limit may be at most ${max}`);
@@ -58,7 +59,7 @@ export function replayRoutes(routes: ApiRoutes, ctx: ApiContext): void {
         const preview = await previewReplay(scope, body.filter, limit, ctx.config.retention);
         return { status: 200, body: { dryRun: true, count: preview.count, matching: preview.matching, sample: preview.sample.map((d) => rowToDelivery(d)) } };
       }
-      const started = await ctx.lifecycle.startBulkReplay(scope, body.filter, body.reason, limit, pacing);
+      const started = await ctx.lifecycle.startBulkReplay(scope, body.filter, body.reason, limit, pacing, requestSpan(res));
       return { status: 202, body: { dryRun: false, id: started.id, count: started.count } };
     },
   );
