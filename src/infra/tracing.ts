@@ -150,6 +150,8 @@ export interface SpanOptions {
   kind?: SpanKind;
   attributes?: Attributes;
   links?: Link[];
+  /** When it began, if before now (epoch milliseconds). */
+  startTime?: number;
   /** The parent: a span, or a context (a remote parent, an incoming request's); none starts a trace. */
   parent?: Span | Context;
 }

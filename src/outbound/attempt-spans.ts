@@ -67,13 +67,14 @@ export class TraceParents {
  * The attempt's span, child of its work's stored span; a replay's attempt also links to the event's
  * own trace. Undefined when the work was not traced.
  */
-export function startAttemptSpan(claimed: ClaimedDelivery, stored: Found): Span | undefined {
+export function startAttemptSpan(claimed: ClaimedDelivery, stored: Found, startTime?: number): Span | undefined {
   const own = remoteSpanContext(stored.delivery);
   const event = remoteSpanContext(stored.event);
   const parent = own ?? event;
   if (!parent) return undefined;
   return startSpan('webhook.attempt', {
     kind: SpanKind.CONSUMER,
+    startTime,
     parent: contextUnder(parent),
     ...(own && event && { links: [{ context: event, attributes: { 'webhook.link': 'original_event' } }] }),
     attributes: {
@@ -90,7 +91,7 @@ export function startAttemptSpan(claimed: ClaimedDelivery, stored: Found): Span 
  * The outbound request's CLIENT span under its attempt's span: `url.full` without query,
  * fragment or credentials, since a tenant's URL may carry a token in its query.
  */
-export function startRequestSpan(endpointId: string, url: string, attempt: Span): Span | undefined {
+export function startRequestSpan(endpointId: string, url: string, attempt: Span, startTime?: number): Span | undefined {
   let target: URL;
   try {
     target = new URL(url);
@@ -100,6 +101,7 @@ export function startRequestSpan(endpointId: string, url: string, attempt: Span)
   const port = target.port ? Number(target.port) : target.protocol === 'https:' ? 443 : 80;
   return startSpan('POST', {
     kind: SpanKind.CLIENT,
+    startTime,
     parent: contextUnder(attempt.spanContext()),
     attributes: {
       'http.request.method': 'POST',
@@ -116,10 +118,56 @@ export function traceParentHeader(span: Span | undefined): Record<string, string
   return span ? { traceparent: toTraceParent(span.spanContext()) } : {};
 }
 
-export function endRequestSpan(span: Span | undefined, answer: { statusCode: number | null; errorClass?: string | null; message?: string }): void {
+export function endRequestSpan(span: Span | undefined, answer: RequestAnswer): void {
   if (!span) return;
   if (answer.statusCode !== null) span.setAttribute('http.response.status_code', answer.statusCode);
   if (answer.errorClass) failSpan(span, answer.message ?? answer.errorClass, answer.errorClass);
   else if (answer.statusCode !== null && answer.statusCode >= 400) failSpan(span, `HTTP ${answer.statusCode}`, String(answer.statusCode));
   span.end();
+}
+
+export interface RequestAnswer {
+  statusCode: number | null;
+  errorClass?: string | null;
+  message?: string;
+}
+
+/**
+ * The spans of one attempt, made off its critical path: the stored parent is read while the
+ * request is in flight, and the spans are made afterwards with the times they had. Only an endpoint
+ * that asks for a `traceparent` waits for its parent before the request (header).
+ */
+export class AttemptTracing {
+  private readonly parents: Promise<Found>;
+  private readonly startedAt = Date.now();
+  private attempt: Promise<Span | undefined> | undefined;
+  private request: Span | undefined;
+
+  constructor(
+    private readonly claimed: ClaimedDelivery,
+    traceParents: TraceParents,
+  ) {
+    // Tracing never holds a delivery back: without its parent the attempt goes untraced.
+    this.parents = traceParents.of(claimed).catch(() => ({ event: null, delivery: null }));
+  }
+
+  /** The attempt's span (undefined when its work is not traced), begun when the attempt began. */
+  span(): Promise<Span | undefined> {
+    return (this.attempt ??= this.parents.then((found) => startAttemptSpan(this.claimed, found, this.startedAt)));
+  }
+
+  /** The `traceparent` for an endpoint that asks for one: its request span is begun now. */
+  async header(): Promise<Record<string, string>> {
+    const attempt = await this.span();
+    this.request = attempt && startRequestSpan(this.claimed.endpoint.id, this.claimed.endpoint.url, attempt);
+    return traceParentHeader(this.request);
+  }
+
+  /** The request was answered: its span, begun at `requestStartedAt` unless header() began it, ends now. */
+  async answered(requestStartedAt: number, answer: RequestAnswer): Promise<Span | undefined> {
+    const attempt = await this.span();
+    const request = this.request ?? (attempt && startRequestSpan(this.claimed.endpoint.id, this.claimed.endpoint.url, attempt, requestStartedAt));
+    endRequestSpan(request, answer);
+    return attempt;
+  }
 }

@@ -11,7 +11,7 @@ import { signingSecrets } from '../store/endpoints-store.js';
 import type { EndpointHeaders } from './endpoint-headers.js';
 import type { FairShare } from './fair-share.js';
 import type { DeliveryClient } from './http-client.js';
-import { endRequestSpan, startAttemptSpan, startRequestSpan, traceParentHeader, type TraceParents } from './attempt-spans.js';
+import { AttemptTracing, type TraceParents } from './attempt-spans.js';
 import { failSpan, traceIds, type Span } from '../infra/tracing.js';
 import { countsTowardLatencyObjective, FIRST_ATTEMPT_OBJECTIVE_SECONDS } from '../domain/slo.js';
 
@@ -109,16 +109,14 @@ export async function runSlot(deps: DeliverDeps, first: ClaimedDelivery): Promis
  */
 async function attemptClaimed(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandOff: () => boolean): Promise<ClaimedDelivery | undefined> {
   if (!deps.traceParents) return attemptOnce(deps, claimed, mayHandOff);
-  // Tracing never holds a delivery back: without its parent the attempt goes untraced.
-  const stored = await deps.traceParents.of(claimed).catch(() => ({ event: null, delivery: null }));
-  const span = startAttemptSpan(claimed, stored);
+  const tracing = new AttemptTracing(claimed, deps.traceParents);
   try {
-    return await attemptOnce(deps, claimed, mayHandOff, span);
+    return await attemptOnce(deps, claimed, mayHandOff, tracing);
   } catch (err) {
-    failSpan(span, err);
+    failSpan(await tracing.span(), err);
     throw err;
   } finally {
-    span?.end();
+    (await tracing.span())?.end();
   }
 }
 
@@ -127,25 +125,26 @@ async function attemptClaimed(deps: DeliverDeps, claimed: ClaimedDelivery, mayHa
  * Every outcome of the receiver is a result, not an error; only a storage failure throws, and then
  * the delivery's lease brings it back. Returns the endpoint's next delivery when it was handed off.
  */
-async function attemptOnce(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandOff: () => boolean, span?: Span): Promise<ClaimedDelivery | undefined> {
+async function attemptOnce(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandOff: () => boolean, tracing?: AttemptTracing): Promise<ClaimedDelivery | undefined> {
   const deliveryId = claimed.id;
   const now = deps.now ?? (() => new Date());
   const ep = claimed.endpoint;
   const startedAt = now();
   const timestampSec = Math.floor(startedAt.getTime() / 1000);
   const own = deps.endpointHeaders ? await deps.endpointHeaders.settings(claimed.tenant_id, ep.id) : { headers: {}, tls: null, propagateTraceContext: false };
-  const request = span && startRequestSpan(ep.id, ep.url, span);
+  const traceHeader = own.propagateTraceContext && tracing ? await tracing.header() : {};
+  const requestStartedAt = Date.now();
   const result = await deps.client.send({
     url: ep.url,
     headers: {
       ...outboundHeaders(claimed, signingSecrets(deps.box, ep, startedAt), timestampSec, own.headers),
-      ...(own.propagateTraceContext && traceParentHeader(request)),
+      ...traceHeader,
     },
     body: claimed.body,
     ...(own.tls && { tls: { endpointId: ep.id, ...own.tls } }),
   });
   const answer = result.outcome;
-  endRequestSpan(request, {
+  const span = await tracing?.answered(requestStartedAt, {
     statusCode: answer.kind === 'response' ? answer.statusCode : null,
     errorClass: answer.kind === 'error' ? answer.errorClass : answer.kind === 'proxy_failure' ? `egress_proxy_${answer.reason}` : null,
     message: answer.kind === 'response' ? undefined : answer.message,
