@@ -3,14 +3,18 @@ import { run, statement } from '../infra/sql.js';
 
 /**
  * The stored trace context of the work an attempt belongs to (migration 20261202000038): each
- * event's fan-out span, and a replayed or backfilled delivery's own request span. Read only while
+ * event's fan-out span, and a replayed delivery's own replay span. Read only while
  * tracing is on; the claim statements do not carry it, so tracing off changes nothing on that path.
  */
 const readStatement = statement(
   'trace_parents',
-  `SELECT 'event' AS kind, id, trace_parent FROM events WHERE id = ANY(:eventIds::text[])
+  // LATERAL, one id at a time: each lookup is pruned to the one partition of events its id's time
+  // falls in, where `id = ANY(:ids)` would probe every partition's index.
+  `SELECT 'event' AS kind, k.id, e.trace_parent
+     FROM unnest(:eventIds::text[]) AS k(id), LATERAL (SELECT ev.trace_parent FROM events ev WHERE ev.id = k.id) e
    UNION ALL
-   SELECT 'delivery' AS kind, id, trace_parent FROM deliveries WHERE id = ANY(:deliveryIds::text[])`,
+   SELECT 'delivery' AS kind, k.id, d.trace_parent
+     FROM unnest(:deliveryIds::text[]) AS k(id), LATERAL (SELECT dl.trace_parent FROM deliveries dl WHERE dl.id = k.id) d`,
 );
 
 export interface StoredTraceParents {
