@@ -1,8 +1,7 @@
 /**
- * The spans of delivery attempts, across the queue hop: each attempt is a `webhook.attempt` span
- * whose parent is the span stored with its work (the event's fan-out, or a replay's), so an
- * attempt made by any worker, now or an hour later, joins that trace. Inside it, the outbound
- * request is an HTTP CLIENT span named by the HTTP semantic conventions.
+ * The spans of delivery attempts, across the queue hop: each attempt is the CLIENT span of its
+ * request to the endpoint, whose parent is the span stored with its work (the event's fan-out, or a
+ * replay's), so an attempt made by any worker, now or an hour later, joins that trace.
  *
  * Work stored without a trace context was accepted untraced (tracing off, or not sampled): its
  * attempts make no spans. That is the sampling decision made once per event, kept at every hop.
@@ -63,21 +62,37 @@ export class TraceParents {
   }
 }
 
+/** `url.full` and the server's name and port, never the query, fragment or credentials (a token may be there). */
+function targetAttributes(url: string): Record<string, string | number> {
+  let target: URL;
+  try {
+    target = new URL(url);
+  } catch {
+    return {};
+  }
+  const port = target.port ? Number(target.port) : target.protocol === 'https:' ? 443 : 80;
+  return { 'url.full': `${target.protocol}//${target.host}${target.pathname}`, 'server.address': target.hostname, 'server.port': port };
+}
+
 /**
- * The attempt's span, child of its work's stored span; a replay's attempt also links to the event's
- * own trace. Undefined when the work was not traced.
+ * The attempt's span: its request to the endpoint, a CLIENT span named by the HTTP semantic
+ * conventions, child of its work's stored span; a replay's attempt also links to the event's own
+ * trace. Undefined when the work was not traced. One span per attempt: a second, around the
+ * request alone, would cost as much again for little more than the signing and recording times.
  */
-export function startAttemptSpan(claimed: ClaimedDelivery, stored: Found, startTime?: number): Span | undefined {
+function startAttemptSpan(claimed: ClaimedDelivery, stored: Found, startTime?: number): Span | undefined {
   const own = remoteSpanContext(stored.delivery);
   const event = remoteSpanContext(stored.event);
   const parent = own ?? event;
   if (!parent) return undefined;
-  return startSpan('webhook.attempt', {
-    kind: SpanKind.CONSUMER,
+  return startSpan('POST', {
+    kind: SpanKind.CLIENT,
     startTime,
     parent: contextUnder(parent),
     ...(own && event && { links: [{ context: event, attributes: { 'webhook.link': 'original_event' } }] }),
     attributes: {
+      'http.request.method': 'POST',
+      ...targetAttributes(claimed.endpoint.url),
       'webhook.delivery_id': claimed.id,
       'webhook.event_id': claimed.event_id,
       'webhook.endpoint_id': claimed.endpoint.id,
@@ -87,45 +102,6 @@ export function startAttemptSpan(claimed: ClaimedDelivery, stored: Found, startT
   });
 }
 
-/**
- * The outbound request's CLIENT span under its attempt's span: `url.full` without query,
- * fragment or credentials, since a tenant's URL may carry a token in its query.
- */
-export function startRequestSpan(endpointId: string, url: string, attempt: Span, startTime?: number): Span | undefined {
-  let target: URL;
-  try {
-    target = new URL(url);
-  } catch {
-    return undefined;
-  }
-  const port = target.port ? Number(target.port) : target.protocol === 'https:' ? 443 : 80;
-  return startSpan('POST', {
-    kind: SpanKind.CLIENT,
-    startTime,
-    parent: contextUnder(attempt.spanContext()),
-    attributes: {
-      'http.request.method': 'POST',
-      'url.full': `${target.protocol}//${target.host}${target.pathname}`,
-      'server.address': target.hostname,
-      'server.port': port,
-      'webhook.endpoint_id': endpointId,
-    },
-  });
-}
-
-/** The header that lets the receiver continue the trace, for endpoints that ask for it. */
-export function traceParentHeader(span: Span | undefined): Record<string, string> {
-  return span ? { traceparent: toTraceParent(span.spanContext()) } : {};
-}
-
-export function endRequestSpan(span: Span | undefined, answer: RequestAnswer): void {
-  if (!span) return;
-  if (answer.statusCode !== null) span.setAttribute('http.response.status_code', answer.statusCode);
-  if (answer.errorClass) failSpan(span, answer.message ?? answer.errorClass, answer.errorClass);
-  else if (answer.statusCode !== null && answer.statusCode >= 400) failSpan(span, `HTTP ${answer.statusCode}`, String(answer.statusCode));
-  span.end();
-}
-
 export interface RequestAnswer {
   statusCode: number | null;
   errorClass?: string | null;
@@ -133,15 +109,14 @@ export interface RequestAnswer {
 }
 
 /**
- * The spans of one attempt, made off its critical path: the stored parent is read while the
- * request is in flight, and the spans are made afterwards with the times they had. Only an endpoint
- * that asks for a `traceparent` waits for its parent before the request (header).
+ * The span of one attempt, made off its critical path: the stored parent is read while the request
+ * is in flight, and the span is made afterwards with the time it began. Only an endpoint that asks
+ * for a `traceparent` waits for its parent before the request (header).
  */
 export class AttemptTracing {
   private readonly parents: Promise<Found>;
-  private readonly startedAt = Date.now();
-  private attempt: Promise<Span | undefined> | undefined;
-  private request: Span | undefined;
+  private span: Promise<Span | undefined> | undefined;
+  private ended = false;
 
   constructor(
     private readonly claimed: ClaimedDelivery,
@@ -151,23 +126,34 @@ export class AttemptTracing {
     this.parents = traceParents.of(claimed).catch(() => ({ event: null, delivery: null }));
   }
 
-  /** The attempt's span (undefined when its work is not traced), begun when the attempt began. */
-  span(): Promise<Span | undefined> {
-    return (this.attempt ??= this.parents.then((found) => startAttemptSpan(this.claimed, found, this.startedAt)));
+  private begin(startTime = Date.now()): Promise<Span | undefined> {
+    return (this.span ??= this.parents.then((found) => startAttemptSpan(this.claimed, found, startTime)));
   }
 
-  /** The `traceparent` for an endpoint that asks for one: its request span is begun now. */
+  /** The `traceparent` for an endpoint that asks for one: the span begins now. */
   async header(): Promise<Record<string, string>> {
-    const attempt = await this.span();
-    this.request = attempt && startRequestSpan(this.claimed.endpoint.id, this.claimed.endpoint.url, attempt);
-    return traceParentHeader(this.request);
+    const span = await this.begin();
+    return span ? { traceparent: toTraceParent(span.spanContext()) } : {};
   }
 
-  /** The request was answered: its span, begun at `requestStartedAt` unless header() began it, ends now. */
+  /** The endpoint answered (or failed to): the span, begun at `requestStartedAt` unless header() began it. */
   async answered(requestStartedAt: number, answer: RequestAnswer): Promise<Span | undefined> {
-    const attempt = await this.span();
-    const request = this.request ?? (attempt && startRequestSpan(this.claimed.endpoint.id, this.claimed.endpoint.url, attempt, requestStartedAt));
-    endRequestSpan(request, answer);
-    return attempt;
+    const span = await this.begin(requestStartedAt);
+    if (!span) return undefined;
+    if (answer.statusCode !== null) span.setAttribute('http.response.status_code', answer.statusCode);
+    if (answer.errorClass) failSpan(span, answer.message ?? answer.errorClass, answer.errorClass);
+    else if (answer.statusCode !== null && answer.statusCode >= 400) failSpan(span, `HTTP ${answer.statusCode}`, String(answer.statusCode));
+    return span;
+  }
+
+  /** What the platform made of it (`success`, `retry`, `dead`, `egress_failed`); the span ends. */
+  async end(outcome?: string, err?: unknown): Promise<void> {
+    if (this.ended) return;
+    this.ended = true;
+    const span = await this.begin();
+    if (!span) return;
+    if (outcome) span.setAttribute('webhook.outcome', outcome);
+    if (err !== undefined) failSpan(span, err);
+    span.end();
   }
 }

@@ -12,7 +12,7 @@ import type { EndpointHeaders } from './endpoint-headers.js';
 import type { FairShare } from './fair-share.js';
 import type { DeliveryClient } from './http-client.js';
 import { AttemptTracing, type TraceParents } from './attempt-spans.js';
-import { failSpan, traceIds, type Span } from '../infra/tracing.js';
+import { traceIds } from '../infra/tracing.js';
 import { countsTowardLatencyObjective, FIRST_ATTEMPT_OBJECTIVE_SECONDS } from '../domain/slo.js';
 
 export interface DeliverDeps {
@@ -113,10 +113,10 @@ async function attemptClaimed(deps: DeliverDeps, claimed: ClaimedDelivery, mayHa
   try {
     return await attemptOnce(deps, claimed, mayHandOff, tracing);
   } catch (err) {
-    failSpan(await tracing.span(), err);
+    await tracing.end(undefined, err);
     throw err;
   } finally {
-    (await tracing.span())?.end();
+    await tracing.end();
   }
 }
 
@@ -150,7 +150,7 @@ async function attemptOnce(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandO
     message: answer.kind === 'response' ? undefined : answer.message,
   });
   if (answer.kind === 'proxy_failure') {
-    span?.setAttribute('webhook.outcome', 'egress_failed');
+    await tracing?.end('egress_failed');
     return egressFailed(deps, claimed, answer);
   }
   const outcome: AttemptResult = answer;
@@ -186,7 +186,8 @@ async function attemptOnce(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandO
     endpointFailure: decision.action === 'retry' || (decision.action === 'dead' && decision.reason !== 'terminal'),
     disableEndpoint: decision.action === 'dead' && decision.disableEndpoint ? 'endpoint answered 410 Gone' : undefined,
   };
-  span?.setAttribute('webhook.outcome', decision.action === 'succeed' ? 'success' : decision.action);
+  // The span ends with the answer and what it means, not with the recording after it.
+  void tracing?.end(decision.action === 'succeed' ? 'success' : decision.action);
   // Counted as made before it is recorded: the receiver got the request whatever becomes of the
   // record. A record whose commit is lost with its connection may or may not have landed; if it did
   // not, the lease brings the delivery back with a `worker_lost` row for this attempt.

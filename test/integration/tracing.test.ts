@@ -12,7 +12,7 @@ import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../help
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
 
-const KIND = { internal: 1, server: 2, client: 3, consumer: 5 };
+const KIND = { internal: 1, server: 2, client: 3 };
 // JSON, which the test's receiver reads; the platform's default is http/protobuf.
 const exportEnv = (otlp: OtlpReceiver) => ({ OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_BSP_SCHEDULE_DELAY: '50' });
 const hex = (bytes: number) => randomBytes(bytes).toString('hex');
@@ -37,8 +37,9 @@ function one(spans: ReceivedSpan[], name: string): ReceivedSpan {
   expect(found.map((s) => s.name), `exactly one ${name}`).toEqual([name]);
   return found[0]!;
 }
+/** Each attempt is the CLIENT span of its request. */
 function attemptsOf(eventId: string): ReceivedSpan[] {
-  return otlp.spans.filter((s) => s.name === 'webhook.attempt' && s.attributes['webhook.event_id'] === eventId);
+  return otlp.spans.filter((s) => s.name === 'POST' && s.kind === KIND.client && s.attributes['webhook.event_id'] === eventId);
 }
 
 beforeAll(async () => {
@@ -114,9 +115,9 @@ describe('a callback, its fan-out and every attempt are one trace', () => {
     expect(fanOut.attributes['webhook.deliveries.pending']).toBe(1);
 
     const attempts = attemptsOf(eventId).sort((a, b) => Number(a.attributes['webhook.attempt']) - Number(b.attributes['webhook.attempt']));
-    expect(attempts.map((a) => [a.traceId, a.parentSpanId, a.kind])).toEqual([
-      [traceId, fanOut.spanId, KIND.consumer],
-      [traceId, fanOut.spanId, KIND.consumer],
+    expect(attempts.map((a) => [a.traceId, a.parentSpanId])).toEqual([
+      [traceId, fanOut.spanId],
+      [traceId, fanOut.spanId],
     ]);
     expect(attempts.map((a) => [a.attributes['webhook.attempt'], a.attributes['webhook.trigger'], a.attributes['webhook.outcome']])).toEqual([
       [1, 'initial', 'retry'],
@@ -125,13 +126,9 @@ describe('a callback, its fan-out and every attempt are one trace', () => {
     expect(attempts.map((a) => a.attributes['webhook.endpoint_id'])).toEqual([endpoint.id, endpoint.id]);
     // Made by the two worker processes, one each.
     expect(attempts.map((a) => a.resource['process.pid'])).toEqual(pids);
-    const clients = attempts.map((a) => one(spans.filter((s) => s.parentSpanId === a.spanId), 'POST'));
     const { port } = new URL(receiver.url);
-    expect(clients.map((c) => [c.kind, c.attributes['http.response.status_code']])).toEqual([
-      [KIND.client, 500],
-      [KIND.client, 200],
-    ]);
-    for (const c of clients) {
+    expect(attempts.map((c) => c.attributes['http.response.status_code'])).toEqual([500, 200]);
+    for (const c of attempts) {
       expect(c.attributes).toMatchObject({
         'http.request.method': 'POST',
         'server.address': '127.0.0.1',
@@ -140,8 +137,8 @@ describe('a callback, its fan-out and every attempt are one trace', () => {
         'webhook.endpoint_id': endpoint.id,
       });
     }
-    // The receiver continues the trace from each request's own client span.
-    expect(receiver.requests.slice(0, 2).map((r) => r.headers.traceparent)).toEqual(clients.map((c) => `00-${traceId}-${c.spanId}-01`));
+    // The receiver continues the trace from each attempt's own span.
+    expect(receiver.requests.slice(0, 2).map((r) => r.headers.traceparent)).toEqual(attempts.map((c) => `00-${traceId}-${c.spanId}-01`));
   }, 60_000);
 
   it('a replay is a new trace whose attempt links to the original', async () => {
@@ -221,7 +218,7 @@ describe('logs and metrics point at the trace', () => {
     const workerOpen = await request(`http://127.0.0.1:${await worker.port()}`, 'GET', '/metrics', { headers: { accept: 'application/openmetrics-text' } });
     const attempt = /^webhook_attempt_duration_seconds_bucket\{[^}]*\} \d+ # \{trace_id="([0-9a-f]{32})",span_id="([0-9a-f]{16})"\}/m.exec(workerOpen.text);
     expect(attempt, 'an exemplar on the attempt histogram').not.toBeNull();
-    expect(otlp.spans.some((s) => s.traceId === attempt![1] && s.spanId === attempt![2] && s.name === 'webhook.attempt')).toBe(true);
+    expect(otlp.spans.some((s) => s.traceId === attempt![1] && s.spanId === attempt![2] && s.kind === KIND.client)).toBe(true);
     const plain = await request(t.url, 'GET', '/metrics');
     expect(plain.headers.get('content-type')).toMatch(/^text\/plain/);
     expect(plain.text).toMatch(/^# TYPE webhook_inbound_receipts_total counter$/m);
