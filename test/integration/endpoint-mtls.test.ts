@@ -63,7 +63,9 @@ beforeAll(async () => {
   receiver.on('tlsClientError', () => {});
   await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
   url = `https://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
-  t = await startTestPlatform();
+  // A TLS handshake with a client certificate can take longer than the test default of 1 s to
+  // connect when the CI machine is loaded; the first attempt's outcome is what these tests read.
+  t = await startTestPlatform({ env: { CONNECT_TIMEOUT_MS: '5000', ATTEMPT_TIMEOUT_MS: '10000' } });
   tenant = await t.createTenant('mtls');
 });
 afterAll(async () => {
