@@ -1,10 +1,9 @@
-import { createTenant } from '../lib/api.js';
 import type { Topology } from '../lib/config.js';
 import { resetState, type BenchContext } from '../lib/context.js';
 import { countRows, insertBacklog } from '../lib/database.js';
 import { round } from '../lib/stats.js';
-import { noisyEndpoints, p99FloorMs, phaseEnd, phaseStart, probeUrl, startTopology } from './fairness.js';
-import { measureStream, streamSummary, type StreamSpec } from './latency.js';
+import { noisyEndpoints, p99FloorMs, phaseEnd, phaseStart, probeUrl, startTopology, tenantsAndStream } from './fairness.js';
+import { measureStream, streamSummary } from './latency.js';
 
 export interface BacklogCase {
   /** B's p99 while A's backlog drains / B's p99 alone, on the same platform. */
@@ -45,19 +44,7 @@ export async function runBacklogCase(ctx: BenchContext, topology: Topology): Pro
   await resetState(ctx);
   const platform = await startTopology(ctx, topology, 'fairness-backlog');
   try {
-    const noisy = await createTenant(platform.api, ctx.settings.adminToken, {
-      name: 'fair-a',
-      endpointUrls: Array.from({ length: noisyEndpoints }, (_, i) => ctx.receiver.okUrl(i, `fair-a/${i}`)),
-    });
-    const quiet = await createTenant(platform.api, ctx.settings.adminToken, { name: 'fair-b', endpointUrls: [ctx.receiver.okUrl(noisyEndpoints, 'fair-b')] });
-    const stream: StreamSpec = {
-      rate: cfg.rate,
-      seconds: cfg.seconds,
-      warmupSeconds: 0,
-      drainSeconds: cfg.drainSeconds,
-      eventType: () => 'order.created',
-      deliveriesPerEvent: 1,
-    };
+    const { noisy, quiet, stream } = await tenantsAndStream(ctx, platform.api);
     const url = platform.api.url;
 
     ctx.log(`fairness backlog (${topology}): tenant B alone, ${cfg.rate} events/s for ${cfg.warmupSeconds}+${cfg.backlogSeconds}s`);

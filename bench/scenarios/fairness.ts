@@ -104,24 +104,31 @@ interface BurstCase {
  * The burst keeps going until B's measurement is over (B's drain wait included), then stops.
  * ratio = B's p99 with the burst / B's p99 alone.
  */
+/** Tenant A (the noisy one, 5 endpoints), tenant B (1 endpoint) and B's steady stream: both cases'. */
+export async function tenantsAndStream(ctx: BenchContext, api: Parameters<typeof createTenant>[0]) {
+  const cfg = ctx.config.fairness;
+  const noisy = await createTenant(api, ctx.settings.adminToken, {
+    name: 'fair-a',
+    endpointUrls: Array.from({ length: noisyEndpoints }, (_, i) => ctx.receiver.okUrl(i, `fair-a/${i}`)),
+  });
+  const quiet = await createTenant(api, ctx.settings.adminToken, { name: 'fair-b', endpointUrls: [ctx.receiver.okUrl(noisyEndpoints, 'fair-b')] });
+  const stream: StreamSpec = {
+    rate: cfg.rate,
+    seconds: cfg.seconds,
+    warmupSeconds: 0,
+    drainSeconds: cfg.drainSeconds,
+    eventType: () => 'order.created',
+    deliveriesPerEvent: 1,
+  };
+  return { noisy, quiet, stream };
+}
+
 async function runBurstCase(ctx: BenchContext, topology: Topology): Promise<BurstCase> {
   const cfg = ctx.config.fairness;
   await resetState(ctx);
   const platform = await startTopology(ctx, topology, 'fairness-burst');
   try {
-    const noisy = await createTenant(platform.api, ctx.settings.adminToken, {
-      name: 'fair-a',
-      endpointUrls: Array.from({ length: noisyEndpoints }, (_, i) => ctx.receiver.okUrl(i, `fair-a/${i}`)),
-    });
-    const quiet = await createTenant(platform.api, ctx.settings.adminToken, { name: 'fair-b', endpointUrls: [ctx.receiver.okUrl(noisyEndpoints, 'fair-b')] });
-    const stream: StreamSpec = {
-      rate: cfg.rate,
-      seconds: cfg.seconds,
-      warmupSeconds: 0,
-      drainSeconds: cfg.drainSeconds,
-      eventType: () => 'order.created',
-      deliveriesPerEvent: 1,
-    };
+    const { noisy, quiet, stream } = await tenantsAndStream(ctx, platform.api);
     const url = platform.api.url;
 
     ctx.log(`fairness (${topology}): tenant B alone, ${cfg.rate} events/s for ${cfg.warmupSeconds}+${cfg.seconds}s`);
