@@ -30,7 +30,7 @@ import { ConfigError } from '../config/index.js';
 
 export { SpanKind, SpanStatusCode, type Span, type Context, type Attributes };
 
-export const tracerName = 'webhook-relay';
+const tracerName = 'webhook-relay';
 
 let enabled = false;
 let shutdownProvider: (() => Promise<void>) | undefined;
@@ -105,7 +105,7 @@ export async function stopTracing(): Promise<void> {
   await shutdown?.();
 }
 
-export function tracer() {
+function tracer() {
   return trace.getTracer(tracerName);
 }
 
@@ -196,7 +196,10 @@ export function failSpan(span: Span | undefined, err: unknown, type?: string): v
  * is none, so callers can spread it unconditionally.
  */
 export function traceIds(span: Span | undefined): { trace_id: string; span_id: string } | Record<string, never> {
-  if (!span) return {};
+  if (!span) return noIds;
   const sc = span.spanContext();
-  return isSampled(sc) ? { trace_id: sc.traceId, span_id: sc.spanId } : {};
+  return isSampled(sc) ? { trace_id: sc.traceId, span_id: sc.spanId } : noIds;
 }
+
+/** Shared, so every observation of an untraced histogram sample allocates nothing for it. */
+const noIds: Record<string, never> = Object.freeze({});

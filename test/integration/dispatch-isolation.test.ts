@@ -3,8 +3,7 @@
 // the hanging endpoint has a backlog and with it, and must stay prompt and similar. Events are
 // written in bulk so the measurement is the dispatcher's, not the publishing API's.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newId } from '../../src/domain/ids.js';
-import { createEndpoint, statusCounts } from '../helpers/dispatch.js';
+import { createEndpoint, insertPendingBacklog, statusCounts } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
 
@@ -26,41 +25,11 @@ describe('isolation between endpoints', () => {
     await t.stop();
   });
 
-  /**
-   * Writes `count` events and their pending deliveries for one endpoint straight into the database
-   * (the rows the API would write, thousands of times faster) and wakes the dispatcher.
-   */
-  async function insertEvents(tenantId: string, endpointId: string, count: number): Promise<string[]> {
-    const now = new Date();
-    const events = Array.from({ length: count }, (_, i) => {
-      const id = newId('event');
-      return { id, tenant_id: tenantId, origin: 'api', type: 'order.created', body: JSON.stringify({ id, type: 'order.created', timestamp: now.toISOString(), messageId: null, data: { i } }), created_at: now };
-    });
-    await t.platform.db.batchInsert('events', events, 500);
-    await t.platform.db.batchInsert(
-      'deliveries',
-      events.map((e) => ({
-        id: newId('delivery'),
-        tenant_id: tenantId,
-        event_id: e.id,
-        endpoint_id: endpointId,
-        status: 'pending',
-        next_attempt_at: now,
-        deadline_at: new Date(now.getTime() + 3_600_000),
-        created_at: now,
-        updated_at: now,
-      })),
-      500,
-    );
-    t.platform.dispatcher!.wake();
-    return events.map((e) => e.id);
-  }
-
   /** Ms from committing HEALTHY events for the healthy endpoint until the receiver has them all. */
   async function timeHealthyBatch(tenantId: string, endpointId: string): Promise<number> {
     const before = healthy.requests.length;
     const started = Date.now();
-    const ids = await insertEvents(tenantId, endpointId, HEALTHY);
+    const ids = await insertPendingBacklog(t, tenantId, endpointId, HEALTHY);
     await eventually(async () => healthy.requests.length >= before + HEALTHY, 'healthy batch delivered', 40_000, 20);
     const elapsed = healthy.requests.at(-1)!.at - started;
     const got = new Set(healthy.requests.slice(before).map((r) => String(r.headers['webhook-id'])));
@@ -77,7 +46,7 @@ describe('isolation between endpoints', () => {
     const baseline = await timeHealthyBatch(fine.id, fineEndpoint.id);
 
     // The backlog, as if published over a long outage.
-    await insertEvents(stuck.id, stuckEndpoint.id, BACKLOG);
+    await insertPendingBacklog(t, stuck.id, stuckEndpoint.id, BACKLOG);
     // The hanging endpoint is busy to its limit before the measured batch starts.
     await eventually(async () => hanging.requests.length >= 10, 'hanging endpoint saturated (maxConcurrency 10)');
 

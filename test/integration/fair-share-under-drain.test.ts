@@ -6,8 +6,7 @@
 // A's receiver gets at most a couple of requests per worker slot (each slot finishes the attempt
 // it has, and the next round gives B a slot) instead of the rest of A's backlog.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newId } from '../../src/domain/ids.js';
-import { createEndpoint, publish } from '../helpers/dispatch.js';
+import { createEndpoint, insertPendingBacklog, publish } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
 
@@ -36,32 +35,6 @@ describe('fair share of a full worker under a drain', () => {
     await t.stop();
   });
 
-  /** `count` events and their pending deliveries for one endpoint, written as fan-out leaves them. */
-  async function insertBacklog(tenantId: string, endpointId: string, count: number): Promise<void> {
-    const now = new Date();
-    const events = Array.from({ length: count }, (_, i) => {
-      const id = newId('event');
-      return { id, tenant_id: tenantId, origin: 'api', type: 'order.created', body: JSON.stringify({ id, type: 'order.created', timestamp: now.toISOString(), messageId: null, data: { i } }), created_at: now };
-    });
-    await t.platform.db.batchInsert('events', events, 500);
-    await t.platform.db.batchInsert(
-      'deliveries',
-      events.map((e) => ({
-        id: newId('delivery'),
-        tenant_id: tenantId,
-        event_id: e.id,
-        endpoint_id: endpointId,
-        status: 'pending',
-        next_attempt_at: now,
-        deadline_at: new Date(now.getTime() + 3_600_000),
-        created_at: now,
-        updated_at: now,
-      })),
-      500,
-    );
-    t.platform.dispatcher!.wake();
-  }
-
   /**
    * Publishes LIVE_EVENTS events of `tenant` one at a time while a backlog drains on the slow
    * receiver; for each, how many of the backlog's requests the slow receiver got between the
@@ -86,7 +59,7 @@ describe('fair share of a full worker under a drain', () => {
     // Two endpoints of 4: together they could use twice the worker's slots.
     const aEndpoints = [await createEndpoint(a, { url: `${slow.url}/a0`, maxConcurrency: SLOTS }), await createEndpoint(a, { url: `${slow.url}/a1`, maxConcurrency: SLOTS })];
     await createEndpoint(b, { url: `${live.url}/b`, maxConcurrency: SLOTS });
-    for (const ep of aEndpoints) await insertBacklog(a.id, ep.id, BACKLOG);
+    for (const ep of aEndpoints) await insertPendingBacklog(t, a.id, ep.id, BACKLOG);
     // Every slot is A's before B publishes anything.
     await eventually(async () => slow.requests.length >= 4 * SLOTS, 'backlog holding every slot');
 
@@ -108,7 +81,7 @@ describe('fair share of a full worker under a drain', () => {
     // One endpoint that alone could take every slot of the worker twice over.
     const busy = await createEndpoint(a, { url: `${slow.url}/busy`, maxConcurrency: 2 * SLOTS, eventTypes: ['order.created'] });
     await createEndpoint(a, { url: `${live.url}/sibling`, maxConcurrency: SLOTS, eventTypes: ['live.created'] });
-    await insertBacklog(a.id, busy.id, 2 * BACKLOG);
+    await insertPendingBacklog(t, a.id, busy.id, 2 * BACKLOG);
     await eventually(async () => slow.requests.length >= 4 * SLOTS, 'backlog holding every slot');
 
     const seen: Array<{ backlogRequestsWhileWaiting: number; backlogLeft: number }> = [];
