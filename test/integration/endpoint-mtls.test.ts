@@ -109,7 +109,7 @@ describe('mutual TLS', () => {
     expect(JSON.parse(new SecretBox(t.config.secretsKey).open(row.tls_enc, id)).clientKey).toBe(client.key);
 
     const delivery = await firstAttempt(await publish('mtls.right'));
-    expect(delivery.status).toBe('succeeded');
+    expect(delivery.status, JSON.stringify(delivery.attempts)).toBe('succeeded');
     expect(received.filter((r) => r.path === '/right').map((r) => r.subject)).toEqual(['tenant-client']);
   });
 
