@@ -198,16 +198,14 @@ async function buildDispatcher(
 ): Promise<{ dispatcher: Dispatcher; subscriber?: RedisClient }> {
   const { config, role } = opts;
   const { db, lifecycle, box, logger, prefix, wakeChannel } = parts;
-  const [{ Dispatcher }, { endpointHeadersFrom }, { TraceParents }] = await Promise.all([
+  const [{ Dispatcher }, { endpointHeadersFrom }] = await Promise.all([
     import('./outbound/dispatcher.js'),
     import('./outbound/endpoint-headers.js'),
-    import('./outbound/attempt-spans.js'),
   ]);
   const connection = connectRedis(config, 'worker');
   connection.on('error', (err) => logger.debug({ err }, 'redis queue connection error'));
   const endpointHeaders = endpointHeadersFrom(db, box);
-  const traceParents = tracingOn() ? new TraceParents(db) : undefined;
-  const dispatcher = new Dispatcher({ config, lifecycle, box, logger, connection, queuePrefix: prefix, lookup: opts.lookup, endpointHeaders, traceParents });
+  const dispatcher = new Dispatcher({ config, lifecycle, box, logger, connection, queuePrefix: prefix, lookup: opts.lookup, endpointHeaders, tracing: tracingOn() });
   if (role !== 'worker') return { dispatcher };
   // API processes announce new work here; polling covers any announcement that is lost. A
   // cluster client subscribes on one node and moves to another when that node goes away.

@@ -1,14 +1,7 @@
--- hand_off: a slot that just finished takes its endpoint's next due deliveries.
---
--- Instead of sending the endpoint back through admission and Redis, a slot whose attempt was
--- recorded starts the endpoint's next delivery itself, whatever the outcome, when next_due (the
--- one rule admission uses too) says the endpoint has room.
---
--- Inputs:  p_endpoint_ids and p_slots, parallel: each endpoint once, with how many of its slots
---          are free to go on; p_threshold (circuit); p_lease_ms, the lease of the in-flight attempt.
--- Outputs: each handed delivery with what its attempt needs (src/delivery/sql/claimed.ts).
--- Effects: deliveries pending -> in_flight, attempt_count + 1, lease_until.
--- Locks:   the picked deliveries' rows (next_due).
+-- hand_off: release 0.1.0's signature, kept for its processes still running during a rolling
+-- deploy (docs/operations/functions.md, "expand"). The rule is hand_off_v2 (see its file); this
+-- returns the same rows without the trace-context columns. Nothing of this release calls it. Drop it
+-- in the release after next.
 CREATE OR REPLACE FUNCTION hand_off(p_endpoint_ids text[], p_slots integer[], p_threshold integer, p_lease_ms integer)
 RETURNS TABLE (
   id text, tenant_id text, status text, attempt_count integer, attempt_base integer,
@@ -17,21 +10,9 @@ RETURNS TABLE (
   ep_id text, url text, ep_status text, retry_policy jsonb, secret_enc text, previous_secret_enc text,
   previous_secret_expires_at timestamptz, deleted_at timestamptz
 )
-LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan AS $$
-#variable_conflict use_column
-BEGIN
-  RETURN QUERY
-  WITH handed AS (
-    UPDATE deliveries d
-       SET status = 'in_flight', attempt_count = d.attempt_count + 1,
-           lease_until = now() + make_interval(secs => p_lease_ms / 1000.0), updated_at = now()
-      FROM unnest(p_endpoint_ids, p_slots) AS s(endpoint_id, slots)
-           CROSS JOIN LATERAL next_due(s.endpoint_id, s.slots, p_threshold, true) n, events ev, endpoints ep
-     WHERE d.id = n.delivery_id AND ev.id = d.event_id AND ep.id = d.endpoint_id
-    RETURNING d.id, d.tenant_id, d.status, d.attempt_count, d.attempt_base, d.replayed_at, d.next_trigger,
-              d.deadline_at, d.succeeded_at, ev.id, ev.type, ev.created_at, ev.body,
-              ep.id, ep.url, ep.status, ep.retry_policy, ep.secret_enc, ep.previous_secret_enc,
-              ep.previous_secret_expires_at, ep.deleted_at
-  )
-  SELECT * FROM handed;
-END $$;
+LANGUAGE sql VOLATILE AS $$
+  SELECT id, tenant_id, status, attempt_count, attempt_base, replayed_at, next_trigger, deadline_at, succeeded_at,
+         event_id, event_type, event_created_at, body, ep_id, url, ep_status, retry_policy, secret_enc,
+         previous_secret_enc, previous_secret_expires_at, deleted_at
+    FROM hand_off_v2(p_endpoint_ids, p_slots, p_threshold, p_lease_ms)
+$$;

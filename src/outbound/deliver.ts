@@ -11,7 +11,7 @@ import { signingSecrets } from '../store/endpoints-store.js';
 import type { EndpointHeaders } from './endpoint-headers.js';
 import type { FairShare } from './fair-share.js';
 import type { DeliveryClient } from './http-client.js';
-import { AttemptTracing, type TraceParents } from './attempt-spans.js';
+import { AttemptTracing } from './attempt-spans.js';
 import { traceIds } from '../infra/tracing.js';
 import { countsTowardLatencyObjective, FIRST_ATTEMPT_OBJECTIVE_SECONDS } from '../domain/slo.js';
 
@@ -33,8 +33,8 @@ export interface DeliverDeps {
   recordSuccess?: (item: SuccessItem) => Promise<Recorded>;
   /** CIRCUIT_FAILURE_THRESHOLD, for telling a held endpoint apart (src/domain/slo.ts). */
   circuitFailureThreshold?: number;
-  /** Present only while tracing is on: where each attempt's parent span is read. */
-  traceParents?: TraceParents;
+  /** Tracing is on: the attempts of traced work make spans. */
+  tracing?: boolean;
   /** The process's fair share of slots between tenants; without it, a slot hands off while it may. */
   fairShare?: FairShare;
 }
@@ -108,15 +108,15 @@ export async function runSlot(deps: DeliverDeps, first: ClaimedDelivery): Promis
  * passed down, not made active: a worker runs without the async context manager (src/infra/tracing.ts).
  */
 async function attemptClaimed(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandOff: () => boolean): Promise<ClaimedDelivery | undefined> {
-  if (!deps.traceParents) return attemptOnce(deps, claimed, mayHandOff);
-  const tracing = new AttemptTracing(claimed, deps.traceParents);
+  if (!deps.tracing) return attemptOnce(deps, claimed, mayHandOff);
+  const tracing = new AttemptTracing(claimed);
   try {
     return await attemptOnce(deps, claimed, mayHandOff, tracing);
   } catch (err) {
-    await tracing.end(undefined, err);
+    tracing.end(undefined, err);
     throw err;
   } finally {
-    await tracing.end();
+    tracing.end();
   }
 }
 
@@ -132,7 +132,7 @@ async function attemptOnce(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandO
   const startedAt = now();
   const timestampSec = Math.floor(startedAt.getTime() / 1000);
   const own = deps.endpointHeaders ? await deps.endpointHeaders.settings(claimed.tenant_id, ep.id) : { headers: {}, tls: null, propagateTraceContext: false };
-  const traceHeader = own.propagateTraceContext && tracing ? await tracing.header() : {};
+  const traceHeader = own.propagateTraceContext && tracing ? tracing.header() : {};
   const requestStartedAt = Date.now();
   const result = await deps.client.send({
     url: ep.url,
@@ -144,13 +144,13 @@ async function attemptOnce(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandO
     ...(own.tls && { tls: { endpointId: ep.id, ...own.tls } }),
   });
   const answer = result.outcome;
-  const span = await tracing?.answered(requestStartedAt, {
+  const span = tracing?.answered(requestStartedAt, {
     statusCode: answer.kind === 'response' ? answer.statusCode : null,
     errorClass: answer.kind === 'error' ? answer.errorClass : answer.kind === 'proxy_failure' ? `egress_proxy_${answer.reason}` : null,
     message: answer.kind === 'response' ? undefined : answer.message,
   });
   if (answer.kind === 'proxy_failure') {
-    await tracing?.end('egress_failed');
+    tracing?.end('egress_failed');
     return egressFailed(deps, claimed, answer);
   }
   const outcome: AttemptResult = answer;
@@ -187,7 +187,7 @@ async function attemptOnce(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandO
     disableEndpoint: decision.action === 'dead' && decision.disableEndpoint ? 'endpoint answered 410 Gone' : undefined,
   };
   // The span ends with the answer and what it means, not with the recording after it.
-  void tracing?.end(decision.action === 'succeed' ? 'success' : decision.action);
+  tracing?.end(decision.action === 'succeed' ? 'success' : decision.action);
   // Counted as made before it is recorded: the receiver got the request whatever becomes of the
   // record. A record whose commit is lost with its connection may or may not have landed; if it did
   // not, the lease brings the delivery back with a `worker_lost` row for this attempt.

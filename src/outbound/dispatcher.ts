@@ -9,7 +9,6 @@ import type { RedisClient } from '../infra/redis.js';
 import { AdmissionLoop } from './admission-loop.js';
 import { FairShare } from './fair-share.js';
 import { deliverQueued, runSlot, type DeliverDeps } from './deliver.js';
-import type { TraceParents } from './attempt-spans.js';
 import type { EndpointHeaders } from './endpoint-headers.js';
 import { createDeliveryClient, type DeliveryClient, type LookupFn } from './http-client.js';
 import { createJobQueue, deliveryJobId, jobQueueName, shardOf, shardPrefixes, type DeliveryJob } from './job-queue.js';
@@ -21,8 +20,8 @@ export interface DispatcherDeps {
   logger: Logger;
   /** The endpoints' own request headers, added to every attempt. */
   endpointHeaders?: EndpointHeaders;
-  /** Only while tracing is on: where attempts find their parent spans. */
-  traceParents?: TraceParents;
+  /** Tracing is on: the attempts of traced work make spans. */
+  tracing?: boolean;
   /** The job queues' and workers' Redis connection (role `worker`); the dispatcher closes it when it stops. */
   connection: RedisClient;
   /** Separates job queues of parallel test runs sharing one Redis (default: QUEUE_PREFIX). */
@@ -139,7 +138,7 @@ export class Dispatcher {
       box: deps.box,
       client: this.client,
       endpointHeaders: deps.endpointHeaders,
-      traceParents: deps.traceParents,
+      tracing: deps.tracing,
       circuitFailureThreshold: config.circuitFailureThreshold,
       logger: deps.logger,
       defaults: config.retry,

@@ -91,10 +91,10 @@ export interface Recorded {
   next?: ClaimedDelivery;
 }
 
-/** The SQL function `record_attempt` (db/functions/record_attempt.sql): one round trip, plans cached. */
+/** The SQL function `record_attempt_v2` (db/functions/record_attempt_v2.sql): one round trip, plans cached. */
 const recordStatement = statement(
   'record_attempt',
-  `SELECT * FROM record_attempt(:deliveryId, :attemptNumber, :status, :nextAt, :deadReason, :statusCode, :lastError,
+  `SELECT * FROM record_attempt_v2(:deliveryId, :attemptNumber, :status, :nextAt, :deadReason, :statusCode, :lastError,
                                 :attemptId, :tenantId, :trigger, :startedAt, :durationMs, :outcome, :errorClass,
                                 :errorMessage, :responseExcerpt, :endpointId, :failure, :threshold, :cooldown, :handOffLeaseMs)`,
 );
@@ -144,10 +144,10 @@ export interface SuccessItem {
   handOff: boolean;
 }
 
-/** The SQL function `record_successes` (db/functions/record_successes.sql). */
+/** The SQL function `record_successes_v2` (db/functions/record_successes_v2.sql). */
 const successesStatement = statement(
   'record_successes',
-  `SELECT * FROM record_successes(:deliveryIds, :attemptNumbers, :attemptIds, :tenantIds, :triggers, :startedAts,
+  `SELECT * FROM record_successes_v2(:deliveryIds, :attemptNumbers, :attemptIds, :tenantIds, :triggers, :startedAts,
                                   :durations, :statusCodes, :excerpts, :endpointIds, :handOffs, :threshold, :lease)`,
 );
 

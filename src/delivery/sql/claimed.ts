@@ -1,6 +1,8 @@
 /**
  * What an attempt needs of a delivery, its event and its endpoint, as every statement that puts a
- * delivery in flight returns it: the claim, admission straight to a local slot, and slot hand-off.
+ * delivery in flight returns it: the claim, admission straight to a local slot, and slot hand-off
+ * (the SQL functions admit_due_v2, hand_off_v2, record_attempt_v2 and record_successes_v2 return
+ * the same columns).
  */
 import type { EndpointRow } from '../../store/endpoints-store.js';
 import type { Trigger } from '../../domain/delivery-status.js';
@@ -24,13 +26,17 @@ export interface ClaimedDelivery {
   event_type: string;
   event_created_at: Date;
   body: string;
+  /** The event's fan-out span (a W3C `traceparent`), null when the event was not traced. */
+  event_trace_parent: string | null;
+  /** A replay's own span, null for a delivery never replayed (src/outbound/attempt-spans.ts). */
+  trace_parent: string | null;
   endpoint: Pick<EndpointRow, 'id' | 'url' | 'status' | 'retry_policy' | 'secret_enc' | 'previous_secret_enc' | 'previous_secret_expires_at' | 'deleted_at'>;
 }
 
 export const claimedColumns = `d.id, d.tenant_id, d.status, d.attempt_count, d.attempt_base, d.replayed_at, d.next_trigger, d.deadline_at, d.succeeded_at,
             ev.id AS event_id, ev.type AS event_type, ev.created_at AS event_created_at, ev.body,
             ep.id AS ep_id, ep.url, ep.status AS ep_status, ep.retry_policy, ep.secret_enc, ep.previous_secret_enc,
-            ep.previous_secret_expires_at, ep.deleted_at`;
+            ep.previous_secret_expires_at, ep.deleted_at, ev.trace_parent AS event_trace_parent, d.trace_parent`;
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export function rowToClaimed(r: any): ClaimedDelivery {
@@ -48,6 +54,8 @@ export function rowToClaimed(r: any): ClaimedDelivery {
     event_type: r.event_type,
     event_created_at: r.event_created_at,
     body: r.body,
+    event_trace_parent: r.event_trace_parent,
+    trace_parent: r.trace_parent,
     endpoint: {
       id: r.ep_id,
       url: r.url,

@@ -1,0 +1,82 @@
+-- record_successes_v2: several slots' successes in one call (group commit), each recorded exactly as
+-- record_attempt_v2 records one: the same guard against late results, the circuit closed
+-- (endpoint_health_after_attempts), and the hand-off. An endpoint with k applied successes whose
+-- slots want to go on hands on up to k deliveries, all endpoints in one hand_off_v2 call, so two
+-- slots are never given the same delivery.
+--
+-- Its commit does not wait for the WAL flush (synchronous_commit off for this transaction only):
+-- a success that a crash of PostgreSQL loses leaves its delivery in flight, and the lease sends it
+-- again, exactly as when a worker dies between the receiver's answer and the record. Delivery is
+-- at-least-once either way and receivers dedupe by webhook-id. Failures, dead letters and every
+-- operator action keep the synchronous commit: what they announce or audit must not be undone.
+--
+-- Inputs:  parallel arrays, one element per success (delivery, attempt number and id, tenant,
+--          trigger, start, duration, status code, excerpt, endpoint, whether its slot goes on),
+--          p_threshold (circuit), p_lease_ms (lease of a handed attempt).
+-- Outputs: a first row with `applied`, the 1-based positions of the successes that were taken,
+--          and no delivery; then one row per handed delivery (columns as src/delivery/sql/claimed.ts).
+-- Effects: deliveries, attempts, endpoints (circuit reset), the handed deliveries.
+-- Locks:   events first (see the body), then the deliveries' rows, the endpoints' rows in id order,
+--          the handed rows.
+--
+-- The columns of a delivery in flight are those of src/delivery/sql/claimed.ts, ending with the
+-- stored trace contexts (its event's fan-out, and a replay's own), so an attempt's span needs no
+-- read of its own. They are why this is a new function: the one without `_v2` keeps release
+-- 0.1.0's columns for its processes during a rolling deploy (docs/operations/functions.md).
+CREATE OR REPLACE FUNCTION record_successes_v2(
+  p_delivery_ids text[], p_attempt_numbers integer[], p_attempt_ids text[], p_tenant_ids text[], p_triggers text[],
+  p_started_ats timestamptz[], p_durations integer[], p_status_codes integer[], p_excerpts text[],
+  p_endpoint_ids text[], p_hand_offs boolean[], p_threshold integer, p_lease_ms integer)
+RETURNS TABLE (
+  applied integer[], id text, tenant_id text, status text, attempt_count integer, attempt_base integer,
+  replayed_at timestamptz, next_trigger text, deadline_at timestamptz, succeeded_at timestamptz,
+  event_id text, event_type text, event_created_at timestamptz, body text,
+  ep_id text, url text, ep_status text, retry_policy jsonb, secret_enc text, previous_secret_enc text,
+  previous_secret_expires_at timestamptz, deleted_at timestamptz, event_trace_parent text, trace_parent text
+)
+LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan AS $$
+#variable_conflict use_column
+DECLARE
+  v_done integer[];
+BEGIN
+  -- The hand-off at the end reads events. Its lock is taken first, as every writer takes it
+  -- (events, receipts, deliveries, attempts: lock_for_new_partition), so creating a partition
+  -- of events cannot deadlock with a result being recorded.
+  PERFORM 1 FROM events WHERE false;
+  PERFORM set_config('synchronous_commit', 'off', true);
+  WITH input AS (
+    SELECT * FROM unnest(p_delivery_ids, p_attempt_numbers, p_attempt_ids, p_tenant_ids, p_triggers, p_started_ats,
+                         p_durations, p_status_codes, p_excerpts)
+           WITH ORDINALITY AS i(delivery_id, attempt_number, attempt_id, tenant_id, trigger, started_at, duration_ms,
+                                status_code, response_excerpt, n)
+  ), done AS (
+    UPDATE deliveries d SET
+      status = 'succeeded', next_attempt_at = NULL, lease_until = NULL, next_trigger = 'retry',
+      dead_reason = NULL, last_status_code = i.status_code, last_error = NULL,
+      succeeded_at = COALESCE(d.succeeded_at, now()), updated_at = now()
+      FROM input i
+     WHERE d.id = i.delivery_id AND d.status = 'in_flight' AND d.attempt_count = i.attempt_number
+    RETURNING i.n
+  ), logged AS (
+    INSERT INTO attempts (id, delivery_id, tenant_id, attempt_number, trigger, started_at, duration_ms, status_code,
+                          outcome, response_excerpt)
+    SELECT i.attempt_id, i.delivery_id, i.tenant_id, i.attempt_number, i.trigger, i.started_at, i.duration_ms,
+           i.status_code, 'success', i.response_excerpt
+      FROM input i JOIN done ON done.n = i.n
+  )
+  SELECT COALESCE(array_agg(done.n::integer ORDER BY done.n), '{}') INTO v_done FROM done;
+  applied := v_done;
+  RETURN NEXT;
+  applied := NULL;
+  IF cardinality(v_done) = 0 THEN
+    RETURN;
+  END IF;
+  PERFORM endpoint_health_after_attempts(ARRAY(SELECT DISTINCT p_endpoint_ids[k] FROM unnest(v_done) k), false, p_threshold, 0);
+  RETURN QUERY
+    SELECT NULL::integer[], h.*
+      FROM (SELECT array_agg(w.endpoint_id ORDER BY w.endpoint_id) AS ids, array_agg(w.slots ORDER BY w.endpoint_id) AS slots
+              FROM (SELECT p_endpoint_ids[k] AS endpoint_id, count(*)::integer AS slots
+                      FROM unnest(v_done) k WHERE p_hand_offs[k] GROUP BY 1) w) want
+           CROSS JOIN LATERAL hand_off_v2(want.ids, want.slots, p_threshold, p_lease_ms) h
+     WHERE want.ids IS NOT NULL;
+END $$;
