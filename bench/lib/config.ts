@@ -163,6 +163,11 @@ export const benchConfig = {
     /** The sampler of the "on" side; tracing.overheadRatio is defined at a ratio of 1.0. */
     sampler: { name: str('BENCH_TRACING_SAMPLER', 'parentbased_traceidratio'), arg: str('BENCH_TRACING_SAMPLER_ARG', '1.0') },
     connections: int('BENCH_TRACING_CONNECTIONS', 50),
+    /**
+     * Intake's offered rate, the same with tracing off and on: below what either takes on 2 cores,
+     * so both sides batch their commits alike (see bench/scenarios/tracing.ts).
+     */
+    intakeRate: int('BENCH_TRACING_INTAKE_RATE', 1_000),
     warmupSeconds: int('BENCH_TRACING_WARMUP_SECONDS', 3),
     intakeSeconds: int('BENCH_TRACING_INTAKE_SECONDS', 8),
     backlog: int('BENCH_TRACING_BACKLOG', 20_000),

@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createTenant } from '../lib/api.js';
 import { resetState, startMeasured, waitUntil, withSetupApi, type BenchContext } from '../lib/context.js';
 import { countRows, insertBacklog } from '../lib/database.js';
-import { closedLoop } from '../lib/load.js';
+import { paced } from '../lib/load.js';
 import { signedCallbacks, type SignedSource } from '../lib/payload.js';
 import { round } from '../lib/stats.js';
 import { CpuBudget } from '../lib/cpu-budget.js';
@@ -57,9 +57,13 @@ async function startSink(): Promise<{ url: string; bytes: () => number; close: (
  * Each is measured in `rounds` alternating pairs (off, on, off, on …) so a drift of the machine
  * during the run weighs on both sides. The cost is CPU per unit of work, which other load on the
  * machine barely moves, where it moves throughput by tens of percent from one run to the next
- * (docs/performance.md, "Tracing's cost"); the rates are reported beside it. Intake: signed callbacks at the maximum rate over a fixed time, api role alone. Dispatch:
- * a backlog whose events were accepted traced (their fan-out span stored, as intake with tracing on
- * stores it), drained by one worker; every attempt then reads its parent and exports two spans.
+ * (docs/performance.md, "Tracing's cost"); the rates are reported beside it.
+ *
+ * Intake: signed callbacks at one fixed rate for both sides (BENCH_TRACING_INTAKE_RATE), api role
+ * alone. At the maximum rate, tracing's own CPU would lower the rate, smaller group commits would
+ * then cost PostgreSQL more per callback, and that would be charged to tracing too. Dispatch: a
+ * backlog whose events were accepted traced (their fan-out span stored, as intake with tracing on
+ * stores it), drained by one worker as fast as it goes; every attempt then exports its span.
  */
 export async function runTracing(ctx: BenchContext): Promise<TracingResult> {
   const cfg = ctx.config.tracing;
@@ -114,16 +118,18 @@ async function intakeRate(ctx: BenchContext, env: Record<string, string>, offset
       });
       sources.push(tenant.source!);
     }
-    const pool = signedCallbacks(sources, 6_000 * (cfg.intakeSeconds + cfg.warmupSeconds), ctx.config.payloadBytes, offsetBlock * 10_000_000);
+    const pool = signedCallbacks(sources, cfg.intakeRate * (cfg.intakeSeconds + cfg.warmupSeconds), ctx.config.payloadBytes, offsetBlock * 10_000_000);
     let i = 0;
     const next = () => pool[i++ % pool.length]!;
-    await closedLoop(api.url, next, cfg.connections, cfg.warmupSeconds);
+    const load = (seconds: number) => paced(api.url, next, { rate: cfg.intakeRate, seconds, connections: cfg.connections });
+    await load(cfg.warmupSeconds);
     const budget = new CpuBudget(ctx.db, { api: [api.pid] });
     await budget.start();
-    const measured = await closedLoop(api.url, next, cfg.connections, cfg.intakeSeconds);
+    const measured = await load(cfg.intakeSeconds);
     const cpu = await budget.stop();
     if (i > pool.length) throw new Error('tracing: the signed callback pool ran dry; repeats would measure the duplicate path');
-    return { rps: measured.rps, cpuMs: ((cpu.api! + cpu.postgres!) * 1000) / measured.ok };
+    if (measured.failed > 0) throw new Error(`tracing: ${measured.failed} callbacks failed (${JSON.stringify(measured.statusCodes)})`);
+    return { rps: measured.answeredRate, cpuMs: ((cpu.api! + cpu.postgres!) * 1000) / measured.ok };
   } finally {
     await api.stop();
   }

@@ -1,5 +1,6 @@
+import type { TLSSocket } from 'node:tls';
 import type { Request, Response, NextFunction } from 'express';
-import { extractContext, SpanKind, SpanStatusCode, startSpan, type Span } from '../infra/tracing.js';
+import { extractContext, SpanKind, SpanStatusCode, startSpan, type Attributes, type Span } from '../infra/tracing.js';
 
 /** The request's SERVER span, for what the request does to start its own spans under (none: not traced). */
 export function requestSpan(res: Response): Span | undefined {
@@ -8,24 +9,28 @@ export function requestSpan(res: Response): Span | undefined {
 
 /**
  * One SERVER span per API request, the parent of whatever the request does (a callback's verify and
- * accept, a publish's fan-out), kept in res.locals for the handlers (requestSpan). An incoming `traceparent` becomes its parent; without one the
- * request starts a new trace, sampled by OTEL_TRACES_SAMPLER. Attribute names follow the HTTP
+ * accept, a publish's fan-out), kept in res.locals for the handlers (requestSpan). An incoming
+ * `traceparent` becomes its parent; without one the request starts a new trace, sampled by
+ * OTEL_TRACES_SAMPLER. Attribute names follow the HTTP
  * semantic conventions; the query string is never recorded (it may carry anything).
  */
 export function serverSpans() {
   return (req: Request, res: Response, next: NextFunction): void => {
-    const span = startSpan(req.method, {
-      kind: SpanKind.SERVER,
-      parent: extractContext(req.headers),
-      attributes: {
-        'http.request.method': req.method,
-        'url.path': req.path,
-        'url.scheme': req.protocol,
-        ...(req.socket.localPort !== undefined && { 'server.port': req.socket.localPort }),
-        ...(req.headers['user-agent'] && { 'user_agent.original': req.headers['user-agent'].slice(0, 200) }),
-      },
-    });
+    const query = req.url.indexOf('?');
+    const attributes: Attributes = {
+      'http.request.method': req.method,
+      'url.path': query < 0 ? req.url : req.url.slice(0, query),
+      // What req.protocol answers with `trust proxy` off (src/api/app.ts), without its getter's work.
+      'url.scheme': (req.socket as TLSSocket).encrypted ? 'https' : 'http',
+    };
+    if (req.socket.localPort !== undefined) attributes['server.port'] = req.socket.localPort;
+    const userAgent = req.headers['user-agent'];
+    if (userAgent) attributes['user_agent.original'] = userAgent.slice(0, 200);
+    const span = startSpan(req.method, { kind: SpanKind.SERVER, parent: extractContext(req.headers), attributes });
     if (!span) return next();
+    res.locals.span = span;
+    // Not sampled: the span is only a parent that carries the decision, with nothing to record or end.
+    if (!span.isRecording()) return next();
     res.on('finish', () => {
       const route = (req.route as { path?: unknown } | undefined)?.path;
       if (typeof route === 'string') {
@@ -36,7 +41,6 @@ export function serverSpans() {
       if (res.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
       span.end();
     });
-    res.locals.span = span;
     next();
   };
 }

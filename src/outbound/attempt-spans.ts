@@ -9,10 +9,11 @@
  * at every hop.
  */
 import type { ClaimedDelivery } from '../delivery/index.js';
-import { contextUnder, failSpan, remoteSpanContext, SpanKind, startSpan, toTraceParent, type Span } from '../infra/tracing.js';
+import { RecentMap } from '../infra/recent.js';
+import { contextUnder, failSpan, remoteSpanContext, SpanKind, startSpan, toTraceParent, type Attributes, type Span } from '../infra/tracing.js';
 
 /** `url.full` and the server's name and port, never the query, fragment or credentials (a token may be there). */
-function targetAttributes(url: string): Record<string, string | number> {
+function targetAttributes(url: string): Attributes {
   let target: URL;
   try {
     target = new URL(url);
@@ -21,6 +22,14 @@ function targetAttributes(url: string): Record<string, string | number> {
   }
   const port = target.port ? Number(target.port) : target.protocol === 'https:' ? 443 : 80;
   return { 'url.full': `${target.protocol}//${target.host}${target.pathname}`, 'server.address': target.hostname, 'server.port': port };
+}
+
+/** Each endpoint URL's attributes, parsed once: a busy endpoint's attempts would parse the same URL each time. */
+const targets = new RecentMap<Attributes>(10_000);
+function cachedTargetAttributes(url: string): Attributes {
+  let found = targets.get(url);
+  if (!found) targets.set(url, (found = targetAttributes(url)));
+  return found;
 }
 
 /**
@@ -41,7 +50,7 @@ function startAttemptSpan(claimed: ClaimedDelivery, startTime?: number): Span | 
     ...(own && event && { links: [{ context: event, attributes: { 'webhook.link': 'original_event' } }] }),
     attributes: {
       'http.request.method': 'POST',
-      ...targetAttributes(claimed.endpoint.url),
+      ...cachedTargetAttributes(claimed.endpoint.url),
       'webhook.delivery_id': claimed.id,
       'webhook.event_id': claimed.event_id,
       'webhook.endpoint_id': claimed.endpoint.id,
