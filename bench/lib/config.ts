@@ -159,7 +159,9 @@ export const benchConfig = {
   },
   tracing: {
     /** Alternating off/on pairs of each measurement. */
-    rounds: int('BENCH_TRACING_ROUNDS', 2),
+    rounds: int('BENCH_TRACING_ROUNDS', 4),
+    /** Which sides to measure (`intake,dispatch`); one alone is for experiments, and reports no overheadRatio. */
+    parts: str('BENCH_TRACING_PARTS', 'intake,dispatch').split(',').map((p) => p.trim()),
     /** The sampler of the "on" side; tracing.overheadRatio is defined at a ratio of 1.0. */
     sampler: { name: str('BENCH_TRACING_SAMPLER', 'parentbased_traceidratio'), arg: str('BENCH_TRACING_SAMPLER_ARG', '1.0') },
     connections: int('BENCH_TRACING_CONNECTIONS', 50),

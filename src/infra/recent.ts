@@ -39,6 +39,10 @@ export class RecentMap<V> {
     return this.entries.get(key);
   }
 
+  clear(): void {
+    this.entries.clear();
+  }
+
   set(key: string, value: V): void {
     this.entries.delete(key);
     if (this.entries.size >= this.capacity) this.entries.delete(this.entries.keys().next().value!);

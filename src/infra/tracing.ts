@@ -11,7 +11,7 @@
  * (docs/performance.md, "Tracing").
  *
  * A trace's context crosses the queue as a W3C `traceparent` string kept with the event (and with a
- * replayed delivery): see toTraceParent / remoteParent.
+ * replayed delivery): see toTraceParent / remoteSpanContext.
  */
 import {
   propagation,
@@ -25,8 +25,10 @@ import {
   type Link,
   type Span,
   type SpanContext,
+  type Tracer,
 } from '@opentelemetry/api';
 import { ConfigError } from '../config/index.js';
+import { RecentMap } from './recent.js';
 
 export { SpanKind, SpanStatusCode, type Span, type Context, type Attributes };
 
@@ -102,11 +104,15 @@ export async function stopTracing(): Promise<void> {
   const shutdown = shutdownProvider;
   shutdownProvider = undefined;
   enabled = false;
+  cachedTracer = undefined;
+  remoteContexts.clear();
   await shutdown?.();
 }
 
-function tracer() {
-  return trace.getTracer(tracerName);
+/** The provider's tracer, looked up once per provider: every span would otherwise look it up by name. */
+let cachedTracer: Tracer | undefined;
+function tracer(): Tracer {
+  return (cachedTracer ??= trace.getTracer(tracerName));
 }
 
 /** W3C `traceparent` text of a span context (version 00). */
@@ -129,11 +135,22 @@ export function storedTraceParent(span: Span | undefined): string | null {
   return isSampled(sc) ? toTraceParent(sc) : null;
 }
 
+/**
+ * Stored traceparents already parsed: an event's deliveries and their retries share one, and
+ * parsing it is a regular expression per attempt. Frozen, since every attempt gets the same object.
+ */
+const remoteContexts = new RecentMap<SpanContext | null>(10_000);
+
 /** The span context a stored traceparent names, as a remote parent; undefined for null or malformed text. */
 export function remoteSpanContext(traceParent: string | null | undefined): SpanContext | undefined {
   if (!traceParent || !parseTraceParent) return undefined;
-  const sc = parseTraceParent(traceParent);
-  return sc ? { ...sc, isRemote: true } : undefined;
+  let sc = remoteContexts.get(traceParent);
+  if (sc === undefined) {
+    const parsed = parseTraceParent(traceParent);
+    sc = parsed ? Object.freeze({ ...parsed, isRemote: true }) : null;
+    remoteContexts.set(traceParent, sc);
+  }
+  return sc ?? undefined;
 }
 
 /** The context whose parent is the stored span (for a child span made after a queue hop). */
