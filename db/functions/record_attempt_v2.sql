@@ -16,6 +16,7 @@
 -- Effects: deliveries, attempts, endpoints (circuit), and the handed delivery.
 -- Locks:   events first (see the body), then the delivery's row, the endpoint's row (only when its
 --          health changes), the handed row.
+-- Plans:   generic, with sequential scans priced out, as hand_off_v2 (see its header).
 --
 -- The columns of a delivery in flight are those of src/delivery/sql/claimed.ts, ending with the
 -- stored trace contexts (its event's fan-out, and a replay's own), so an attempt's span needs no
@@ -34,7 +35,7 @@ RETURNS TABLE (
   ep_id text, url text, ep_status text, retry_policy jsonb, secret_enc text, previous_secret_enc text,
   previous_secret_expires_at timestamptz, deleted_at timestamptz, event_trace_parent text, trace_parent text
 )
-LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan AS $$
+LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 #variable_conflict use_column
 BEGIN
   -- The hand-off at the end reads events. Its lock is taken first, as every writer takes it

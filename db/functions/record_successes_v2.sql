@@ -18,6 +18,8 @@
 -- Effects: deliveries, attempts, endpoints (circuit reset), the handed deliveries.
 -- Locks:   events first (see the body), then the deliveries' rows, the endpoints' rows in id order,
 --          the handed rows.
+-- Plans:   generic, with sequential scans priced out, as hand_off_v2 (see its header): planned on a
+--          near-empty table, the update below found its deliveries by hashing the whole table.
 --
 -- The columns of a delivery in flight are those of src/delivery/sql/claimed.ts, ending with the
 -- stored trace contexts (its event's fan-out, and a replay's own), so an attempt's span needs no
@@ -34,7 +36,7 @@ RETURNS TABLE (
   ep_id text, url text, ep_status text, retry_policy jsonb, secret_enc text, previous_secret_enc text,
   previous_secret_expires_at timestamptz, deleted_at timestamptz, event_trace_parent text, trace_parent text
 )
-LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan AS $$
+LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 #variable_conflict use_column
 DECLARE
   v_done integer[];
