@@ -1,0 +1,85 @@
+import type { Knex } from 'knex';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { admitDue } from '../../src/delivery/sql/admit.js';
+import { recordAttempt, recordSuccesses, type AttemptRecord } from '../../src/delivery/sql/attempts.js';
+import type { ClaimedDelivery } from '../../src/delivery/sql/claimed.js';
+import { createDb } from '../../src/infra/db.js';
+import { createEndpoint, insertPendingBacklog } from '../helpers/dispatch.js';
+import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
+
+/**
+ * The record and hand-off functions keep generic plans per connection. A connection that first
+ * calls them while `deliveries` is nearly empty (a new database, its first seconds) must still
+ * reach rows by key once the table has grown, with no ANALYZE in between: a plan that scanned the
+ * table made each hand-off cost O(table) (docs/performance.md, "A plan made on an empty table").
+ * Role `api`: no dispatcher, so deliveries move only when the test moves them.
+ */
+
+let t: TestPlatform;
+let tenant: TestTenant;
+let conn: Knex;
+const limits = { circuitFailureThreshold: 3, circuitCooldownSeconds: 30 };
+const leaseMs = 30_000;
+
+beforeAll(async () => {
+  t = await startTestPlatform({ role: 'api' });
+  tenant = await t.createTenant('plans-on-growing-tables');
+  // One connection, so every call below uses the plans its first calls made.
+  conn = createDb({ url: t.database.url, poolMax: 1 });
+});
+afterAll(async () => {
+  await conn?.destroy();
+  await t?.stop();
+});
+
+function success(d: ClaimedDelivery): AttemptRecord {
+  return {
+    deliveryId: d.id, tenantId: d.tenant_id, endpointId: d.endpoint.id, attemptNumber: d.attempt_count, trigger: d.next_trigger,
+    startedAt: new Date(), durationMs: 3, statusCode: 200, outcome: 'success', errorClass: null, errorMessage: null,
+    responseExcerpt: null, next: { status: 'succeeded' }, endpointFailure: false,
+  };
+}
+
+function failure(d: ClaimedDelivery): AttemptRecord {
+  return { ...success(d), statusCode: 503, outcome: 'retry', errorClass: 'http_503', next: { status: 'pending', at: new Date(Date.now() + 3_600_000) }, endpointFailure: true };
+}
+
+/** Admits everything due to local slots and records one success and one failure, each handing its slot on. */
+async function cycle(): Promise<{ handedBySuccess?: ClaimedDelivery; handedByFailure?: ClaimedDelivery }> {
+  const round = await admitDue(conn, { queuedLeaseSeconds: 30, circuitFailureThreshold: 3, perEndpointBatch: 2 }, { count: 2, inFlightLeaseMs: leaseMs, mode: 'all' });
+  expect(round.claimed.length).toBe(2);
+  const [a, b] = round.claimed as [ClaimedDelivery, ClaimedDelivery];
+  const [done] = await recordSuccesses(conn, [{ record: success(a), handOff: true }], limits, leaseMs);
+  const failed = await recordAttempt(conn, failure(b), limits, leaseMs);
+  expect(done!.applied && failed.applied).toBe(true);
+  return { handedBySuccess: done!.next, handedByFailure: failed.next };
+}
+
+async function deliveriesScans(): Promise<{ seq: number; idx: number }> {
+  const { rows } = await conn.raw(`SELECT seq_scan, idx_scan FROM pg_stat_xact_user_tables WHERE relname = 'deliveries'`);
+  return { seq: Number(rows[0].seq_scan), idx: Number(rows[0].idx_scan) };
+}
+
+describe('plans made while deliveries was nearly empty', () => {
+  it('still reach deliveries by key after the table grew to 20,000 rows', async () => {
+    const ep = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/plans', eventTypes: ['order.*'], maxConcurrency: 4 });
+    // The first calls on this connection, with two deliveries in the table.
+    await insertPendingBacklog(t, tenant.id, ep.id, 2);
+    const first = await cycle();
+    expect(first.handedBySuccess).toBeUndefined();
+
+    await insertPendingBacklog(t, tenant.id, ep.id, 20_000);
+    // Admission and both hand-offs in one transaction, whose own counters say how deliveries was read.
+    await conn.raw('BEGIN');
+    try {
+      const later = await cycle();
+      expect(later.handedBySuccess?.status).toBe('in_flight');
+      expect(later.handedByFailure?.status).toBe('in_flight');
+      const scans = await deliveriesScans();
+      expect(scans.seq).toBe(0);
+      expect(scans.idx).toBeGreaterThan(0);
+    } finally {
+      await conn.raw('ROLLBACK');
+    }
+  });
+});
