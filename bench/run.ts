@@ -16,7 +16,7 @@ import { ensureServices } from '../src/infra/ensure-services.js';
 import { killAllChildren, repoRoot, type PlatformSettings } from './lib/children.js';
 import { benchConfig, type ScenarioName } from './lib/config.js';
 import { clearRedisPrefix, type BenchContext } from './lib/context.js';
-import { dropDatabase, freshDatabase, postgresVersion } from './lib/database.js';
+import { autovacuumForRun, dropDatabase, freshDatabase, postgresVersion } from './lib/database.js';
 import { Receiver } from './lib/receiver.js';
 import { isComplete, renderTable, summaryRows, type LatestJson } from './lib/report.js';
 import { round } from './lib/stats.js';
@@ -24,6 +24,7 @@ import { runDispatch } from './scenarios/dispatch.js';
 import { runDuplicateStorm } from './scenarios/duplicate-storm.js';
 import { runFairness } from './scenarios/fairness.js';
 import { runFlaky } from './scenarios/flaky.js';
+import { runDrift } from './scenarios/drift.js';
 import { runIntake } from './scenarios/intake.js';
 import { runIsolation } from './scenarios/isolation.js';
 import { runLatency } from './scenarios/latency.js';
@@ -36,9 +37,12 @@ import { runTracing } from './scenarios/tracing.js';
 const started = Date.now();
 const log = (message: string) => process.stdout.write(`[bench ${((Date.now() - started) / 1000).toFixed(0).padStart(4)}s] ${message}\n`);
 
+/** Puts back what the run changed on the server (autovacuum), when it is interrupted. */
+let restoreOnInterrupt: (() => Promise<void>) | undefined;
+
 process.on('SIGINT', () => {
   killAllChildren();
-  process.exit(130);
+  void (restoreOnInterrupt?.() ?? Promise.resolve()).finally(() => process.exit(130));
 });
 
 const major = (version: string) => Number(/(\d+)/.exec(version)?.[1] ?? Number.NaN);
@@ -79,6 +83,9 @@ async function main(): Promise<number> {
   log('npm run build');
   execFileSync('npm', ['run', '--silent', 'build'], { cwd: repoRoot, stdio: 'inherit' });
   const db = createDb({ url: cfg.databaseUrl, poolMax: 4, timeoutMs: 30_000 });
+  const autovacuum = await autovacuumForRun(db, cfg.autovacuum);
+  restoreOnInterrupt = autovacuum.restore;
+  if (autovacuum.state.server !== autovacuum.state.during) log('autovacuum is off on this server: on for this run, as production runs it (BENCH_AUTOVACUUM=server leaves it)');
   const redis = new Redis(cfg.redisUrl, { maxRetriesPerRequest: 3 });
   const platformDbUrl = new URL(cfg.databaseUrl);
   if (cfg.platformDbOptions) platformDbUrl.searchParams.set('options', cfg.platformDbOptions);
@@ -110,6 +117,7 @@ async function main(): Promise<number> {
       redis: redisVersion,
       // Other work on the machine competes for the same cores; the floors run in the same conditions.
       loadAverageAtStart: os.loadavg().map((v) => round(v, 2)),
+      autovacuum: autovacuum.state,
     };
 
     const scenarios: Record<ScenarioName, () => Promise<void>> = {
@@ -154,6 +162,11 @@ async function main(): Promise<number> {
         results.flaky = { lagSeconds: r.lagSeconds };
         details.flaky = r.details;
       },
+      drift: async () => {
+        const r = await runDrift(ctx);
+        results.drift = { lastOverSecondP99: r.lastOverSecondP99 };
+        details.drift = r.details;
+      },
       fairness: async () => {
         const r = await runFairness(ctx);
         results.fairness = { ratio: r.ratio, bareRequestRatio: r.bareRequestRatio, platformRatio: r.platformRatio, backlogRatio: r.backlogRatio };
@@ -188,6 +201,7 @@ async function main(): Promise<number> {
       durations[name] = round((Date.now() - t0) / 1000);
     }
   } finally {
+    await autovacuum.restore().catch((err: unknown) => log(`could not put autovacuum back: ${String(err)}`));
     await receiver.stop();
     killAllChildren();
     await clearRedisPrefix(redis, cfg.queuePrefix).catch(() => undefined);

@@ -28,14 +28,23 @@ function platformEnv(raw: string): Record<string, string> {
 }
 
 export const scenarioNames = ['intake', 'dispatch', 'isolation', 'latency', 'duplicateStorm', 'live', 'scale', 'flaky', 'fairness', 'storage', 'retention', 'tracing'] as const;
-export type ScenarioName = (typeof scenarioNames)[number];
+/** Run only when BENCH_ONLY names them: too long for every run. */
+export const optionalScenarioNames = ['drift'] as const;
+export type ScenarioName = (typeof scenarioNames)[number] | (typeof optionalScenarioNames)[number];
+
+function oneOf<T extends string>(name: string, value: string, allowed: readonly T[]): T {
+  if (!(allowed as readonly string[]).includes(value)) throw new Error(`${name}: use one of ${allowed.join(', ')}, got "${value}"`);
+  return value as T;
+}
 
 function selectedScenarios(): ScenarioName[] {
   const raw = str('BENCH_ONLY', '');
   if (raw === '') return [...scenarioNames];
   const picked = raw.split(',').map((s) => s.trim());
   for (const name of picked) {
-    if (!(scenarioNames as readonly string[]).includes(name)) throw new Error(`BENCH_ONLY: unknown scenario "${name}"; use ${scenarioNames.join(', ')}`);
+    if (![...scenarioNames, ...optionalScenarioNames].includes(name as ScenarioName)) {
+      throw new Error(`BENCH_ONLY: unknown scenario "${name}"; use ${[...scenarioNames, ...optionalScenarioNames].join(', ')}`);
+    }
   }
   return picked as ScenarioName[];
 }
@@ -72,6 +81,8 @@ export const benchConfig = {
    * Never a recommendation for production: it gives up durability of the last commits on a crash.
    */
   platformDbOptions: str('BENCH_PLATFORM_DB_OPTIONS', ''),
+  /** `on`: a server found with autovacuum off gets it on for the run, as production runs (bench/lib/database.ts); `server`: as found. */
+  autovacuum: oneOf('BENCH_AUTOVACUUM', str('BENCH_AUTOVACUUM', 'on'), ['on', 'server'] as const),
   /** Extra environment for every platform process, "KEY=VALUE,KEY=VALUE" (e.g. DB_POOL_MAX=50). */
   platformEnv: platformEnv(str('BENCH_PLATFORM_ENV', '')),
   /** 1: keep the whr_bench database after the run, for inspection. */
@@ -148,6 +159,10 @@ export const benchConfig = {
     windowSeconds: int('BENCH_FLAKY_WINDOW_SECONDS', 60),
     /** Unfinished deliveries are counted when the stream stops and again this much later. */
     settleSeconds: int('BENCH_FLAKY_SETTLE_SECONDS', 30),
+  },
+  drift: {
+    rate: int('BENCH_DRIFT_RATE', 100),
+    seconds: int('BENCH_DRIFT_SECONDS', 480),
   },
   storage: {
     events: int('BENCH_STORAGE_EVENTS', 20_000),

@@ -173,3 +173,40 @@ export async function countRows(db: Knex, sql: string, bindings: readonly Knex.V
   const { rows } = await db.raw<{ rows: Array<{ n: number }> }>(sql, [...bindings]);
   return Number(rows[0]?.n ?? 0);
 }
+
+/** The server's autovacuum as the bench found it, and as it ran. */
+export interface AutovacuumState {
+  server: 'on' | 'off';
+  during: 'on' | 'off';
+}
+
+/**
+ * Production runs PostgreSQL with autovacuum on; some development and CI servers turn it off
+ * server-wide, and then nothing reclaims `deliveries`' dead row versions: an 8-minute stream's p99
+ * grew from 70 to 263 ms (docs/performance.md, "A long stream and autovacuum"). With `wanted` on
+ * (BENCH_AUTOVACUUM, the default), a server found with it off gets it on for the run (ALTER SYSTEM
+ * and a reload: no restart) and back as it was at the end; answers the state and the restore.
+ */
+export async function autovacuumForRun(db: Knex, wanted: 'on' | 'server'): Promise<{ state: AutovacuumState; restore: () => Promise<void> }> {
+  const current = async () => (await db.raw<{ rows: Array<{ setting: string; source: string; sourcefile: string | null }> }>(
+    "SELECT setting, source, sourcefile FROM pg_settings WHERE name = 'autovacuum'",
+  )).rows[0]!;
+  const found = await current();
+  const server = found.setting === 'on' ? 'on' : 'off';
+  if (server === 'on' || wanted === 'server') return { state: { server, during: server }, restore: async () => undefined };
+  // Set by an earlier ALTER SYSTEM: put that value back; otherwise remove ours.
+  const bySystem = found.sourcefile?.endsWith('postgresql.auto.conf') ?? false;
+  await db.raw('ALTER SYSTEM SET autovacuum = on');
+  await db.raw('SELECT pg_reload_conf()');
+  for (let i = 0; i < 50 && (await current()).setting !== 'on'; i++) await new Promise((r) => setTimeout(r, 100));
+  let restored = false;
+  return {
+    state: { server, during: (await current()).setting === 'on' ? 'on' : 'off' },
+    restore: async () => {
+      if (restored) return;
+      restored = true;
+      await db.raw(bySystem ? 'ALTER SYSTEM SET autovacuum = off' : 'ALTER SYSTEM RESET autovacuum');
+      await db.raw('SELECT pg_reload_conf()');
+    },
+  };
+}

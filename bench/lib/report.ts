@@ -11,6 +11,8 @@ export interface LatestJson {
   live: { kneeRps: number };
   scale: { endpoints: number; admissionMsP50: number; admissionMsIdle0P50: number; latencyP99Ms: number };
   flaky: { lagSeconds: number };
+  /** Optional (BENCH_ONLY=drift). */
+  drift?: { lastOverSecondP99: number };
   /** From api and worker as separate processes (the first of BENCH_FAIRNESS_TOPOLOGIES; details say which). */
   fairness: { ratio: number; bareRequestRatio: number; platformRatio: number; backlogRatio: number };
   storage: { bytesPerEvent: number };
@@ -69,6 +71,7 @@ export function summaryRows(r: Partial<LatestJson>): Row[] {
     rows.push({ measure: 'scale admission ratio (idle / none)', value: fmt(ratio, 3), floor: '', target: '≤ 2', met: check(ratio, (v) => v <= 2) });
     rows.push({ measure: `scale latency p99 ms (${fmt(s.endpoints)} idle endpoints)`, value: fmt(s.latencyP99Ms, 1), floor: '', target: '≤ 100', met: check(s.latencyP99Ms, (v) => v <= 100) });
   }
+  if (r.drift) rows.push({ measure: 'drift: p99 last minute / second minute', value: fmt(r.drift.lastOverSecondP99, 2), floor: '', target: '≤ 2', met: check(r.drift.lastOverSecondP99, (v) => v <= 2) });
   if (r.flaky) rows.push({ measure: 'flaky lag s (max, last window)', value: fmt(r.flaky.lagSeconds, 2), floor: '', target: '≤ 1', met: check(r.flaky.lagSeconds, (v) => v <= 1) });
   if (r.fairness) {
     const f = r.fairness;
