@@ -246,6 +246,15 @@ export class Dispatcher {
     clearTimeout(this.recountTimer);
     clearInterval(this.workersTimer);
     await Promise.allSettled([...this.slots]);
+    // A worker stopped just after it started may still be connecting its BullMQ workers, whose
+    // commands would then fail unhandled when the connection drops: they get a moment to be ready,
+    // bounded, since with Redis down they never would be.
+    let giveUp: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.allSettled(this.workers.map((worker) => worker.waitUntilReady())),
+      new Promise((resolve) => (giveUp = setTimeout(resolve, 1_000))),
+    ]);
+    clearTimeout(giveUp);
     await Promise.all(this.workers.map((worker) => worker.close(true)));
     await Promise.all(this.jobQueues.map((queue) => queue.close()));
     this.deps.connection.disconnect();

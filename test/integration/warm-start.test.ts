@@ -5,6 +5,7 @@
  * session has prepared (pg_prepared_statements is per session, so it is read on that session), and
  * the rows, which the warm-up's rolled-back transaction leaves as they were.
  */
+import { Writable } from 'node:stream';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { warmAttempts } from '../../src/delivery/index.js';
@@ -62,5 +63,20 @@ describe('warm start', () => {
     const tenant = await t.createTenant('warm-publish');
     const res = await tenant.call('POST', '/v1/events', { body: { type: 'order.created', data: { n: 1 } }, headers: { 'Idempotency-Key': 'warm-1' } });
     expect(res.status).toBe(202);
+  });
+});
+
+describe('start-up checks', () => {
+  it('a dispatching role warns when the server runs without autovacuum, and only then', async () => {
+    let logs = '';
+    const sink = new Writable({ write: (chunk: Buffer, _enc, done) => ((logs += chunk.toString()), done()) });
+    const worker = await startTestPlatform({ role: 'worker', logs: sink });
+    try {
+      const { rows } = await worker.platform.db.raw<{ rows: Array<{ autovacuum: string }> }>('SHOW autovacuum');
+      const warned = logs.split('\n').some((line) => line.includes('"level":40') && line.includes('autovacuum is off'));
+      expect(warned).toBe(rows[0]!.autovacuum === 'off');
+    } finally {
+      await worker.stop();
+    }
   });
 });
