@@ -40,10 +40,12 @@ const log = (message: string) => process.stdout.write(`[bench ${((Date.now() - s
 /** Puts back what the run changed on the server (autovacuum), when it is interrupted. */
 let restoreOnInterrupt: (() => Promise<void>) | undefined;
 
-process.on('SIGINT', () => {
-  killAllChildren();
-  void (restoreOnInterrupt?.() ?? Promise.resolve()).finally(() => process.exit(130));
-});
+for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]] as const) {
+  process.on(signal, () => {
+    killAllChildren();
+    void (restoreOnInterrupt?.() ?? Promise.resolve()).finally(() => process.exit(code));
+  });
+}
 
 const major = (version: string) => Number(/(\d+)/.exec(version)?.[1] ?? Number.NaN);
 
