@@ -91,6 +91,11 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   const polling = role === 'api' ? undefined : await buildReconciler(opts, { db, box, intake, logger });
 
   const server = createHttpServer(config, app);
+  // Dispatch is running, its queue connections made, before the process answers anything: a
+  // fresh process's first events otherwise waited for them (latency.coldP99Ms). If the port then
+  // cannot be had, stop() below stops it again.
+  dispatcher?.start();
+  await dispatcher?.ready();
   server.listen(config.port, '0.0.0.0');
   const listenFailure = await once(server, 'listening').then(() => undefined, (err: unknown) => err);
   const stop = shutdown({ server, dispatcher, reconciler: polling?.reconciler, reconcileClient: polling?.client, retention, subscriber, redis, reads, db });
@@ -99,9 +104,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
     await stop();
     throw cannotListen(listenFailure, config.port);
   }
-  // Background work starts once the port is ours: a process that cannot serve has nothing running
-  // to stop (and nothing to log) on its way out.
-  dispatcher?.start();
+  // The reconciler starts once the port is ours: a process that cannot serve has it to stop.
   polling?.reconciler.start();
   const port = (server.address() as AddressInfo).port;
   logger.info({ role, port }, 'listening');

@@ -32,6 +32,8 @@ export interface StreamSpec {
 export interface StreamLatency {
   /** 202 → receiver in ms, one per delivery of a measured event (see measureStream). */
   latencies: number[];
+  /** When each latency's 202 arrived (epoch ms), in the order of `latencies`. */
+  ackedAt: number[];
   notArrived: number;
   sent: PacedResult;
 }
@@ -48,6 +50,7 @@ export async function measureStream(ctx: BenchContext, platformUrl: string, apiK
   let stoppedWaitingAt: number;
   const seen = new Map<string, number>();
   const latencies: number[] = [];
+  const ackedAt: number[] = [];
   let matched = 0;
   const take = (arrivals: Arrival[]) => {
     for (const [id, at] of arrivals) {
@@ -57,6 +60,7 @@ export async function measureStream(ctx: BenchContext, platformUrl: string, apiK
       if (k >= spec.deliveriesPerEvent) continue; // a repeat (retry) after the first arrival
       seen.set(id, k + 1);
       latencies.push(at - ackAt);
+      ackedAt.push(ackAt);
       matched++;
     }
   };
@@ -82,10 +86,19 @@ export async function measureStream(ctx: BenchContext, platformUrl: string, apiK
   for (const [id, ackAt] of acked) {
     for (let k = seen.get(id) ?? 0; k < spec.deliveriesPerEvent; k++) {
       latencies.push(stoppedWaitingAt - ackAt);
+      ackedAt.push(ackAt);
       notArrived++;
     }
   }
-  return { latencies, notArrived, sent };
+  return { latencies, ackedAt, notArrived, sent };
+}
+
+/** p50 / p99 per `windowMs` of acceptance time, from the stream's first 202: where a tail sits in time. */
+export function latencyOverTime(r: StreamLatency, windowMs: number): Array<{ fromMs: number; events: number; p50Ms: number; p99Ms: number }> {
+  const first = Math.min(...r.ackedAt);
+  const windows: number[][] = [];
+  r.ackedAt.forEach((at, i) => (windows[Math.floor((at - first) / windowMs)] ??= []).push(r.latencies[i]!));
+  return [...windows.entries()].filter(([, w]) => w).map(([k, w]) => ({ fromMs: k * windowMs, events: w!.length, p50Ms: percentile(w!, 50), p99Ms: percentile(w!, 99) }));
 }
 
 /**
@@ -202,7 +215,7 @@ export async function runLatency(ctx: BenchContext): Promise<LatencyResult> {
  * starts, the moment it answers /healthz (the bench's "ready"). No warm-up is left out: every
  * event of the first `BENCH_LATENCY_COLD_SECONDS` counts.
  */
-async function coldStart(ctx: BenchContext): Promise<ReturnType<typeof streamSummary> & { seconds: number }> {
+async function coldStart(ctx: BenchContext): Promise<ReturnType<typeof streamSummary> & { seconds: number; overTime: ReturnType<typeof latencyOverTime> }> {
   const cfg = ctx.config.latency;
   await resetState(ctx);
   const label = 'latency-cold';
@@ -221,7 +234,7 @@ async function coldStart(ctx: BenchContext): Promise<ReturnType<typeof streamSum
       deliveriesPerEvent: cfg.endpoints,
     });
     if (r.sent.failed > 0) throw new Error(`${label}: ${r.sent.failed} of ${r.sent.sent} publishes failed: ${JSON.stringify(r.sent.statusCodes)}`);
-    return { seconds: cfg.coldSeconds, ...streamSummary(r) };
+    return { seconds: cfg.coldSeconds, ...streamSummary(r), overTime: latencyOverTime(r, 250) };
   } finally {
     await platform.stop();
   }

@@ -185,6 +185,20 @@ export class Dispatcher {
     this.workersTimer.unref();
   }
 
+  /**
+   * Resolves once the BullMQ workers are connected and the job queue has been counted, or after
+   * `withinMs` (with Redis down they never would be): a process reports ready after this, so its
+   * first events do not wait for those connections.
+   */
+  async ready(withinMs = 2_000): Promise<void> {
+    let giveUp: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.allSettled([...this.workers.map((worker) => worker.waitUntilReady()), this.countWorkers()]),
+      new Promise((resolve) => (giveUp = setTimeout(resolve, withinMs))),
+    ]);
+    clearTimeout(giveUp);
+  }
+
   /** Runs a slot, counted while it lasts; when it ends its endpoint has a free slot again. */
   private startSlot(run: () => Promise<void>): Promise<void> {
     const slot = run().finally(() => {
