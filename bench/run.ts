@@ -88,6 +88,7 @@ async function main(): Promise<number> {
   const autovacuum = await autovacuumForRun(db, cfg.autovacuum);
   restoreOnInterrupt = autovacuum.restore;
   if (autovacuum.state.server !== autovacuum.state.during) log('autovacuum is off on this server: on for this run, as production runs it (BENCH_AUTOVACUUM=server leaves it)');
+  else if (cfg.autovacuum === 'on' && autovacuum.state.during === 'off') log('autovacuum is off on this server and could not be turned on: numbers will not be production-like');
   const redis = new Redis(cfg.redisUrl, { maxRetriesPerRequest: 3 });
   const platformDbUrl = new URL(cfg.databaseUrl);
   if (cfg.platformDbOptions) platformDbUrl.searchParams.set('options', cfg.platformDbOptions);

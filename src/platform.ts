@@ -143,7 +143,7 @@ async function openStorage(config: Config, role: Role, logger: Logger) {
   await retention.ensureAhead();
   await warmPool(db, config.dbPoolMin);
   retention.start({ remove: role !== 'api' });
-  if (role !== 'api') await warnWithoutAutovacuum(db, logger);
+  if (role !== 'api') await warnWithoutAutovacuum(db, logger).catch((err: unknown) => logger.debug({ err }, 'could not read the autovacuum setting'));
   return { db, redis, box, retention };
 }
 

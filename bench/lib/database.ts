@@ -199,14 +199,14 @@ export async function autovacuumForRun(db: Knex, wanted: 'on' | 'server'): Promi
   await db.raw('ALTER SYSTEM SET autovacuum = on');
   await db.raw('SELECT pg_reload_conf()');
   for (let i = 0; i < 50 && (await current()).setting !== 'on'; i++) await new Promise((r) => setTimeout(r, 100));
-  let restored = false;
+  // One restore, however many callers (the run's end and a signal) ask for it, each awaiting it whole.
+  let restoring: Promise<void> | undefined;
   return {
     state: { server, during: (await current()).setting === 'on' ? 'on' : 'off' },
-    restore: async () => {
-      if (restored) return;
-      restored = true;
-      await db.raw(bySystem ? 'ALTER SYSTEM SET autovacuum = off' : 'ALTER SYSTEM RESET autovacuum');
-      await db.raw('SELECT pg_reload_conf()');
-    },
+    restore: () =>
+      (restoring ??= (async () => {
+        await db.raw(bySystem ? 'ALTER SYSTEM SET autovacuum = off' : 'ALTER SYSTEM RESET autovacuum');
+        await db.raw('SELECT pg_reload_conf()');
+      })()),
   };
 }

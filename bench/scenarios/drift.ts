@@ -34,6 +34,7 @@ export async function runDrift(ctx: BenchContext): Promise<DriftResult> {
   await resetState(ctx);
   const platform = await startMeasured(ctx, 'all', 'drift-all');
   const arrivals: Arrival[] = [];
+  /** By minute of the stream: 0 at its start, n at the end of minute n. */
   const states: Array<Record<string, number>> = [];
   let streamStart = 0;
   let acked: Map<string, number>;
@@ -46,12 +47,13 @@ export async function runDrift(ctx: BenchContext): Promise<DriftResult> {
     await ctx.receiver.record(true);
     const stopCollecting = ctx.receiver.collectArrivals(arrivals);
     const sampler = setInterval(() => {
-      void sampleState(ctx, platform.pid).then((s) => states.push(s), () => undefined);
+      const minute = Math.round((Date.now() - streamStart) / 60_000);
+      void sampleState(ctx, platform.pid).then((s) => (states[minute] = s), () => undefined);
     }, 60_000);
     try {
       ctx.log(`drift: ${cfg.rate} events/s for ${cfg.seconds}s to 3 endpoints, one failing every tenth request`);
       streamStart = Date.now();
-      states.push(await sampleState(ctx, platform.pid));
+      states[0] = await sampleState(ctx, platform.pid);
       ({ acked } = await publishPaced(ctx, platform.url, tenant.apiKey, { rate: cfg.rate, seconds: cfg.seconds, warmupSeconds: 0, eventType: () => 'order.created' }));
       // The last events' first attempts.
       await new Promise((r) => setTimeout(r, 5_000));
@@ -96,7 +98,7 @@ export async function runDrift(ctx: BenchContext): Promise<DriftResult> {
 async function sampleState(ctx: BenchContext, pid: number): Promise<Record<string, number>> {
   const { rows } = await ctx.db.raw<{ rows: Array<Record<string, string>> }>(`
     SELECT
-      (SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('deliveries')) AS deliveries_bytes,
+      pg_total_relation_size('deliveries') AS deliveries_bytes,
       (SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('events')) AS events_bytes,
       (SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('attempts')) AS attempts_bytes,
       pg_total_relation_size('delivery_queue') AS queue_bytes,

@@ -116,9 +116,10 @@ export async function runTracing(ctx: BenchContext): Promise<TracingResult> {
 }
 
 /**
- * The median over rounds of on / off, each round's pair measured back to back: another process's
- * burst lands on one side of one pair, and the median leaves that pair out, where a pooled ratio
- * carries it (docs/performance.md, "Tracing's cost").
+ * The median over rounds of on / off, each round's pair measured within a minute of each other
+ * (off, then the other side's off, then on): another process's burst lands on one side of one
+ * pair, and the median leaves that pair out, where a pooled ratio carries it (docs/performance.md,
+ * "Tracing's cost").
  */
 function medianPairRatio(runs: { off: Run[]; on: Run[] }): number {
   const ratios = runs.on.map((on, i) => on.cpuMs / runs.off[i]!.cpuMs).sort((a, b) => a - b);

@@ -17,13 +17,13 @@
 --          makes no dead row versions.
 -- Locks:   the endpoints' rows, in id order (an index scan over = ANY sorts its keys), so two
 --          batches of results never deadlock on them.
--- Plans:   generic, with sequential scans priced out: the id order above needs the index scan,
---          which a plan made while `endpoints` was small could otherwise replace by a scan of the
---          table in its physical order.
+-- Plans:   generic, with sequential and bitmap scans priced out: the id order above needs a plain
+--          index scan, which a plan made while `endpoints` was small could otherwise replace by a
+--          scan of the table, or of a bitmap, in the rows' physical order.
 CREATE OR REPLACE FUNCTION endpoint_health_after_attempts(
   p_endpoint_ids text[], p_failure boolean, p_threshold integer, p_cooldown_seconds integer)
 RETURNS void
-LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
+LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_bitmapscan = off AS $$
 BEGIN
   UPDATE endpoints e SET
     consecutive_failures = CASE WHEN p_failure THEN e.consecutive_failures + 1 ELSE 0 END,

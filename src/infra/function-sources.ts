@@ -44,35 +44,42 @@ async function functionExists(db: Knex, name: string): Promise<boolean> {
 /**
  * The repeatable step of `migrate`, run after the versioned migrations (as Flyway runs its R__
  * files): every source whose checksum differs from the recorded one, or whose function is missing
- * (a versioned migration's down may have dropped it), is applied and its checksum recorded, each
- * in its own transaction. check_function_bodies is off, so no file depends on another's being
- * applied first. A file a newer release applied is left alone: during a rolling deploy an old
- * process that restarts must not put back its older text. Returns the names applied.
+ * (a versioned migration's down may have dropped it), is applied and its checksum recorded. All of
+ * them in one transaction: a function may call another file's function (release 0.1.0's
+ * `admit_due` is a wrapper over `admit_due_v2`), and running processes must see both files' new
+ * text at once, never one without the other. check_function_bodies is off, so the order of the
+ * files does not matter inside it. A file a newer release applied is left alone: during a rolling
+ * deploy an old process that restarts must not put back its older text. Returns the names applied.
  */
 export async function applyFunctionSources(db: Knex, directory = functionsDirectory, release = currentRelease): Promise<string[]> {
   const sources = readFunctionSources(directory);
-  const rows = await db(functionsTable).select<Array<{ name: string; checksum: string; release: string | null }>>('name', 'checksum', 'release');
-  const recorded = new Map(rows.map((r) => [r.name, r.checksum]));
-  const newer = new Set(rows.filter((r) => r.release !== null && compareReleases(r.release, release) > 0).map((r) => r.name));
-  const applied: string[] = [];
-  for (const source of sources) {
-    if (newer.has(source.name)) continue;
-    if (recorded.get(source.name) === source.checksum && (await functionExists(db, source.name))) continue;
-    const done = await db.transaction(async (trx) => {
-      // Two migrators starting together: the second waits here, then finds the file applied.
-      await trx.raw('SELECT pg_advisory_xact_lock(:key)', { key: applyLock });
-      const row = await trx(functionsTable).where({ name: source.name }).first<{ checksum: string } | undefined>('checksum');
-      if (row?.checksum === source.checksum && (await functionExists(trx, source.name))) return false;
-      await trx.raw('SET LOCAL check_function_bodies = off');
+  const stale = async (q: Knex | Knex.Transaction): Promise<FunctionSource[]> => {
+    const rows = await q(functionsTable).select<Array<{ name: string; checksum: string; release: string | null }>>('name', 'checksum', 'release');
+    const recorded = new Map(rows.map((r) => [r.name, r.checksum]));
+    const newer = new Set(rows.filter((r) => r.release !== null && compareReleases(r.release, release) > 0).map((r) => r.name));
+    const out: FunctionSource[] = [];
+    for (const source of sources) {
+      if (newer.has(source.name)) continue;
+      if (recorded.get(source.name) === source.checksum && (await functionExists(q, source.name))) continue;
+      out.push(source);
+    }
+    return out;
+  };
+  // Nothing to do, the usual case at every start: no transaction, no lock.
+  if ((await stale(db)).length === 0) return [];
+  return db.transaction(async (trx) => {
+    // Two migrators starting together: the second waits here, then finds the files applied.
+    await trx.raw('SELECT pg_advisory_xact_lock(:key)', { key: applyLock });
+    const todo = await stale(trx);
+    await trx.raw('SET LOCAL check_function_bodies = off');
+    for (const source of todo) {
       // Without bindings knex sends the file as written, several statements included.
       await trx.raw(source.sql);
       await trx(functionsTable)
         .insert({ name: source.name, checksum: source.checksum, release, applied_at: trx.fn.now() })
         .onConflict('name')
         .merge();
-      return true;
-    });
-    if (done) applied.push(source.name);
-  }
-  return applied;
+    }
+    return todo.map((source) => source.name);
+  });
 }

@@ -83,6 +83,8 @@ export class Dispatcher {
   private recountTimer: NodeJS.Timeout | undefined;
   /** Whether other worker processes serve the job queue (counted every few seconds; assumed at start). */
   private otherWorkers = true;
+  /** The count made at start; ready() waits for it (a second count now would be one too many, see countWorkers). */
+  private firstCount: Promise<void> = Promise.resolve();
   /** Consecutive counts that found this worker alone; two in a row make it believe it. */
   private aloneCounts = 0;
   private sweeping = false;
@@ -178,7 +180,7 @@ export class Dispatcher {
     this.sweepTimer.unref();
     // Counted at once and again a second later, then every few seconds; alone only when two counts
     // in a row say so (workers started together may each see only itself at first).
-    void this.countWorkers();
+    this.firstCount = this.countWorkers();
     this.recountTimer = setTimeout(() => void this.countWorkers(), 1_000);
     this.recountTimer.unref();
     this.workersTimer = setInterval(() => void this.countWorkers(), workerCountIntervalMs);
@@ -193,7 +195,7 @@ export class Dispatcher {
   async ready(withinMs = 2_000): Promise<void> {
     let giveUp: NodeJS.Timeout | undefined;
     await Promise.race([
-      Promise.allSettled([...this.workers.map((worker) => worker.waitUntilReady()), this.countWorkers()]),
+      Promise.allSettled([...this.workers.map((worker) => worker.waitUntilReady()), this.firstCount]),
       new Promise((resolve) => (giveUp = setTimeout(resolve, withinMs))),
     ]);
     clearTimeout(giveUp);

@@ -39,19 +39,22 @@ async function statusesOf(endpointId: string): Promise<Record<string, number>> {
 }
 
 describe("release 0.1.0's signatures", () => {
-  it('admit, record a failure with hand-off, record a success, hand off: same effects, same columns', async () => {
-    const ep = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/old', eventTypes: ['old.*'], maxConcurrency: 2 });
-    await publishMany(tenant, 4, 4, 'old.created');
+  it('admit (with a row waiting for a slot), record a failure and a success each handing on, hand off: same effects, same columns', async () => {
+    const ep = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/old', eventTypes: ['old.*'], maxConcurrency: 3 });
+    await publishMany(tenant, 5, 5, 'old.created');
 
-    // Everything local (Redis failing): both of the endpoint's slots get a delivery in flight.
-    const admitted = (await call('SELECT * FROM admit_due(3, 500, 30, 4, 30000, true)')).filter((r) => r.ep_id === ep.id);
-    expect(admitted).toHaveLength(2);
-    expect(Object.keys(admitted[0])).toEqual(['local', ...claimedColumns, 'skipped']);
-    expect(admitted.map((r) => [r.local, r.status, r.attempt_count])).toEqual([[true, 'in_flight', 1], [true, 'in_flight', 1]]);
-    expect(await statusesOf(ep.id)).toEqual({ in_flight: 2, pending: 2 });
+    // Everything local (Redis failing) with one free slot: one delivery in flight, and one row
+    // without a delivery saying the endpoint has work waiting for a slot.
+    const round = (await call('SELECT * FROM admit_due(3, 500, 30, 1, 30000, true)')).filter((r) => r.ep_id === ep.id);
+    expect(round.map((r) => [r.local, r.id === null])).toEqual([[true, false], [false, true]]);
+    for (const row of round) expect(Object.keys(row)).toEqual(['local', ...claimedColumns, 'skipped']);
+    const [first] = round;
+    expect(first).toMatchObject({ status: 'in_flight', attempt_count: 1 });
+    const second = (await call('SELECT * FROM admit_due(3, 500, 30, 1, 30000, true)')).find((r) => r.ep_id === ep.id && r.id !== null);
+    expect(second).toMatchObject({ local: true, status: 'in_flight' });
+    expect(await statusesOf(ep.id)).toEqual({ in_flight: 2, pending: 3 });
 
     // A failure (retry later) whose slot goes on to the endpoint's next due delivery.
-    const [first, second] = admitted;
     const recorded = await call(
       `SELECT * FROM record_attempt(:id, 1, 'pending', now() + interval '1 hour', NULL, 500, 'HTTP 500', 'att_old_1', :tenantId,
                                     'initial', now(), 5, 'retry', NULL, NULL, NULL, :endpointId, true, 3, 30, 30000)`,
@@ -60,27 +63,31 @@ describe("release 0.1.0's signatures", () => {
     expect(recorded).toHaveLength(1);
     expect(Object.keys(recorded[0])).toEqual(['applied', ...claimedColumns]);
     expect(recorded[0]).toMatchObject({ applied: true, status: 'in_flight', ep_id: ep.id, attempt_count: 1 });
-    const handedByRecord = recorded[0].id as string;
-    expect([first.id, second.id]).not.toContain(handedByRecord);
+    const seen = new Set([first.id, second.id]);
+    expect(seen.has(recorded[0].id)).toBe(false);
+    seen.add(recorded[0].id);
 
-    // A success, without hand-off: the first row says it was applied, and nothing is handed.
+    // A success whose slot goes on too: the first row says it was applied, the next is the handed delivery.
     const successes = await call(
       `SELECT * FROM record_successes(ARRAY[:id]::text[], ARRAY[1], ARRAY['att_old_2'], ARRAY[:tenantId]::text[], ARRAY['initial'],
-                                      ARRAY[now()], ARRAY[4], ARRAY[200], ARRAY[NULL]::text[], ARRAY[:endpointId]::text[], ARRAY[false], 3, 30000)`,
+                                      ARRAY[now()], ARRAY[4], ARRAY[200], ARRAY[NULL]::text[], ARRAY[:endpointId]::text[], ARRAY[true], 3, 30000)`,
       { id: second.id, tenantId: tenant.id, endpointId: ep.id },
     );
-    expect(successes).toHaveLength(1);
-    expect(Object.keys(successes[0])).toEqual(['applied', ...claimedColumns]);
-    expect(successes[0].applied).toEqual([1]);
+    expect(successes).toHaveLength(2);
+    for (const row of successes) expect(Object.keys(row)).toEqual(['applied', ...claimedColumns]);
+    expect(successes[0]).toMatchObject({ applied: [1], id: null });
+    expect(successes[1]).toMatchObject({ applied: null, status: 'in_flight', ep_id: ep.id });
+    expect(seen.has(successes[1].id)).toBe(false);
+    seen.add(successes[1].id);
 
-    // The slot the success freed takes the last pending delivery.
+    // The third slot takes the last pending delivery.
     const handed = await call('SELECT * FROM hand_off(ARRAY[:endpointId]::text[], ARRAY[1], 3, 30000)', { endpointId: ep.id });
     expect(handed).toHaveLength(1);
     expect(Object.keys(handed[0])).toEqual(claimedColumns);
     expect(handed[0]).toMatchObject({ status: 'in_flight', ep_id: ep.id });
-    expect([first.id, second.id, handedByRecord]).not.toContain(handed[0].id);
+    expect(seen.has(handed[0].id)).toBe(false);
 
-    expect(await statusesOf(ep.id)).toEqual({ in_flight: 2, pending: 1, succeeded: 1 });
+    expect(await statusesOf(ep.id)).toEqual({ in_flight: 3, pending: 1, succeeded: 1 });
     const attempts = await call('SELECT outcome FROM attempts WHERE delivery_id IN (:a, :b) ORDER BY outcome', { a: first.id, b: second.id });
     expect(attempts.map((r) => r.outcome)).toEqual(['retry', 'success']);
   });
