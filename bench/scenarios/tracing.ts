@@ -7,7 +7,7 @@ import { resetState, startMeasured, waitUntil, withSetupApi, type BenchContext }
 import { countRows, insertBacklog } from '../lib/database.js';
 import { paced } from '../lib/load.js';
 import { signedCallbacks, type SignedSource } from '../lib/payload.js';
-import { round } from '../lib/stats.js';
+import { median, round } from '../lib/stats.js';
 import { CpuBudget } from '../lib/cpu-budget.js';
 
 export interface TracingResult {
@@ -122,10 +122,7 @@ export async function runTracing(ctx: BenchContext): Promise<TracingResult> {
  * "Tracing's cost").
  */
 function medianPairRatio(runs: { off: Run[]; on: Run[] }): number {
-  const ratios = runs.on.map((on, i) => on.cpuMs / runs.off[i]!.cpuMs).sort((a, b) => a - b);
-  if (ratios.length === 0) return Number.NaN;
-  const mid = Math.floor(ratios.length / 2);
-  return ratios.length % 2 ? ratios[mid]! : (ratios[mid - 1]! + ratios[mid]!) / 2;
+  return median(runs.on.map((on, i) => on.cpuMs / runs.off[i]!.cpuMs));
 }
 
 async function intakeRate(ctx: BenchContext, env: Record<string, string>, offsetBlock: number): Promise<Run> {

@@ -23,6 +23,7 @@ import { PROXY_FAILURE_REASONS, type ProxyFailureReason } from '../domain/retry-
 import { RETAINED_TABLES, type RetainedTable } from '../domain/retention.js';
 import { SOURCE_TYPES, type SourceType } from '../domain/sources.js';
 import { acceptsOpenMetrics, openMetricsText } from './exposition.js';
+import { within } from '../infra/within.js';
 import { RECEIPT_OUTCOMES, type ReceiptOutcome, STATUS_CLASSES, type StatusClass, REPLAY_KINDS, type ReplayKind, RECONCILE_OUTCOMES, type ReconcileOutcome, METRIC_NAMES, ACK_BUCKETS, ATTEMPT_BUCKETS, DELIVERY_LATENCY_BUCKETS, FIRST_ATTEMPT_DELAY_BUCKETS } from './labels.js';
 
 /** The label values, names and buckets, for code that records or reads a metric. */
@@ -211,15 +212,6 @@ export function setBacklogSource(fn: BacklogSource | undefined, options: Backlog
  * overlapping scrapes) share one in-flight query. A failing source yields the last good snapshot,
  * and a failed read is not cached so the next scrape tries again.
  */
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`metrics backlog source timed out after ${ms} ms`)), ms);
-    timer.unref();
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
-
 async function readSnapshot(): Promise<BacklogSnapshot | undefined> {
   const source = backlogSource;
   if (!source) return undefined;
@@ -227,7 +219,7 @@ async function readSnapshot(): Promise<BacklogSnapshot | undefined> {
   if (inflight) return inflight;
   const { onError, timeoutMs } = backlogOptions;
   // Started from a resolved promise so even a source that throws synchronously settles here.
-  const current: Promise<BacklogSnapshot | undefined> = withTimeout(Promise.resolve().then(source), timeoutMs)
+  const current: Promise<BacklogSnapshot | undefined> = within(timeoutMs, Promise.resolve().then(source), 'metrics backlog source')
     .then(
       (value) => {
         // Ignore a result that arrives after the source was replaced.

@@ -3,20 +3,10 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { notFound } from '../domain/errors.js';
 import { redisServing, type RedisClient } from '../infra/redis.js';
+import { within } from '../infra/within.js';
 import { renderMetrics } from '../metrics/registry.js';
 import { pingDatabase } from '../store/health-store.js';
 
-async function within<T>(ms: number, work: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error('timed out')), ms);
-  });
-  try {
-    return await Promise.race([work, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 export interface ReadinessDeps {
   platformDb: Knex;

@@ -5,6 +5,7 @@ import type { SecretBox } from '../domain/secret-box.js';
 import type { ClaimedDelivery, DeliveryLifecycle, Recorded, SuccessItem } from '../delivery/index.js';
 import { Batcher } from '../infra/batcher.js';
 import { mayBeOneRowsFault } from '../infra/db.js';
+import { within } from '../infra/within.js';
 import type { RedisClient } from '../infra/redis.js';
 import { AdmissionLoop } from './admission-loop.js';
 import { FairShare } from './fair-share.js';
@@ -193,12 +194,13 @@ export class Dispatcher {
    * first events do not wait for those connections.
    */
   async ready(withinMs = 2_000): Promise<void> {
-    let giveUp: NodeJS.Timeout | undefined;
-    await Promise.race([
-      Promise.allSettled([...this.workers.map((worker) => worker.waitUntilReady()), this.firstCount]),
-      new Promise((resolve) => (giveUp = setTimeout(resolve, withinMs))),
-    ]);
-    clearTimeout(giveUp);
+    await this.workersReady(withinMs, this.firstCount);
+  }
+
+  /** The BullMQ workers connected (and `also` settled), or `ms` passed: with Redis down they never are. */
+  private async workersReady(ms: number, also?: Promise<void>): Promise<void> {
+    const ready = Promise.allSettled([...this.workers.map((worker) => worker.waitUntilReady()), also]);
+    await within(ms, ready, 'BullMQ workers connecting').catch(() => undefined);
   }
 
   /** Runs a slot, counted while it lasts; when it ends its endpoint has a free slot again. */
@@ -265,12 +267,7 @@ export class Dispatcher {
     // A worker stopped just after it started may still be connecting its BullMQ workers, whose
     // commands would then fail unhandled when the connection drops: they get a moment to be ready,
     // bounded, since with Redis down they never would be.
-    let giveUp: NodeJS.Timeout | undefined;
-    await Promise.race([
-      Promise.allSettled(this.workers.map((worker) => worker.waitUntilReady())),
-      new Promise((resolve) => (giveUp = setTimeout(resolve, 1_000))),
-    ]);
-    clearTimeout(giveUp);
+    await this.workersReady(1_000);
     await Promise.all(this.workers.map((worker) => worker.close(true)));
     await Promise.all(this.jobQueues.map((queue) => queue.close()));
     this.deps.connection.disconnect();
