@@ -8,9 +8,14 @@
 --          rows whose scheduling columns changed.
 -- Locks:   row locks of the queue rows it writes; the caller already holds the deliveries rows,
 --          so locks are taken in one order, deliveries then delivery_queue.
+-- Plans:   sequential scans priced out, and the finished rows found by primary key: a plan made
+--          while the statistics counted a few rows in a large queue (a vacuum during a large
+--          insert leaves them so) once deleted them through a whole-index scan of another index
+--          that held delivery_id (migration 20261203000040; docs/performance.md, "Backlogs yield
+--          to live work").
 CREATE OR REPLACE FUNCTION delivery_queue_changed()
 RETURNS trigger
-LANGUAGE plpgsql
+LANGUAGE plpgsql SET enable_seqscan = off
 AS $function$
 DECLARE
   v_finished text[];
