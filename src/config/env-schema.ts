@@ -121,6 +121,9 @@ export const envSchema = z.object({
   WORKER_CONCURRENCY: int(1, 5000).default(200),
   // auto: a worker hands part of what it admits to Redis only while other workers are connected.
   SHARE_VIA_REDIS: z.enum(['auto', 'always']).default('auto'),
+  // Backlogs yield to live work (src/outbound/backlog-pacing.ts); a target of 0 turns it off.
+  BACKLOG_PACING_TARGET_MS: int(0, 60_000).default(3),
+  BACKLOG_PACING_MIN_PER_SECOND: int(1).default(50),
   CIRCUIT_FAILURE_THRESHOLD: int(1).default(10),
   CIRCUIT_COOLDOWN_SECONDS: int(1).default(30),
   AUTO_DISABLE_AFTER_SECONDS: int(1).default(432_000),

@@ -41,6 +41,8 @@ export interface Config {
   workerConcurrency: number;
   /** `always`: share admitted work through Redis even when this is the only worker (see docs/architecture.md). */
   shareViaRedis: 'auto' | 'always';
+  /** Late work's pace while live work waits longer than usual (src/outbound/backlog-pacing.ts). */
+  backlogPacing: { targetMs: number; minPerSecond: number };
   circuitFailureThreshold: number;
   circuitCooldownSeconds: number;
   autoDisableAfterSeconds: number;
@@ -132,6 +134,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     endpointMaxConcurrency: e.ENDPOINT_MAX_CONCURRENCY,
     workerConcurrency: e.WORKER_CONCURRENCY,
     shareViaRedis: e.SHARE_VIA_REDIS,
+    backlogPacing: { targetMs: e.BACKLOG_PACING_TARGET_MS, minPerSecond: e.BACKLOG_PACING_MIN_PER_SECOND },
     circuitFailureThreshold: e.CIRCUIT_FAILURE_THRESHOLD,
     circuitCooldownSeconds: e.CIRCUIT_COOLDOWN_SECONDS,
     autoDisableAfterSeconds: e.AUTO_DISABLE_AFTER_SECONDS,

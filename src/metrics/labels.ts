@@ -61,6 +61,7 @@ export const METRIC_NAMES = {
   egressProxyFailures: 'webhook_egress_proxy_failures_total',
   readReplicaLag: 'webhook_read_replica_lag_seconds',
   readFallbacks: 'webhook_read_fallbacks_total',
+  backlogPace: 'webhook_backlog_paced_per_second',
 } as const;
 
 // ---------------------------------------------------------------------------------------------

@@ -146,6 +146,12 @@ const readReplicaLagGauge = new Gauge({
   registers: [registry],
 });
 
+const backlogPaceGauge = new Gauge({
+  name: METRIC_NAMES.backlogPace,
+  help: 'Late first attempts per second this worker allows while live work waits longer than usual (0: not paced). Per process.',
+  registers: [registry],
+});
+
 // ---------------------------------------------------------------------------------------------
 // Global gauges, computed from PostgreSQL
 // ---------------------------------------------------------------------------------------------
@@ -323,6 +329,8 @@ export const metrics = {
   /** A read that tolerates lag went to the primary (src/infra/read-replica.ts). */
   readFallbacks: typedCounter<{ reason: ReadFallbackReason }>(readFallbacksCounter),
   readReplicaLag: { set: (seconds: number): void => readReplicaLagGauge.set(seconds) },
+  /** Late work's pace in this worker (src/outbound/backlog-pacing.ts). */
+  backlogPace: { set: (perSecond: number): void => backlogPaceGauge.set(perSecond) },
 } as const;
 
 /**

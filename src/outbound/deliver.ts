@@ -37,6 +37,18 @@ export interface DeliverDeps {
   tracing?: boolean;
   /** The process's fair share of slots between tenants; without it, a slot hands off while it may. */
   fairShare?: FairShare;
+  /** Waits while late work yields to live work (backlog-pacing.ts); without it, nothing is paced. */
+  pace?: (claimed: ClaimedDelivery) => Promise<void> | undefined;
+}
+
+/**
+ * How long after its event's acceptance a delivery's first attempt starts at `atMs`; undefined
+ * for any other attempt (a retry, a replay, a backfill). The delivery-latency SLI and the backlog
+ * pacing both read it.
+ */
+export function firstAttemptWaitMs(claimed: ClaimedDelivery, atMs: number): number | undefined {
+  if (claimed.next_trigger !== 'initial' || claimed.attempt_count - claimed.attempt_base !== 1) return undefined;
+  return atMs - claimed.event_created_at.getTime();
 }
 
 /** Deliveries one job may carry through slot hand-off before it lets admission decide again. */
@@ -129,6 +141,7 @@ async function attemptOnce(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandO
   const deliveryId = claimed.id;
   const now = deps.now ?? (() => new Date());
   const ep = claimed.endpoint;
+  await deps.pace?.(claimed);
   const startedAt = now();
   const timestampSec = Math.floor(startedAt.getTime() / 1000);
   const own = deps.endpointHeaders ? await deps.endpointHeaders.settings(claimed.tenant_id, ep.id) : { headers: {}, tls: null, propagateTraceContext: false };
@@ -194,9 +207,9 @@ async function attemptOnce(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandO
   const sc = statusClass(statusCode);
   metrics.attemptDuration.observe({ status_class: sc }, result.durationMs / 1000, span);
   metrics.deliveryAttempts.inc({ outcome: record.outcome, status_class: sc });
-  if (claimed.next_trigger === 'initial' && claimed.attempt_count - claimed.attempt_base === 1) {
-    const delay = (startedAt.getTime() - claimed.event_created_at.getTime()) / 1000;
-    if (await countsTowardObjective(deps, claimed, delay, startedAt)) metrics.firstAttemptDelay.observe(delay, span);
+  const waitMs = firstAttemptWaitMs(claimed, startedAt.getTime());
+  if (waitMs !== undefined && (await countsTowardObjective(deps, claimed, waitMs / 1000, startedAt))) {
+    metrics.firstAttemptDelay.observe(waitMs / 1000, span);
   }
   // Every attempt in flight may get the 410; only the one that disables the endpoint audits and announces it.
   const disabledNow = record.disableEndpoint

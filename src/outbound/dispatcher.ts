@@ -7,9 +7,12 @@ import { Batcher } from '../infra/batcher.js';
 import { mayBeOneRowsFault } from '../infra/db.js';
 import { within } from '../infra/within.js';
 import type { RedisClient } from '../infra/redis.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { metrics } from '../metrics/registry.js';
 import { AdmissionLoop } from './admission-loop.js';
+import { BacklogPacing } from './backlog-pacing.js';
 import { FairShare } from './fair-share.js';
-import { deliverQueued, runSlot, type DeliverDeps } from './deliver.js';
+import { deliverQueued, firstAttemptWaitMs, runSlot, type DeliverDeps } from './deliver.js';
 import type { EndpointHeaders } from './endpoint-headers.js';
 import { createDeliveryClient, type DeliveryClient, type LookupFn } from './http-client.js';
 import { createJobQueue, deliveryJobId, jobQueueName, shardOf, shardPrefixes, type DeliveryJob } from './job-queue.js';
@@ -99,9 +102,14 @@ export class Dispatcher {
   private readonly deliverDeps: DeliverDeps;
   /** This process's slots per tenant and endpoint, and the work admission saw waiting for one. */
   private readonly fairShare = new FairShare();
+  /** How fast late work starts while live work waits (backlog-pacing.ts). */
+  private readonly pacing: BacklogPacing;
+  /** Ends every pacing wait at stop: an attempt already in flight is made, not held. */
+  private readonly stopped = new AbortController();
 
   constructor(private readonly deps: DispatcherDeps) {
     const { config, lifecycle } = deps;
+    this.pacing = new BacklogPacing(config.backlogPacing);
     this.inFlightLeaseMs = config.attemptTimeoutMs + 10_000;
     this.prefixes = shardPrefixes(deps.queuePrefix ?? config.queuePrefix, config.queueShards, config.redisClusterNodes !== undefined);
     this.jobQueues = this.prefixes.map((prefix) => createJobQueue(deps.connection, prefix));
@@ -149,11 +157,19 @@ export class Dispatcher {
       mayContinue: () => !this.stopping,
       recordSuccess: (item) => this.successes.submit(item),
       fairShare: this.fairShare,
+      pace: (claimed) => {
+        const waitMs = this.pacing.beforeAttempt(firstAttemptWaitMs(claimed, Date.now()));
+        metrics.backlogPace.set(this.pacing.pacedPerSecond());
+        return waitMs > 0 ? sleep(waitMs, undefined, { signal: this.stopped.signal }).catch(() => undefined) : undefined;
+      },
     };
   }
 
   /** Lets intake in the same process start dispatch without waiting for the next timer tick. */
-  wake = (): void => this.admission.wake();
+  wake = (): void => {
+    this.pacing.workArrived();
+    this.admission.wake();
+  };
 
   start(): void {
     const { config, logger } = this.deps;
@@ -258,6 +274,7 @@ export class Dispatcher {
    */
   async stop(): Promise<void> {
     this.stopping = true;
+    this.stopped.abort();
     // A round already running finishes first: what it claims becomes slots, awaited below.
     await this.admission.stop();
     clearInterval(this.sweepTimer);
