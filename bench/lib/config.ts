@@ -204,6 +204,8 @@ export const benchConfig = {
     backlogEvents: int('BENCH_FAIRNESS_BACKLOG_EVENTS', 20_000),
     /** B's measured seconds while A's backlog drains: shorter than the drain takes (checked). */
     backlogSeconds: int('BENCH_FAIRNESS_BACKLOG_SECONDS', 10),
+    /** How long after A's drain begins B's second phase starts: past the bulk insert's aftermath. */
+    backlogSettleMs: int('BENCH_FAIRNESS_BACKLOG_SETTLE_MS', 2_000),
     /**
      * Which ways of running the platform are measured, in order: `separate` (api and worker
      * processes, as deployed; the published numbers) and `all` (one process, `npm start`).

@@ -1,9 +1,10 @@
 import type { Topology } from '../lib/config.js';
-import { resetState, type BenchContext } from '../lib/context.js';
+import { resetState, waitUntil, type BenchContext } from '../lib/context.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { countRows, insertBacklog } from '../lib/database.js';
 import { round } from '../lib/stats.js';
 import { noisyEndpoints, p99FloorMs, phaseEnd, phaseStart, probeUrl, startTopology, tenantsAndStream } from './fairness.js';
-import { measureStream, streamSummary } from './latency.js';
+import { latencyOverTime, measureStream, streamSummary } from './latency.js';
 
 export interface BacklogCase {
   /** B's p99 while A's backlog drains / B's p99 alone, on the same platform. */
@@ -32,7 +33,8 @@ async function schedulerWait(ctx: BenchContext, tenantId: string, since: Date) {
  * receiver p99 is measured. Then tenant A's backlog is created: `backlogEvents` events, each to
  * all 5 of A's endpoints (100,000 deliveries by default), written in SQL in batches as fan-out
  * leaves them (bench/lib/database.ts insertBacklog), in one transaction, so the running platform
- * finds all of it at once. Then B publishes the same stream again. Both of B's phases last
+ * finds all of it at once. Once A's drain has begun, and `backlogSettleMs` after (BENCH_FAIRNESS_BACKLOG_SETTLE_MS),
+ * B publishes the same stream again. Both of B's phases last
  * `backlogSeconds` (after the warm-up), shorter than the drain. B's measurement only needs A to
  * be still draining: that is checked when it ends, and the case fails if A had finished (a
  * smaller backlog than the machine needed). The platform is
@@ -65,13 +67,19 @@ export async function runBacklogCase(ctx: BenchContext, topology: Topology): Pro
     );
     const insertSeconds = (Date.now() - insertStarted) / 1000;
     const undone = () => countRows(ctx.db, "SELECT count(*) AS n FROM deliveries WHERE tenant_id = ? AND status <> 'succeeded'", [noisy.id]);
+    // B starts once A's drain is under way and the one large insert's aftermath has passed (the
+    // first reads and vacuums of 100,000 rows committed at once: hint bits, statistics), which a
+    // backlog published over time or held by a pause does not have.
+    await waitUntil(async () => (await undone()) < backlog, "A's drain to begin", 30_000, 50);
+    await sleep(cfg.backlogSettleMs);
     const leftAtStart = await undone();
 
     ctx.log(`fairness backlog (${topology}): tenant B again while A's backlog drains (${leftAtStart} of ${backlog} left)`);
     phase = await phaseStart(platform, probeUrl(ctx));
-    const drainSince = new Date();
+    const drainSince = new Date(Date.now() + cfg.warmupSeconds * 1000);
     const windowStarted = Date.now();
-    const during = await measureStream(ctx, url, quiet.apiKey, { ...stream, seconds: cfg.backlogSeconds });
+    // The same warm-up as alone: B's new connections and first requests count in neither phase.
+    const during = await measureStream(ctx, url, quiet.apiKey, { ...stream, seconds: cfg.warmupSeconds + cfg.backlogSeconds, warmupSeconds: cfg.warmupSeconds });
     const windowSeconds = (Date.now() - windowStarted) / 1000;
     const leftAtEnd = await undone();
     const drainMachine = await phaseEnd(platform, phase);
@@ -91,13 +99,15 @@ export async function runBacklogCase(ctx: BenchContext, topology: Topology): Pro
       details: {
         rate: cfg.rate,
         seconds: cfg.backlogSeconds,
+        warmupSeconds: cfg.warmupSeconds,
         alone: { ...aloneSummary, schedulerWait: aloneWait, machine: aloneMachine },
-        duringDrain: { ...drainSummary, schedulerWait: drainWait, machine: drainMachine },
+        duringDrain: { ...drainSummary, schedulerWait: drainWait, machine: drainMachine, overTime: latencyOverTime(during, 1000) },
         backlog: {
           deliveries: backlog,
           events: cfg.backlogEvents,
           endpoints: noisyEndpoints,
           insertSeconds: round(insertSeconds, 1),
+          settleMs: cfg.backlogSettleMs,
           leftWhenBStarted: leftAtStart,
           leftWhenBEnded: leftAtEnd,
           // A's rate while B was measured: the drain was not bought by starving A.
