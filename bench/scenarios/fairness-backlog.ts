@@ -70,7 +70,7 @@ export async function runBacklogCase(ctx: BenchContext, topology: Topology): Pro
     // B starts once A's drain is under way and the one large insert's aftermath has passed (the
     // first reads and vacuums of 100,000 rows committed at once: hint bits, statistics), which a
     // backlog published over time or held by a pause does not have.
-    await waitUntil(async () => (await undone()) < backlog, "A's drain to begin", 30_000, 50);
+    await waitUntil(async () => (await undone()) < backlog, "A's drain to begin", 30_000, 250);
     await sleep(cfg.backlogSettleMs);
     const leftAtStart = await undone();
 

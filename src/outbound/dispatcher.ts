@@ -33,6 +33,15 @@ export interface DispatcherDeps {
   lookup?: LookupFn;
 }
 
+/**
+ * The in-flight lease beyond the attempt timeout: a paced wait (backlog-pacing.ts), reading the
+ * endpoint's settings, recording the result. Its length sets how soon a crashed worker's attempts
+ * come back, so the wait gets a small part of it rather than a longer lease.
+ */
+const inFlightLeaseMarginMs = 10_000;
+/** The longest a late attempt waits for its pace: the rest of the margin is the record's. */
+const maxPacingWaitMs = 2_000;
+
 /** How often a worker counts the worker processes on its job queue. */
 const workerCountIntervalMs = 5_000;
 
@@ -97,7 +106,7 @@ export class Dispatcher {
   private readonly slots = new Set<Promise<void>>();
   /** Successes of concurrent slots share one statement and one commit (group commit). */
   private readonly successes: Batcher<SuccessItem, Recorded>;
-  /** Lease on an in-flight attempt: the attempt timeout plus a margin for recording the result. */
+  /** Lease on an in-flight attempt: a paced wait, the attempt timeout, and a margin for recording the result. */
   private readonly inFlightLeaseMs: number;
   private readonly deliverDeps: DeliverDeps;
   /** This process's slots per tenant and endpoint, and the work admission saw waiting for one. */
@@ -109,8 +118,8 @@ export class Dispatcher {
 
   constructor(private readonly deps: DispatcherDeps) {
     const { config, lifecycle } = deps;
-    this.pacing = new BacklogPacing(config.backlogPacing);
-    this.inFlightLeaseMs = config.attemptTimeoutMs + 10_000;
+    this.pacing = new BacklogPacing({ ...config.backlogPacing, maxWaitMs: maxPacingWaitMs });
+    this.inFlightLeaseMs = config.attemptTimeoutMs + inFlightLeaseMarginMs;
     this.prefixes = shardPrefixes(deps.queuePrefix ?? config.queuePrefix, config.queueShards, config.redisClusterNodes !== undefined);
     this.jobQueues = this.prefixes.map((prefix) => createJobQueue(deps.connection, prefix));
     for (const queue of this.jobQueues) queue.on('error', (err) => deps.logger.warn({ err }, 'queue connection error'));
@@ -158,7 +167,7 @@ export class Dispatcher {
       recordSuccess: (item) => this.successes.submit(item),
       fairShare: this.fairShare,
       pace: (claimed) => {
-        const waitMs = this.pacing.beforeAttempt(firstAttemptWaitMs(claimed, Date.now()));
+        const waitMs = this.pacing.beforeAttempt(firstAttemptWaitMs(claimed, Date.now()), claimed.endpoint.id);
         metrics.backlogPace.set(this.pacing.pacedPerSecond());
         return waitMs > 0 ? sleep(waitMs, undefined, { signal: this.stopped.signal }).catch(() => undefined) : undefined;
       },
@@ -247,6 +256,8 @@ export class Dispatcher {
   }
 
   async sweepOnce(): Promise<void> {
+    // Also set by every attempt; here so that it falls back to 0 on a worker gone idle.
+    metrics.backlogPace.set(this.pacing.pacedPerSecond());
     if (this.sweeping) return;
     this.sweeping = true;
     try {

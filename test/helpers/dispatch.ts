@@ -246,8 +246,8 @@ export function metricValue(text: string, name: string, labels: Record<string, s
  * (the rows fan-out would write, thousands of times faster) and wakes the dispatcher, if the
  * platform runs one; answers the event ids.
  */
-export async function insertPendingBacklog(t: TestPlatform, tenantId: string, endpointId: string, count: number): Promise<string[]> {
-  const now = new Date();
+export async function insertPendingBacklog(t: TestPlatform, tenantId: string, endpointId: string, count: number, acceptedAt = new Date()): Promise<string[]> {
+  const now = acceptedAt;
   const events = Array.from({ length: count }, (_, i) => {
     const id = newId('event');
     return { id, tenant_id: tenantId, origin: 'api', type: 'order.created', body: JSON.stringify({ id, type: 'order.created', timestamp: now.toISOString(), messageId: null, data: { i } }), created_at: now };

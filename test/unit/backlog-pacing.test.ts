@@ -14,8 +14,8 @@ function pacingAt(start = 1_000_000, options: { targetMs?: number; minPerSecond?
       const events = late + liveWaitMs.length;
       const end = now + 250;
       for (let i = 0; i < events; i++) {
-        if (i < liveWaitMs.length) pacing.beforeAttempt(liveWaitMs[i]);
-        else waits.push(pacing.beforeAttempt(60_000));
+        if (i < liveWaitMs.length) pacing.beforeAttempt(liveWaitMs[i], 'ep_live');
+        else waits.push(pacing.beforeAttempt(60_000, 'ep_late'));
         now += 250 / events;
       }
       now = end;
@@ -41,8 +41,8 @@ describe('backlog pacing', () => {
 
   it('never paces retries, replays or backfills (no first-attempt wait), nor live attempts', () => {
     const { pacing } = pacingAt();
-    expect(pacing.beforeAttempt(undefined)).toBe(0);
-    expect(pacing.beforeAttempt(5)).toBe(0);
+    expect(pacing.beforeAttempt(undefined, 'ep_late')).toBe(0);
+    expect(pacing.beforeAttempt(5, 'ep_live')).toBe(0);
     expect(pacing.pacedPerSecond()).toBe(0);
   });
 
@@ -99,11 +99,13 @@ describe('backlog pacing', () => {
     tick(100);
     tick(1_000);
     expect(pacing.pacedPerSecond()).toBe(0);
-    pacing.beforeAttempt(4); // a live attempt, the first for a while
+    pacing.beforeAttempt(4, 'ep_live'); // a live attempt, the first for a while
     expect(pacing.pacedPerSecond()).toBe(50);
+    // Late starts are now booked 20 ms apart: two asking 1 ms apart, the second waits 19 ms.
     advance(10);
-    expect(pacing.beforeAttempt(60_000)).toBeGreaterThanOrEqual(0);
-    expect(pacing.pacedPerSecond()).toBe(50);
+    expect(pacing.beforeAttempt(60_000, 'ep_late')).toBe(0);
+    advance(1);
+    expect(pacing.beforeAttempt(60_000, 'ep_late')).toBeCloseTo(19, 6);
   });
 
   it('holds a running drain at the floor when new work is announced, until quiet shows no live work came', () => {
@@ -112,10 +114,59 @@ describe('backlog pacing', () => {
     tick(1_000);
     pacing.workArrived();
     expect(pacing.pacedPerSecond()).toBe(50);
-    for (let i = 0; i < 7; i++) tick(12); // 1.75 s: held, whether or not live attempts have shown
+    for (let i = 0; i < 7; i++) {
+      tick(12); // 1.75 s with no live attempt yet: held
+      pacing.workArrived(); // more announcements do not extend the hold
+    }
     expect(pacing.pacedPerSecond()).toBe(50);
-    for (let i = 0; i < 3; i++) tick(12);
+    for (let i = 0; i < 2; i++) tick(12);
     expect(pacing.pacedPerSecond()).toBe(0);
+    // That hold saw no live attempt (the work went to another worker): announcements hold nothing…
+    pacing.workArrived();
+    expect(pacing.pacedPerSecond()).toBe(0);
+    tick(12);
+    // …until a live attempt is seen here again.
+    for (let i = 0; i < 10; i++) tick(12);
+    tick(12, [3]);
+    for (let i = 0; i < 10; i++) tick(12);
+    expect(pacing.pacedPerSecond()).toBe(0);
+    pacing.workArrived();
+    expect(pacing.pacedPerSecond()).toBe(50);
+  });
+
+  it('never books a late start more than maxWaitMs ahead, however many slots ask', () => {
+    let now = 1_000_000;
+    const pacing = new BacklogPacing({ targetMs: 3, minPerSecond: 50, maxWaitMs: 2_000, now: () => now });
+    const waits = Array.from({ length: 1_000 }, () => pacing.beforeAttempt(60_000, 'ep_late'));
+    expect(Math.max(...waits)).toBe(2_000);
+    expect(waits.filter((w) => w === 2_000).length).toBe(1_000 - 100); // 100 fit in 2 s at 50/s
+    // The schedule did not run ahead of the cap: 2 s later, a start waits for the floor's spacing only.
+    now += 100;
+    pacing.beforeAttempt(4, 'ep_live'); // live work keeps the pace on
+    now += 1_900;
+    expect(pacing.beforeAttempt(60_000, 'ep_late')).toBeLessThanOrEqual(20);
+  });
+
+  it("never paces an endpoint's late work while that endpoint has live work behind it", () => {
+    const { pacing, advance } = pacingAt();
+    for (let i = 0; i < 20; i++) {
+      pacing.beforeAttempt(2, 'ep_live');
+      advance(5);
+    }
+    pacing.beforeAttempt(60_000, 'ep_late'); // a drain starts beside the live endpoint: paced
+    advance(1);
+    expect(pacing.beforeAttempt(60_000, 'ep_late')).toBeCloseTo(19, 6);
+    // The live endpoint's own late work (it fell behind) is not: its live work waits behind it.
+    expect(pacing.beforeAttempt(60_000, 'ep_live')).toBe(0);
+    expect(pacing.beforeAttempt(60_000, 'ep_live')).toBe(0);
+    // Once it has had no live attempt for 2 s, it is a drain like any other.
+    for (let i = 0; i < 9; i++) {
+      pacing.beforeAttempt(2, 'ep_other');
+      for (let k = 0; k < 30; k++) pacing.beforeAttempt(60_000, 'ep_late');
+      advance(250);
+    }
+    expect(pacing.pacedPerSecond()).toBeGreaterThan(0);
+    expect(pacing.beforeAttempt(60_000, 'ep_live')).toBeGreaterThan(0);
   });
 
   it('does nothing with a target of 0', () => {
