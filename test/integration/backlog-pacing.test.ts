@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEndpoint, insertPendingBacklog, publish } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
+import { metric } from '../helpers/replay.js';
 
 const BACKLOG = 2_000;
 /** How long A's first requests are counted for, from the first of them. */
@@ -26,10 +27,7 @@ describe('backlog pacing beside live work', () => {
     await t.stop();
   });
 
-  async function pacedPerSecond(): Promise<number> {
-    const text = await fetch(`${t.url}/metrics`).then((r) => r.text());
-    return Number(/^webhook_backlog_paced_per_second (\S+)$/m.exec(text)?.[1]);
-  }
+  const pacedPerSecond = () => metric(t, 'webhook_backlog_paced_per_second');
 
   it("paces another tenant's backlog while live events flow, and lets it go when they stop", { timeout: 60_000 }, async () => {
     const a = await t.createTenant('drain');
