@@ -146,10 +146,15 @@ const readReplicaLagGauge = new Gauge({
   registers: [registry],
 });
 
-const backlogPaceGauge = new Gauge({
+/** This process's backlog pacing, read at each scrape (src/outbound/backlog-pacing.ts); none in the api role. */
+let backlogPaceSource: (() => number) | undefined;
+new Gauge({
   name: METRIC_NAMES.backlogPace,
   help: 'Late first attempts per second this worker allows while live work waits longer than usual (0: not paced). Per process.',
   registers: [registry],
+  collect() {
+    this.set(backlogPaceSource?.() ?? 0);
+  },
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -329,8 +334,8 @@ export const metrics = {
   /** A read that tolerates lag went to the primary (src/infra/read-replica.ts). */
   readFallbacks: typedCounter<{ reason: ReadFallbackReason }>(readFallbacksCounter),
   readReplicaLag: { set: (seconds: number): void => readReplicaLagGauge.set(seconds) },
-  /** Late work's pace in this worker (src/outbound/backlog-pacing.ts). */
-  backlogPace: { set: (perSecond: number): void => backlogPaceGauge.set(perSecond) },
+  /** Late work's pace in this worker (src/outbound/backlog-pacing.ts), read when scraped; undefined: none. */
+  backlogPace: { readFrom: (source: (() => number) | undefined): void => void (backlogPaceSource = source) },
 } as const;
 
 /**

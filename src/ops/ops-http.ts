@@ -7,7 +7,6 @@ import { within } from '../infra/within.js';
 import { renderMetrics } from '../metrics/registry.js';
 import { pingDatabase } from '../store/health-store.js';
 
-
 export interface ReadinessDeps {
   platformDb: Knex;
   redis: RedisClient;

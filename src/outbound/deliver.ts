@@ -141,7 +141,9 @@ async function attemptOnce(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandO
   const deliveryId = claimed.id;
   const now = deps.now ?? (() => new Date());
   const ep = claimed.endpoint;
-  await deps.pace?.(claimed);
+  // Awaited only when there is a wait: most attempts are not paced, and this is every attempt's path.
+  const paced = deps.pace?.(claimed);
+  if (paced) await paced;
   const startedAt = now();
   const timestampSec = Math.floor(startedAt.getTime() / 1000);
   const own = deps.endpointHeaders ? await deps.endpointHeaders.settings(claimed.tenant_id, ep.id) : { headers: {}, tls: null, propagateTraceContext: false };

@@ -168,7 +168,6 @@ export class Dispatcher {
       fairShare: this.fairShare,
       pace: (claimed) => {
         const waitMs = this.pacing.beforeAttempt(firstAttemptWaitMs(claimed, Date.now()), claimed.endpoint.id);
-        metrics.backlogPace.set(this.pacing.pacedPerSecond());
         return waitMs > 0 ? sleep(waitMs, undefined, { signal: this.stopped.signal }).catch(() => undefined) : undefined;
       },
     };
@@ -202,6 +201,7 @@ export class Dispatcher {
       return worker;
     });
     this.admission.start();
+    metrics.backlogPace.readFrom(() => this.pacing.pacedPerSecond());
     this.sweepTimer = setInterval(() => void this.sweepOnce(), config.sweepIntervalMs);
     this.sweepTimer.unref();
     // Counted at once and again a second later, then every few seconds; alone only when two counts
@@ -256,8 +256,6 @@ export class Dispatcher {
   }
 
   async sweepOnce(): Promise<void> {
-    // Also set by every attempt; here so that it falls back to 0 on a worker gone idle.
-    metrics.backlogPace.set(this.pacing.pacedPerSecond());
     if (this.sweeping) return;
     this.sweeping = true;
     try {
@@ -286,6 +284,7 @@ export class Dispatcher {
   async stop(): Promise<void> {
     this.stopping = true;
     this.stopped.abort();
+    metrics.backlogPace.readFrom(undefined);
     // A round already running finishes first: what it claims becomes slots, awaited below.
     await this.admission.stop();
     clearInterval(this.sweepTimer);
