@@ -44,6 +44,11 @@ const maxPacingWaitMs = 2_000;
 
 /** How often a worker counts the worker processes on its job queue. */
 const workerCountIntervalMs = 5_000;
+/**
+ * Counts soon after start, before the periodic ones: a process started together with others may
+ * count before their connections are up, and believes it is alone only until one of these.
+ */
+const earlyRecountsMs = [250, 1_000, 2_500] as const;
 
 /**
  * Lock and stall-check timing of the delivery Worker. A job fetched by a worker that died before
@@ -93,13 +98,17 @@ export class Dispatcher {
   private workers: Worker<DeliveryJob>[] = [];
   private sweepTimer: NodeJS.Timeout | undefined;
   private workersTimer: NodeJS.Timeout | undefined;
-  private recountTimer: NodeJS.Timeout | undefined;
-  /** Whether other worker processes serve the job queue (counted every few seconds; assumed at start). */
+  private recountTimers: NodeJS.Timeout[] = [];
+  /** Whether other worker processes serve the job queue (counted every few seconds; assumed until the first count). */
   private otherWorkers = true;
-  /** The count made at start; ready() waits for it (a second count now would be one too many, see countWorkers). */
+  /**
+   * Counts the times this process learnt that other workers are there. A slot started while it
+   * believed itself alone ends its chain of hand-offs when this changes, so its endpoint's work
+   * goes back through admission, which shares it with them.
+   */
+  private othersFound = 0;
+  /** The count made once this process's own workers are connected; ready() waits for it. */
   private firstCount: Promise<void> = Promise.resolve();
-  /** Consecutive counts that found this worker alone; two in a row make it believe it. */
-  private aloneCounts = 0;
   private sweeping = false;
   private stopping = false;
   /** Slots running in this process, started by admission or by a BullMQ job. */
@@ -127,7 +136,7 @@ export class Dispatcher {
       admit: (localSlots, mode) => lifecycle.admit({ count: localSlots, inFlightLeaseMs: this.inFlightLeaseMs, mode }),
       freeSlots: () => (this.stopping ? 0 : Math.max(0, config.workerConcurrency - this.slots.size)),
       othersWorking: () => config.shareViaRedis === 'always' || this.otherWorkers,
-      startLocal: (claimed) => this.startSlot(() => runSlot(this.deliverDeps, claimed)),
+      startLocal: (claimed) => this.startSlot(() => runSlot(this.slotDeps(), claimed)),
       shardOf: (d) => shardOf(d.id, this.jobQueues.length),
       enqueue: async (shard, queued) => {
         await this.jobQueues[shard]!.addBulk(
@@ -204,11 +213,11 @@ export class Dispatcher {
     metrics.backlogPace.readFrom(() => this.pacing.pacedPerSecond());
     this.sweepTimer = setInterval(() => void this.sweepOnce(), config.sweepIntervalMs);
     this.sweepTimer.unref();
-    // Counted at once and again a second later, then every few seconds; alone only when two counts
-    // in a row say so (workers started together may each see only itself at first).
-    this.firstCount = this.countWorkers();
-    this.recountTimer = setTimeout(() => void this.countWorkers(), 1_000);
-    this.recountTimer.unref();
+    // Counted once this process's own workers are connected, so that a process alone runs its
+    // first events locally instead of through Redis (latency.coldP99Ms); then counted again soon
+    // and every few seconds after (see earlyRecountsMs).
+    this.firstCount = this.workersReady(2_000).then(() => this.countWorkers());
+    this.recountTimers = earlyRecountsMs.map((ms) => setTimeout(() => void this.countWorkers(), ms).unref());
     this.workersTimer = setInterval(() => void this.countWorkers(), workerCountIntervalMs);
     this.workersTimer.unref();
   }
@@ -219,13 +228,12 @@ export class Dispatcher {
    * first events do not wait for those connections.
    */
   async ready(withinMs = 2_000): Promise<void> {
-    await this.workersReady(withinMs, this.firstCount);
+    await within(withinMs, this.firstCount, 'BullMQ workers connecting').catch(() => undefined);
   }
 
-  /** The BullMQ workers connected (and `also` settled), or `ms` passed: with Redis down they never are. */
-  private async workersReady(ms: number, also?: Promise<void>): Promise<void> {
-    const ready = Promise.allSettled([...this.workers.map((worker) => worker.waitUntilReady()), also]);
-    await within(ms, ready, 'BullMQ workers connecting').catch(() => undefined);
+  /** The BullMQ workers connected, or `ms` passed: with Redis down they never are. */
+  private async workersReady(ms: number): Promise<void> {
+    await within(ms, Promise.allSettled(this.workers.map((worker) => worker.waitUntilReady())), 'BullMQ workers connecting').catch(() => undefined);
   }
 
   /** Runs a slot, counted while it lasts; when it ends its endpoint has a free slot again. */
@@ -246,13 +254,20 @@ export class Dispatcher {
    * for instance where CLIENT LIST is not allowed, counts as "others may be there".
    */
   private async countWorkers(): Promise<void> {
+    let others: boolean;
     try {
-      const alone = (await this.jobQueues[0]!.getWorkersCount()) <= 1;
-      this.aloneCounts = alone ? this.aloneCounts + 1 : 0;
+      others = (await this.jobQueues[0]!.getWorkersCount()) > 1;
     } catch {
-      this.aloneCounts = 0;
+      others = true;
     }
-    this.otherWorkers = this.aloneCounts < 2;
+    if (others && !this.otherWorkers) this.othersFound++;
+    this.otherWorkers = others;
+  }
+
+  /** A slot's dependencies: it hands on while this process runs and has not since found other workers. */
+  private slotDeps(): DeliverDeps {
+    const found = this.othersFound;
+    return { ...this.deliverDeps, mayContinue: () => !this.stopping && this.othersFound === found };
   }
 
   async sweepOnce(): Promise<void> {
@@ -288,7 +303,7 @@ export class Dispatcher {
     // A round already running finishes first: what it claims becomes slots, awaited below.
     await this.admission.stop();
     clearInterval(this.sweepTimer);
-    clearTimeout(this.recountTimer);
+    for (const timer of this.recountTimers) clearTimeout(timer);
     clearInterval(this.workersTimer);
     await Promise.allSettled([...this.slots]);
     // A worker stopped just after it started may still be connecting its BullMQ workers, whose
