@@ -11,6 +11,12 @@ export interface BatcherOptions<I, O> {
   /** Statements in flight at once; while all are busy, new items wait and go together in the next. */
   maxInFlight: number;
   /**
+   * While a statement runs, another starts only once this many items wait (default 1: at once).
+   * Fewer wait for a statement to end and go together: a statement's fixed cost, not its rows,
+   * is most of a small batch's (docs/performance.md, "Success records in larger batches").
+   */
+  overlapFrom?: number;
+  /**
    * A failed statement wrote nothing. When this says the failure may belong to one item (bad data,
    * a deadlock between two batches) rather than to the database as a whole, each item is run again
    * alone, so one item's error cannot fail the others. Any other failure is the database's: the
@@ -39,7 +45,8 @@ export class Batcher<I, O> {
   }
 
   private flush(): void {
-    while (this.inFlight < this.opts.maxInFlight && this.waiting.length > 0) {
+    const overlapFrom = this.opts.overlapFrom ?? 1;
+    while (this.waiting.length > 0 && (this.inFlight === 0 || (this.inFlight < this.opts.maxInFlight && this.waiting.length >= overlapFrom))) {
       const batch = this.waiting.splice(0, this.opts.maxBatch);
       this.inFlight++;
       void this.runBatch(batch).finally(() => {

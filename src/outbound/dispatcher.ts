@@ -150,6 +150,9 @@ export class Dispatcher {
     this.successes = new Batcher({
       maxBatch: 64,
       maxInFlight: 2,
+      // A second statement only for a queue of successes: a record's fixed cost is most of a small
+      // batch's, and a lone success waits at most one statement for its own.
+      overlapFrom: 16,
       retryAlone: mayBeOneRowsFault,
       run: (items) => lifecycle.recordSuccesses(items, this.inFlightLeaseMs),
     });

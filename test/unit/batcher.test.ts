@@ -30,6 +30,36 @@ describe('Batcher', () => {
     expect(await Promise.all(rest)).toEqual([20, 30, 40, 50]);
   });
 
+  it('with overlapFrom, a second statement starts only once that many items wait', async () => {
+    const batches: number[][] = [];
+    const releases: Array<() => void> = [];
+    const b = new Batcher<number, number>({
+      maxBatch: 10,
+      maxInFlight: 2,
+      overlapFrom: 3,
+      run: (items) => {
+        batches.push(items);
+        return new Promise((resolve) => releases.push(() => resolve(items)));
+      },
+    });
+    const all = [b.submit(1)];
+    expect(batches).toEqual([[1]]);
+    all.push(b.submit(2), b.submit(3));
+    expect(batches).toEqual([[1]]); // two wait: not enough to overlap, they wait for the first
+    all.push(b.submit(4));
+    expect(batches).toEqual([[1], [2, 3, 4]]); // three wait: a second statement starts beside the first
+    all.push(b.submit(5));
+    expect(batches).toHaveLength(2); // both busy
+    releases[0]!();
+    await tick();
+    expect(batches).toHaveLength(2); // one item waits while [2, 3, 4] runs: too few to overlap
+    releases[1]!();
+    await tick();
+    expect(batches).toEqual([[1], [2, 3, 4], [5]]); // nothing runs: what waits goes at once
+    releases[2]!();
+    expect(await Promise.all(all)).toEqual([1, 2, 3, 4, 5]);
+  });
+
   it('on a failure that may be one item’s, runs each alone so only that item fails', async () => {
     const b = new Batcher<number, number>({
       maxBatch: 10,
