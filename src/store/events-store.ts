@@ -171,13 +171,16 @@ async function publishMany(db: Knex, items: PublishItem[]): Promise<PublishRow[]
   return rows.map(({ ord: _ord, ...row }) => row);
 }
 
-/** One group commit per connection pool (INTAKE_BATCH_MAX-like sizes: 64 events, 2 statements in flight). */
+/**
+ * One group commit per connection pool: 64 events a statement, a second statement only for a queue
+ * of 16 (see BatcherOptions.overlapFrom), so publishes that come together share a commit.
+ */
 const publishBatchers = new WeakMap<Knex, Batcher<PublishItem, PublishRow>>();
 
 function publishBatcher(db: Knex): Batcher<PublishItem, PublishRow> {
   let batcher = publishBatchers.get(db);
   if (!batcher) {
-    batcher = new Batcher({ maxBatch: 64, maxInFlight: 2, retryAlone: mayBeOneRowsFault, run: (items) => publishMany(db, items) });
+    batcher = new Batcher({ maxBatch: 64, maxInFlight: 2, overlapFrom: 16, retryAlone: mayBeOneRowsFault, run: (items) => publishMany(db, items) });
     publishBatchers.set(db, batcher);
   }
   return batcher;
