@@ -7,7 +7,7 @@ export interface AdmissionLoopDeps {
   admit(localSlots: number, mode: 'share' | 'all'): Promise<AdmissionRound>;
   /** Free slots of this process: admitted work beyond them goes to Redis for any worker. */
   freeSlots(): number;
-  /** True while other worker processes are there to take a share of a backlog through Redis. */
+  /** True while other worker processes are there to take a share of a backlog through Redis; asked once per round, before it admits. */
   othersWorking(): boolean;
   /** Starts a slot for a delivery admitted straight to in_flight. */
   startLocal(claimed: ClaimedDelivery): void;
@@ -135,7 +135,9 @@ export class AdmissionLoop {
       this.again = false;
       try {
         // Alone, or with Redis failing, a process keeps all it admits: Redis would only add hops.
-        const mode = Date.now() < this.redisFailingUntil || !this.deps.othersWorking() ? 'all' : 'share';
+        // Asked on every round, first: the dispatcher ties the slots this round starts to the answer.
+        const others = this.deps.othersWorking();
+        const mode = Date.now() < this.redisFailingUntil || !others ? 'all' : 'share';
         const localSlots = this.deps.freeSlots();
         const round = await this.deps.admit(localSlots, mode);
         // Queued work waits too when this process had no slot left for it: in Redis, behind

@@ -45,8 +45,8 @@ const maxPacingWaitMs = 2_000;
 /** How often a worker counts the worker processes on its job queue. */
 const workerCountIntervalMs = 5_000;
 /**
- * Counts soon after start, before the periodic ones: a process started together with others may
- * count before their connections are up, and believes it is alone only until one of these.
+ * Counts soon after this process's own connections are up, before the periodic ones: processes
+ * started together may count before the others connect, and believe they are alone only until one of these.
  */
 const earlyRecountsMs = [250, 1_000, 2_500] as const;
 
@@ -107,6 +107,8 @@ export class Dispatcher {
    * goes back through admission, which shares it with them.
    */
   private othersFound = 0;
+  /** othersFound when the admission round now running chose its mode (rounds never overlap). */
+  private roundOthersFound = 0;
   /** The count made once this process's own workers are connected; ready() waits for it. */
   private firstCount: Promise<void> = Promise.resolve();
   private sweeping = false;
@@ -135,8 +137,13 @@ export class Dispatcher {
     this.admission = new AdmissionLoop({
       admit: (localSlots, mode) => lifecycle.admit({ count: localSlots, inFlightLeaseMs: this.inFlightLeaseMs, mode }),
       freeSlots: () => (this.stopping ? 0 : Math.max(0, config.workerConcurrency - this.slots.size)),
-      othersWorking: () => config.shareViaRedis === 'always' || this.otherWorkers,
-      startLocal: (claimed) => this.startSlot(() => runSlot(this.slotDeps(), claimed)),
+      othersWorking: () => {
+        // What this round's slots believe: a count that finds others while the round admits must
+        // still end their chains (slotDeps).
+        this.roundOthersFound = this.othersFound;
+        return config.shareViaRedis === 'always' || this.otherWorkers;
+      },
+      startLocal: (claimed) => this.startSlot(() => runSlot(this.slotDeps(this.roundOthersFound), claimed)),
       shardOf: (d) => shardOf(d.id, this.jobQueues.length),
       enqueue: async (shard, queued) => {
         await this.jobQueues[shard]!.addBulk(
@@ -151,7 +158,7 @@ export class Dispatcher {
       maxBatch: 64,
       maxInFlight: 2,
       // A second statement only for a queue of successes: a record's fixed cost is most of a small
-      // batch's, and a lone success waits at most one statement for its own.
+      // batch's, and a lone success waits for the statements running, not for a timer.
       overlapFrom: 16,
       retryAlone: mayBeOneRowsFault,
       run: (items) => lifecycle.recordSuccesses(items, this.inFlightLeaseMs),
@@ -219,8 +226,13 @@ export class Dispatcher {
     // Counted once this process's own workers are connected, so that a process alone runs its
     // first events locally instead of through Redis (latency.coldP99Ms); then counted again soon
     // and every few seconds after (see earlyRecountsMs).
-    this.firstCount = this.workersReady(2_000).then(() => this.countWorkers());
-    this.recountTimers = earlyRecountsMs.map((ms) => setTimeout(() => void this.countWorkers(), ms).unref());
+    // The early recounts are timed from then too: a count made before this process's own
+    // connections are up can see one other worker and take it for itself.
+    const connected = this.workersReady(2_000);
+    this.firstCount = connected.then(() => this.countWorkers());
+    void connected.then(() => {
+      if (!this.stopping) this.recountTimers = earlyRecountsMs.map((ms) => setTimeout(() => void this.countWorkers(), ms).unref());
+    });
     this.workersTimer = setInterval(() => void this.countWorkers(), workerCountIntervalMs);
     this.workersTimer.unref();
   }
@@ -267,9 +279,8 @@ export class Dispatcher {
     this.otherWorkers = others;
   }
 
-  /** A slot's dependencies: it hands on while this process runs and has not since found other workers. */
-  private slotDeps(): DeliverDeps {
-    const found = this.othersFound;
+  /** A slot's dependencies: it hands on while this process runs and has not found other workers since `found`. */
+  private slotDeps(found: number): DeliverDeps {
     return { ...this.deliverDeps, mayContinue: () => !this.stopping && this.othersFound === found };
   }
 
