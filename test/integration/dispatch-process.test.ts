@@ -167,8 +167,8 @@ describe('worker processes', { timeout: 90_000 }, () => {
     }
   });
 
-  it('a worker that started alone shares a running backlog with a worker that joins later', async () => {
-    // One endpoint, 5 at a time, 50 ms per answer: 2,000 deliveries take 20 s or more for one worker,
+  it('a worker that started alone shares a running backlog with a worker that joins later', { timeout: 150_000 }, async () => {
+    // One endpoint, 5 at a time, 50 ms per answer: 2,500 deliveries take 25 s or more for one worker,
     // room for the second worker's start and the first worker's next count (at most 5 s).
     // The first worker counts itself alone and runs every slot itself; each slot would hand on to
     // the endpoint's next delivery hundreds of times. Once it counts the second worker, its slots
@@ -178,15 +178,15 @@ describe('worker processes', { timeout: 90_000 }, () => {
     const ep = await endpointFor(tenant, receiver, 5);
     const first = worker();
     const firstPort = await first.port();
-    const eventIds = await publishMany(tenant, 2_000);
+    const eventIds = await publishMany(tenant, 2_500);
     const succeeded = async () => (await statusCounts(t, ep.id)).succeeded ?? 0;
     await eventually(async () => (await succeeded()) >= 100, 'the first worker delivering', 30_000, 50);
     const second = worker();
     const secondPort = await second.port();
     const attemptsBy = async (port: number) => metricValue(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text(), 'webhook_delivery_attempts_total');
-    await eventually(async () => (await attemptsBy(secondPort)) > 0, 'the second worker making attempts', 30_000, 100);
-    expect(await succeeded(), 'the second worker joined before the backlog was drained').toBeLessThan(2_000);
-    await eventually(async () => (await succeeded()) === 2_000, 'all 2,000 delivered', 60_000, 200);
+    await eventually(async () => (await attemptsBy(secondPort)) > 0, 'the second worker making attempts', 40_000, 100);
+    expect(await succeeded(), 'the second worker joined before the backlog was drained').toBeLessThan(2_500);
+    await eventually(async () => (await succeeded()) === 2_500, 'all 2,500 delivered', 60_000, 200);
     expect(await attemptsBy(firstPort)).toBeGreaterThan(0);
     expect(new Set(receiver.requests.map((r) => r.headers['webhook-id']))).toEqual(new Set(eventIds));
   });
