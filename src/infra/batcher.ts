@@ -13,7 +13,7 @@ export interface BatcherOptions<I, O> {
   /**
    * While a statement runs, another starts only once this many items wait (default 1: at once).
    * Fewer wait for a statement to end and go together: a statement's fixed cost, not its rows,
-   * is most of a small batch's (docs/performance.md, "Success records in larger batches").
+   * is most of a small batch's (docs/performance.md, "Group commits that wait for a queue").
    */
   overlapFrom?: number;
   /**
@@ -30,6 +30,13 @@ interface Waiting<I, O> {
   resolve: (value: O) => void;
   reject: (err: unknown) => void;
 }
+
+/**
+ * The shape of the platform's write batches (success records, published events): 64 items a
+ * statement, a second statement only for a queue of 16. Intake's callbacks take theirs from
+ * configuration (INTAKE_BATCH_MAX, INTAKE_STATEMENTS_IN_FLIGHT).
+ */
+export const groupCommit = { maxBatch: 64, maxInFlight: 2, overlapFrom: 16 } as const;
 
 export class Batcher<I, O> {
   private waiting: Array<Waiting<I, O>> = [];

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/index.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import type { ClaimedDelivery, DeliveryLifecycle, Recorded, SuccessItem } from '../delivery/index.js';
-import { Batcher } from '../infra/batcher.js';
+import { Batcher, groupCommit } from '../infra/batcher.js';
 import { mayBeOneRowsFault } from '../infra/db.js';
 import { within } from '../infra/within.js';
 import type { RedisClient } from '../infra/redis.js';
@@ -155,11 +155,8 @@ export class Dispatcher {
       fairShare: this.fairShare,
     });
     this.successes = new Batcher({
-      maxBatch: 64,
-      maxInFlight: 2,
-      // A second statement only for a queue of successes: a record's fixed cost is most of a small
-      // batch's, and a lone success waits for the statements running, not for a timer.
-      overlapFrom: 16,
+      // A record's fixed cost is most of a small batch's: a second statement only for a queue.
+      ...groupCommit,
       retryAlone: mayBeOneRowsFault,
       run: (items) => lifecycle.recordSuccesses(items, this.inFlightLeaseMs),
     });
@@ -224,10 +221,9 @@ export class Dispatcher {
     this.sweepTimer = setInterval(() => void this.sweepOnce(), config.sweepIntervalMs);
     this.sweepTimer.unref();
     // Counted once this process's own workers are connected, so that a process alone runs its
-    // first events locally instead of through Redis (latency.coldP99Ms); then counted again soon
-    // and every few seconds after (see earlyRecountsMs).
-    // The early recounts are timed from then too: a count made before this process's own
-    // connections are up can see one other worker and take it for itself.
+    // first events locally instead of through Redis (latency.coldP99Ms); the early recounts are
+    // timed from then too (a count made before could take one other worker for itself), then every
+    // few seconds.
     const connected = this.workersReady(2_000);
     this.firstCount = connected.then(() => this.countWorkers());
     void connected.then(() => {

@@ -8,7 +8,7 @@ import { newId } from '../domain/ids.js';
 import { RawJson } from '../domain/raw-json.js';
 import { startAccept } from '../infra/accept-spans.js';
 import type { Span } from '../infra/tracing.js';
-import { Batcher } from '../infra/batcher.js';
+import { Batcher, groupCommit } from '../infra/batcher.js';
 import { mayBeOneRowsFault } from '../infra/db.js';
 import { run, statement, type WarmUp } from '../infra/sql.js';
 import { withDeliveryIds } from './delivery-ids.js';
@@ -171,16 +171,13 @@ async function publishMany(db: Knex, items: PublishItem[]): Promise<PublishRow[]
   return rows.map(({ ord: _ord, ...row }) => row);
 }
 
-/**
- * One group commit per connection pool: 64 events a statement, a second statement only for a queue
- * of 16 (see BatcherOptions.overlapFrom), so publishes that come together share a commit.
- */
+/** One group commit per connection pool (groupCommit): publishes that come together share a commit. */
 const publishBatchers = new WeakMap<Knex, Batcher<PublishItem, PublishRow>>();
 
 function publishBatcher(db: Knex): Batcher<PublishItem, PublishRow> {
   let batcher = publishBatchers.get(db);
   if (!batcher) {
-    batcher = new Batcher({ maxBatch: 64, maxInFlight: 2, overlapFrom: 16, retryAlone: mayBeOneRowsFault, run: (items) => publishMany(db, items) });
+    batcher = new Batcher({ ...groupCommit, retryAlone: mayBeOneRowsFault, run: (items) => publishMany(db, items) });
     publishBatchers.set(db, batcher);
   }
   return batcher;
