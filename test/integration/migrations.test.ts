@@ -148,6 +148,27 @@ describe('migrations', () => {
     }
   });
 
+  it('finds attempts by delivery through one index, valid and on every partition of attempts, new ones included', async () => {
+    const { db } = await emptyDatabase();
+    await migrateLatest(db);
+    // Partitions of a day the retention schedule would create next month: made after the migration ran.
+    await db.raw("SELECT ensure_time_partitions(now() + interval '40 days', now() + interval '42 days')");
+    const { rows } = await db.raw<{ rows: Array<{ partition: string; index: string | null; valid: boolean | null }> }>(`
+      SELECT c.relname AS partition, ix.relname AS index, x.indisvalid AS valid
+        FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+        LEFT JOIN (pg_inherits ii JOIN pg_class ix ON ix.oid = ii.inhrelid JOIN pg_index x ON x.indexrelid = ix.oid)
+               ON ii.inhparent = 'attempts_delivery'::regclass AND x.indrelid = c.oid
+       WHERE i.inhparent = 'attempts'::regclass ORDER BY 1`);
+    expect(rows.length).toBeGreaterThan(3);
+    expect(rows.filter((r) => r.index === null || r.valid !== true)).toEqual([]);
+    const parent = await db.raw<{ rows: Array<{ valid: boolean; def: string }> }>(
+      "SELECT x.indisvalid AS valid, pg_get_indexdef(x.indexrelid) AS def FROM pg_index x WHERE x.indexrelid = 'attempts_delivery'::regclass",
+    );
+    expect(parent.rows[0]).toEqual({ valid: true, def: expect.stringContaining('(delivery_id)') });
+    const keys = await db.raw<{ rows: unknown[] }>("SELECT 1 FROM pg_constraint WHERE conrelid = 'attempts'::regclass AND contype = 'p'");
+    expect(keys.rows).toEqual([]);
+  });
+
   it('keeps uniqueness in the database: (source, dedupe key) and (tenant, Idempotency-Key) in event_keys, (event, endpoint) on deliveries', async () => {
     const { db } = await emptyDatabase();
     await migrateLatest(db);
