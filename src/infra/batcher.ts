@@ -69,7 +69,7 @@ export class Batcher<I, O> {
       if (results.length !== batch.length) throw new Error(`batch of ${batch.length} returned ${results.length} results`);
       batch.forEach((w, i) => w.resolve(results[i]!));
     } catch (err) {
-      if (!this.opts.retryAlone?.(err)) {
+      if (!this.mayRetryAlone(err)) {
         // The database's own failure (unreachable, timed out): what waits behind this batch would
         // only wait for the same timeout again, one batch after another, so it fails now too.
         for (const w of [...batch, ...this.waiting.splice(0)]) w.reject(err);
@@ -81,12 +81,24 @@ export class Batcher<I, O> {
       }
       await Promise.all(
         batch.map((w) =>
-          this.opts.run([w.item]).then(
-            (r) => (r.length === 1 ? w.resolve(r[0]!) : w.reject(new Error(`batch of 1 returned ${r.length} results`))),
-            (e: unknown) => w.reject(e),
-          ),
+          // Through a promise: a run that throws before it returns one fails its item, not the loop.
+          Promise.resolve()
+            .then(() => this.opts.run([w.item]))
+            .then(
+              (r) => (r.length === 1 ? w.resolve(r[0]!) : w.reject(new Error(`batch of 1 returned ${r.length} results`))),
+              (e: unknown) => w.reject(e),
+            ),
         ),
       );
+    }
+  }
+
+  /** retryAlone's answer; one that throws is taken as "the database's failure", which settles everything. */
+  private mayRetryAlone(err: unknown): boolean {
+    try {
+      return this.opts.retryAlone?.(err) ?? false;
+    } catch {
+      return false;
     }
   }
 }

@@ -94,4 +94,35 @@ describe('Batcher', () => {
     expect(results.every((r) => r.status === 'rejected')).toBe(true);
     expect(runs).toBe(1); // [1] failed; [2, 3] were not sent to wait for the same timeout again
   });
+
+  it('settles every item when a run throws before returning a promise, or retryAlone throws', async () => {
+    const b = new Batcher<number, number>({
+      maxBatch: 10,
+      maxInFlight: 1,
+      retryAlone: () => true,
+      // Not async: a bad item throws synchronously, as a statement builder can.
+      run: (items) => {
+        if (items.includes(3)) throw new Error(`bad ${items.join(',')}`);
+        return Promise.resolve(items);
+      },
+    });
+    const blocker = b.submit(0);
+    const results = await Promise.allSettled([1, 2, 3, 4].map((n) => b.submit(n)));
+    await blocker;
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
+
+    const broken = new Batcher<number, number>({
+      maxBatch: 10,
+      maxInFlight: 1,
+      retryAlone: () => {
+        throw new Error('classifier failed');
+      },
+      run: async () => {
+        await tick();
+        throw new Error('down');
+      },
+    });
+    const settled = await Promise.allSettled([1, 2, 3].map((n) => broken.submit(n)));
+    expect(settled.map((r) => (r.status === 'rejected' ? (r.reason as Error).message : 'fulfilled'))).toEqual(['down', 'down', 'down']);
+  });
 });
