@@ -40,7 +40,7 @@ const hourMs = 3_600_000;
  * attempted only until its deadline (made + maximum event age), so only ids made from
  * `since - lookback` up to `until` can have attempts in the window; those made earlier and replayed
  * since come from deliveries_replayed (migration 20261201000020). Each delivery's attempts are then
- * read by their primary key (delivery_id, id), in the partitions of that id range only.
+ * read through their index on delivery_id, in the partitions of that id range only.
  */
 export async function endpointStats(scope: TenantScope, endpointId: string, w: StatsWindow): Promise<EndpointStats> {
   const from = new Date(w.since.getTime() - w.lookbackSeconds * 1000);
