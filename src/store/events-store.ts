@@ -78,10 +78,14 @@ export async function publishEvent(
   input: PublishInput,
   defaultMaxAgeSeconds: number,
 ): Promise<{ event: EventRow; duplicate: boolean; fanOut: FanOutResult }> {
-  const requestHash = createHash('sha256')
-    .update(canonicalJson({ type: input.type, messageId: input.messageId ?? null, data: input.data.parse() }))
-    .digest('hex');
   const idempotencyKey = input.idempotencyKey ?? null;
+  // What a repeat of the key is compared with; without a key nothing is, so nothing is hashed or stored.
+  const requestHash =
+    idempotencyKey === null
+      ? null
+      : createHash('sha256')
+          .update(canonicalJson({ type: input.type, messageId: input.messageId ?? null, data: input.data.parse() }))
+          .digest('hex');
   const id = newId('event');
   const now = new Date();
   const spans = startAccept({ 'webhook.origin': input.origin ?? 'api', 'webhook.event_type': input.type }, input.span);
@@ -126,7 +130,8 @@ interface PublishItem {
   type: string;
   messageId: string | null;
   idempotencyKey: string | null;
-  requestHash: string;
+  /** Of the request's meaning (type, messageId, data), only with an idempotencyKey. */
+  requestHash: string | null;
   body: string;
   createdAt: string;
   defaultMaxAgeSeconds: number;
@@ -202,7 +207,7 @@ export const warmPublish: WarmUp = async (run) => {
   const now = new Date();
   const item: PublishItem = {
     eventId, deliveryIds: [], tenantId: tenant.id, origin: 'api', type: 'platform.warm_up', messageId: null, idempotencyKey: null,
-    requestHash: '', body: outboundBody(eventId, 'platform.warm_up', now, undefined, {}), createdAt: now.toISOString(), defaultMaxAgeSeconds: 0,
+    requestHash: null, body: outboundBody(eventId, 'platform.warm_up', now, undefined, {}), createdAt: now.toISOString(), defaultMaxAgeSeconds: 0,
     traceParent: null,
   };
   await run(publishManyStatement, publishManyParams([item]));

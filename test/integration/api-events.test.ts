@@ -83,6 +83,11 @@ describe('events API', () => {
     expect(a.body.id).not.toBe(b.body.id);
     expect(await count('deliveries', { event_id: a.body.id })).toBe(2); // the all-types and the invoice.paid endpoint
     expect(await count('deliveries', { event_id: b.body.id })).toBe(2);
+    // The request's hash is kept only to compare a repeated key with: these events carry none.
+    const hashes = await db()('events').whereIn('id', [a.body.id, b.body.id]).pluck('request_hash');
+    expect(hashes).toEqual([null, null]);
+    const keyed = await post(body, 'key-hash');
+    expect(await db()('events').where('id', keyed.body.id).first('request_hash')).toEqual({ request_hash: expect.stringMatching(/^[0-9a-f]{64}$/) });
   });
 
   it('validates the request: malformed JSON, bad type, missing data, bad key, oversized body', async () => {
