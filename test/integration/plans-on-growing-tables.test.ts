@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admitDue } from '../../src/delivery/sql/admit.js';
 import { recordAttempt, recordSuccesses, type AttemptRecord } from '../../src/delivery/sql/attempts.js';
@@ -105,5 +106,49 @@ describe('plans made while deliveries was nearly empty', () => {
     const read = [...readsAfter].map(([index, n]) => ({ index, entries: n - (readsBefore.get(index) ?? 0) }));
     expect(read.filter((r) => r.entries > 200)).toEqual([]);
     expect(read.reduce((sum, r) => sum + r.entries, 0)).toBeGreaterThan(0);
+  });
+});
+
+describe('the fan-out look-up beside a tenant of many endpoints', () => {
+  it('reads the tenant\'s endpoints by index and never starts parallel workers', async () => {
+    // A tenant holding most of the table: a generic plan prices every tenant at the average one.
+    const big = await t.createTenant('many-endpoints');
+    await t.platform.db.raw(
+      `INSERT INTO endpoints (id, tenant_id, url, max_concurrency, secret_enc)
+       SELECT 'ep_many_' || n, ?, 'https://many.example.com/hook', 1, 'v1:x' FROM generate_series(1, 20000) n`,
+      [big.id],
+    );
+    await t.platform.db.raw('ANALYZE endpoints');
+    const small = await t.createTenant('one-endpoint');
+    await createEndpoint(small, { url: 'http://127.0.0.1:9/one', eventTypes: [], maxConcurrency: 1 });
+
+    // The plans of the function's statements, as auto_explain reports them to this session.
+    const client = new pg.Client({ connectionString: t.database.url });
+    const plans: string[] = [];
+    client.on('notice', (n) => plans.push(n.message ?? ''));
+    await client.connect();
+    try {
+      for (const sql of [
+        "LOAD 'auto_explain'",
+        'SET auto_explain.log_min_duration = 0',
+        'SET auto_explain.log_nested_statements = on',
+        'SET client_min_messages = log',
+        // Parallel plans made as cheap as they can be: the function's own settings must overrule this.
+        'SET parallel_setup_cost = 0',
+        'SET parallel_tuple_cost = 0',
+        'SET min_parallel_table_scan_size = 0',
+        'SET min_parallel_index_scan_size = 0',
+      ]) {
+        await client.query(sql);
+      }
+      const { rows } = await client.query<{ n: number }>("SELECT cardinality(fan_out_targets($1, 'order.created', '{}')) AS n", [small.id]);
+      expect(rows[0]!.n).toBe(1);
+    } finally {
+      await client.end();
+    }
+    const lookUps = plans.filter((p) => p.includes('FROM endpoints e'));
+    expect(lookUps.length).toBeGreaterThan(0);
+    expect(lookUps.every((p) => p.includes('endpoints_tenant'))).toBe(true);
+    expect(lookUps.filter((p) => /Gather|Parallel/.test(p))).toEqual([]);
   });
 });
