@@ -14,10 +14,9 @@
 -- Disabled endpoints are included: they get a dead delivery
 -- (see fan_out_write). Planned generically with sequential scans priced out, so its one plan is the
 -- endpoints_tenant index whatever the statistics say about how endpoints spread over tenants. And
--- never in parallel: a generic plan prices a tenant at the average tenant's endpoints, and beside
--- one tenant of 100,000 it chose a parallel bitmap scan, starting two worker processes for every
--- publish (15-18 ms each; the scale scenario's publishes then fell behind at 43/s of 100/s,
--- docs/performance.md "A parallel plan per publish").
+-- never in parallel: a generic plan prices a tenant at the average tenant's endpoints, so beside one
+-- very large tenant it chose a parallel scan, worker processes started for every publish
+-- (docs/performance.md, "A parallel plan per publish").
 --
 -- This file holds two signatures: (text, text) is the one of release 0.1.0, kept for its callers
 -- while a deploy rolls, and applies no content filter; it goes in the next release.

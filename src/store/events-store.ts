@@ -195,10 +195,9 @@ const anyTenantStatement = statement('warm_up_tenant', 'SELECT id FROM tenants O
  * needs a tenant that exists, so it warms nothing before the first tenant is made.
  *
  * A `platform.` type, which endpoints taking every type never take. A type sorting before every
- * real one (tried) would keep the rolled-back row's index entry off the right of a type range in
- * `events (tenant_id, type, id)`, but such endpoints take it: with a tenant of 100,000 endpoints,
- * each warm-up built 100,000 targets and answered need_ids, warming nothing it exists for
- * (docs/performance.md, "Attempts by delivery").
+ * real one would keep the rolled-back row's index entry off the right of a type range in
+ * `events (tenant_id, type, id)`, but those endpoints take it, and a warm-up would then build a
+ * target per endpoint and answer need_ids, warming nothing (docs/performance.md, "Attempts by delivery").
  */
 export const warmPublish: WarmUp = async (run) => {
   const [tenant] = await run<{ id: string }>(anyTenantStatement, {});
