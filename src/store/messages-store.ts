@@ -14,7 +14,13 @@ interface MessageRow {
  * The troubleshooting view: from one message id to its status, every event about it, the callbacks
  * (receipts) behind each event, and every delivery with its attempts.
  */
-export async function messageTimeline(scope: TenantScope, messageId: string) {
+export async function messageTimeline(outer: TenantScope, messageId: string) {
+  // Events, deliveries and attempts as of one moment: a success recorded between two of the reads
+  // would otherwise show on a delivery still in flight.
+  return outer.snapshot((scope) => readTimeline(scope, messageId));
+}
+
+async function readTimeline(scope: TenantScope, messageId: string) {
   const messages: MessageRow[] = await scope.from('messages').where('messages.message_id', messageId).orderBy('messages.status_rank', 'desc');
   if (messages.length === 0) return undefined;
   const events: EventRow[] = await scope.from('events').where('events.message_id', messageId).orderBy('events.seq').select(eventColumns);

@@ -276,6 +276,18 @@ export class TenantScope {
   }
 
   /**
+   * Runs reads that must agree with each other in one snapshot (a read-only, repeatable-read
+   * transaction): a delivery read before its success commits and its attempts read after showed a
+   * recorded success on a delivery still in flight.
+   */
+  snapshot<T>(work: (scope: TenantScope) => Promise<T>): Promise<T> {
+    return this.#db.transaction((trx) => work(new TenantScope(trx, this.tenantId, this.actor, this.session)), {
+      isolationLevel: 'repeatable read',
+      readOnly: true,
+    });
+  }
+
+  /**
    * As `transaction`, also handing over the transaction itself, unscoped, for the delivery
    * lifecycle's statements (they take ids this scope has already found). The name says what it is.
    */

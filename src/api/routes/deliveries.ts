@@ -38,12 +38,13 @@ export function deliveryRoutes(routes: ApiRoutes): void {
       success: { status: 200, description: 'The delivery', schema: deliverySchema },
       errors: [404],
     },
-    async ({ params, scope }) => {
-      const row = await findDelivery(scope, params.id);
-      if (!row) throw notFound('delivery');
-      const attempts = await attemptsFor(scope, [row.id]);
-      return { status: 200, body: rowToDelivery(row, attempts.get(row.id) ?? []) };
-    },
+    async ({ params, scope }) =>
+      scope.snapshot(async (read) => {
+        const row = await findDelivery(read, params.id);
+        if (!row) throw notFound('delivery');
+        const attempts = await attemptsFor(read, [row.id]);
+        return { status: 200 as const, body: rowToDelivery(row, attempts.get(row.id) ?? []) };
+      }),
   );
   routes.add(
     {
