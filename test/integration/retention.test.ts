@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/index.js';
+import { createDb } from '../../src/infra/db.js';
 import { renderMetrics } from '../../src/metrics/registry.js';
 import type { RetentionReport } from '../../src/ops/retention.js';
 import { expectError } from '../helpers/api.js';
@@ -159,16 +160,23 @@ describe('retention', () => {
     const name = dayName('attempts', at);
     await db.raw(`DROP TABLE ${name}`);
     let made: Promise<number> | undefined;
-    await db.transaction(async (trx) => {
-      // A result being recorded: its delivery is updated first (the update needs no row here)...
-      await trx.raw('UPDATE deliveries SET updated_at = updated_at WHERE false');
-      made = ensurePartitions(db, at, new Date(at.getTime() + 1));
-      await eventually(async () => (await db.raw('SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted')).rows[0].n > 0, 'partition creation waiting');
-      // ...then its attempt is logged. Had the creation taken attempts before deliveries, this would
-      // wait for it while it waited for us, and PostgreSQL would abort one of the two after 1 s.
-      await trx.raw('INSERT INTO attempts SELECT * FROM attempts WHERE false');
-    });
-    expect(await made).toBe(1);
+    // Connections of its own: the platform's loops queue behind the creation's lock and may hold
+    // every connection of the platform's pool until the recording commits.
+    const own = createDb({ url: t.database.url, poolMax: 3, timeoutMs: 30_000 });
+    try {
+      await own.transaction(async (trx) => {
+        // A result being recorded: its delivery is updated first (the update needs no row here)...
+        await trx.raw('UPDATE deliveries SET updated_at = updated_at WHERE false');
+        made = ensurePartitions(own, at, new Date(at.getTime() + 1));
+        await eventually(async () => (await own.raw('SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted')).rows[0].n > 0, 'partition creation waiting');
+        // ...then its attempt is logged. Had the creation taken attempts before deliveries, this would
+        // wait for it while it waited for us, and PostgreSQL would abort one of the two after 1 s.
+        await trx.raw('INSERT INTO attempts SELECT * FROM attempts WHERE false');
+      });
+      expect(await made).toBe(1);
+    } finally {
+      await own.destroy();
+    }
     expect(await partitionNames()).toContain(name);
   });
 
