@@ -1,4 +1,4 @@
--- fan_out_insert: the deliveries of one event (publishing, through publish_event).
+-- fan_out_insert: the deliveries of one event (an endpoint's test event, src/store/endpoint-test-store.ts).
 --
 -- Inputs:  p_event_id, p_tenant_id, p_created_at  the event, already written by the caller
 --          p_message_key           '<source or api>:<message id>', NULL without a message

@@ -1,6 +1,6 @@
 -- fan_out_write: the deliveries of many events in one statement. The one definition of
--- what a fan-out delivery looks like, used by intake_accept_many (a batch) and fan_out_insert (one
--- event, for publish_event), so the two cannot drift apart.
+-- what a fan-out delivery looks like, used by intake_accept_many and publish_events (a batch each) and
+-- fan_out_insert (one event: an endpoint's test event), so they cannot drift apart.
 --
 -- Inputs:  per event i (parallel arrays): p_event_ids, p_tenant_ids, p_created_ats,
 --          p_message_keys, p_provider_sequences, p_order_seqs (the event's place in its

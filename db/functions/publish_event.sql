@@ -1,20 +1,14 @@
--- publish_event: publishes one event (POST /v1/events, and the platform's operational
--- events): the event, its message's row and fan-out in one statement.
+-- publish_event: publishes one event: publish_events (db/functions/publish_events.sql) with a
+-- batch of one, so that one event and a batch are published by the same rule.
 --
 -- Inputs:  p_event_id, p_delivery_ids (a guess of how many are needed), p_tenant_id, p_origin,
 --          p_type, p_message_id, p_idempotency_key, p_request_hash, p_body, p_created_at,
 --          p_default_max_age_seconds (the platform's MAX_EVENT_AGE_SECONDS), p_trace_parent (the
 --          event's fan-out span as a W3C traceparent, or NULL when it is not traced)
--- Outputs: outcome 'created'; 'duplicate' (the tenant already used this Idempotency-Key: the first
---          event comes back with the request_hash it was made from, and the caller tells the same
---          request from a conflicting one); or 'need_ids' (more endpoints match, endpoint_count,
---          than ids were given: nothing written). endpoint_count, pending, dead_disabled, and the
---          event's columns for the answer.
--- Effects: event_keys (the Idempotency-Key), events, messages (last_event_id), deliveries
---          (fan_out_insert); delivery_queue through its trigger.
--- Locks:   the event_keys row of the key (a concurrent request with the same key waits, then finds
---          the first event: each statement of this VOLATILE function takes a fresh snapshot); the
---          message's row until commit, before fan-out draws the event's place in its message's order.
+-- Outputs: publish_events' row for the event, without its ord.
+-- Effects, locks: publish_events'.
+--
+-- The api publishes through publish_events; this signature stays for callers of one event.
 CREATE OR REPLACE FUNCTION publish_event(
   p_event_id text,
   p_delivery_ids text[],
@@ -46,57 +40,16 @@ CREATE OR REPLACE FUNCTION publish_event(
   OUT request_hash text
 )
 RETURNS record
-LANGUAGE plpgsql
-SET plan_cache_mode = force_generic_plan
+LANGUAGE sql
 AS $function$
-DECLARE
-  -- Read before anything is written, so that too few ids can be answered without writing.
-  v_targets fan_out_target[] := fan_out_targets(p_tenant_id, p_type, p_body);
-  v_event events%ROWTYPE;
-  v_claimed text;
-BEGIN
-  endpoint_count := cardinality(v_targets);
-  pending := 0;
-  dead_disabled := 0;
-  IF endpoint_count > cardinality(p_delivery_ids) THEN
-    outcome := 'need_ids';
-    RETURN;
-  END IF;
-
-  IF p_idempotency_key IS NOT NULL THEN
-    INSERT INTO event_keys (scope_id, key, event_id) VALUES (p_tenant_id, p_idempotency_key, p_event_id)
-    ON CONFLICT DO NOTHING
-    RETURNING event_keys.event_id INTO v_claimed;
-  END IF;
-
-  IF p_idempotency_key IS NOT NULL AND v_claimed IS NULL THEN
-    -- A VOLATILE function takes a fresh snapshot per statement: an event a concurrent request
-    -- committed with the same key while our insert waited on it is found here.
-    outcome := 'duplicate';
-    SELECT e.* INTO v_event FROM events e
-     WHERE e.id = (SELECT k.event_id FROM event_keys k WHERE k.scope_id = p_tenant_id AND k.key = p_idempotency_key);
-  ELSE
-    INSERT INTO events AS e (id, tenant_id, origin, type, message_id, idempotency_key, request_hash, body, created_at, trace_parent)
-    VALUES (p_event_id, p_tenant_id, p_origin, p_type, p_message_id, p_idempotency_key, p_request_hash, p_body, p_created_at,
-            p_trace_parent)
-    RETURNING e.* INTO v_event;
-    outcome := 'created';
-    IF p_message_id IS NOT NULL THEN
-      -- Taken before fan-out draws the event's place in its message's order (see fan_out_insert).
-      INSERT INTO messages AS m (tenant_id, source_id, message_id, last_event_id)
-      VALUES (p_tenant_id, NULL, p_message_id, p_event_id)
-      ON CONFLICT ON CONSTRAINT messages_identity DO UPDATE SET last_event_id = EXCLUDED.last_event_id, updated_at = now();
-    END IF;
-    SELECT f.pending, f.dead_disabled INTO pending, dead_disabled
-      FROM fan_out_insert(p_event_id, p_tenant_id, p_created_at,
-                          CASE WHEN p_message_id IS NOT NULL THEN 'api:' || p_message_id END,
-                          NULL, p_default_max_age_seconds, v_targets, p_delivery_ids) f;
-  END IF;
-
-  id := v_event.id; tenant_id := v_event.tenant_id; source_id := v_event.source_id; origin := v_event.origin;
-  type := v_event.type; message_id := v_event.message_id; status := v_event.status; stale := v_event.stale;
-  body := v_event.body; created_at := v_event.created_at; seq := v_event.seq; request_hash := v_event.request_hash;
-END
+  SELECT p.outcome, p.endpoint_count, p.pending, p.dead_disabled, p.id, p.tenant_id, p.source_id, p.origin, p.type,
+         p.message_id, p.status, p.stale, p.body, p.created_at, p.seq, p.request_hash
+    FROM publish_events(
+           jsonb_build_array(jsonb_build_object(
+             'event_id', p_event_id, 'delivery_ids', to_jsonb(p_delivery_ids), 'tenant_id', p_tenant_id, 'origin', p_origin,
+             'type', p_type, 'message_id', p_message_id, 'idempotency_key', p_idempotency_key, 'request_hash', p_request_hash,
+             'body', p_body, 'created_at', p_created_at, 'trace_parent', p_trace_parent)),
+           p_default_max_age_seconds) p
 $function$;
 
 -- The signature of release 0.1.0, without p_trace_parent, for its processes still running during a

@@ -27,8 +27,8 @@
  *                        step above reads to find rows; migration 20261201000024) quick to walk
  *   sql/operator.ts      endpoint deleted: waiting → dead; replay: dead | succeeded → pending
  *   sql/backfill.ts      backfill: (none) → pending, paced, for past events an endpoint lacks
- *   fan-out              SQL functions `fan_out_write` and `fan_out_insert`, called by intake and
- *                        publishing: one pending delivery per matching endpoint, or a dead one
+ *   fan-out              SQL function `fan_out_write`, called by intake, publishing and an
+ *                        endpoint's test event: one pending delivery per matching endpoint, or a dead one
  *                        (`endpoint_disabled`) for a disabled endpoint
  *   endpoint-health.ts   the endpoint's status and circuit, which the steps above obey; a paused
  *                        endpoint starts nothing (next_due) and keeps its waiting work pending

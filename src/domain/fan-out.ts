@@ -1,7 +1,7 @@
 /*
  * Fan-out itself lives in SQL (`fan_out_targets`, migration 20261129000011, and `fan_out_write`,
  * 20261202000027), used by callback intake (`intake_accept_many`, a batch at a time) and by
- * publishing (`publish_event` through `fan_out_insert`, one event), so the two cannot drift apart:
+ * publishing (`publish_events`, a batch at a time), so the two cannot drift apart:
  * one delivery per endpoint of the tenant whose filter matches the event type; disabled endpoints
  * get a dead `endpoint_disabled` delivery instead of none, so what piles up while an endpoint is off
  * can be replayed once it is back; operational events (`platform.*`) only reach endpoints that name

@@ -12,8 +12,8 @@ export interface TestSend {
 
 /**
  * A test event for one endpoint: a real event and a single delivery to that endpoint, written in one
- * transaction through `fan_out_insert` (migration 20261129000011), the function every other event's
- * deliveries come from, with this endpoint as its only target. From there the delivery is like any
+ * transaction through `fan_out_insert` (db/functions/fan_out_insert.sql), over `fan_out_write`, which
+ * every other event's deliveries come from too, with this endpoint as its only target. From there the delivery is like any
  * other: admitted, signed and retried by the dispatcher, listed under the endpoint's deliveries.
  * Answers undefined when the endpoint does not exist (or is another tenant's).
  */

@@ -140,39 +140,31 @@ interface PublishItem {
 }
 
 /**
- * `publish_event` (db/functions/publish_event.sql: event, message row and fan-out) once per item,
+ * `publish_events` (db/functions/publish_events.sql: events, message rows and fan-out) for a batch,
  * in the items' order, in one statement: publishes share a commit, whose WAL flush was half of
- * PostgreSQL's CPU per published event when each had its own (docs/performance.md). Each call
- * still sees what the earlier ones wrote (a VOLATILE function takes a snapshot per statement), so
- * an Idempotency-Key used twice in one batch answers the second as a duplicate, as it would apart.
+ * PostgreSQL's CPU per published event when each had its own, and one INSERT per table, since
+ * starting a statement is most of what an event's rows cost (docs/performance.md). An
+ * Idempotency-Key used twice in one batch answers the second as a duplicate, as it would apart.
  */
-const publishManyStatement = statement(
-  'publish_events',
-  `SELECT i.ord, p.*
-     FROM ROWS FROM (json_to_recordset(:items::json) AS (event_id text, delivery_ids text[], tenant_id text, origin text, type text,
-                     message_id text, idempotency_key text, request_hash text, body text, created_at timestamptz, max_age integer,
-                     trace_parent text))
-          WITH ORDINALITY AS i(event_id, delivery_ids, tenant_id, origin, type, message_id, idempotency_key, request_hash, body, created_at, max_age,
-                               trace_parent, ord)
-    CROSS JOIN LATERAL publish_event(i.event_id, i.delivery_ids, i.tenant_id, i.origin, i.type, i.message_id, i.idempotency_key,
-                                     i.request_hash, i.body, i.created_at, i.max_age, i.trace_parent) p
-    ORDER BY i.ord`,
-);
+const publishManyStatement = statement('publish_events', 'SELECT * FROM publish_events(:items::jsonb, :maxAge::int)');
 
 function publishManyParams(items: PublishItem[]) {
+  const maxAge = items[0]!.defaultMaxAgeSeconds;
+  // One platform's publishes share its MAX_EVENT_AGE_SECONDS: a batch never mixes two.
+  if (items.some((i) => i.defaultMaxAgeSeconds !== maxAge)) throw new Error('publishMany: one batch with two default maximum event ages');
   return {
+    maxAge,
     items: JSON.stringify(
       items.map((i) => ({
         event_id: i.eventId, delivery_ids: i.deliveryIds, tenant_id: i.tenantId, origin: i.origin, type: i.type, message_id: i.messageId,
-        idempotency_key: i.idempotencyKey, request_hash: i.requestHash, body: i.body, created_at: i.createdAt, max_age: i.defaultMaxAgeSeconds,
-        trace_parent: i.traceParent,
+        idempotency_key: i.idempotencyKey, request_hash: i.requestHash, body: i.body, created_at: i.createdAt, trace_parent: i.traceParent,
       })),
     ),
   };
 }
 
 async function publishMany(db: Knex, items: PublishItem[]): Promise<PublishRow[]> {
-  const rows = await run<PublishRow & { ord: string }>(db, publishManyStatement, publishManyParams(items));
+  const rows = await run<PublishRow & { ord: number }>(db, publishManyStatement, publishManyParams(items));
   return rows.map(({ ord: _ord, ...row }) => row);
 }
 

@@ -123,10 +123,9 @@ describe('intake statement plans', () => {
       expect(repeat.rows).toMatchObject([{ event_id: eventId }]);
       const published = newId('event');
       eventIds.push(published);
-      const { rows: pub } = await session.query(
-        'SELECT outcome, pending FROM publish_event($1, $2::text[], $3, $4, $5, NULL, NULL, NULL, $6, now(), 86400)',
-        [published, [newId('delivery'), newId('delivery')], tenant.id, 'api', 'order.created', JSON.stringify({ n })],
-      );
+      const { rows: pub } = await session.query('SELECT outcome, pending FROM publish_events($1::jsonb, 86400)', [
+        JSON.stringify([publishItem({ event_id: published, body: JSON.stringify({ n }) })]),
+      ]);
       expect(pub).toEqual([{ outcome: 'created', pending: 2 }]);
     }
 
@@ -142,6 +141,58 @@ describe('intake statement plans', () => {
     // The reusable check still reads only the event's own partition.
     expect(eventChecks[eventChecks.length - 1]).toMatch(/Subplans Removed: \d+/);
     expect(targetLookups[targetLookups.length - 1]).toContain('endpoints_tenant');
+  });
+});
+
+/** One event as the api gives it to publish_events, to the tenant's two endpoints unless told otherwise. */
+function publishItem(fields: Record<string, unknown>): Record<string, unknown> {
+  return {
+    event_id: newId('event'), delivery_ids: [newId('delivery'), newId('delivery')], tenant_id: tenant.id, origin: 'api',
+    type: 'order.created', message_id: null, idempotency_key: null, request_hash: null, body: '{"data":{}}',
+    created_at: new Date().toISOString(), trace_parent: null, ...fields,
+  };
+}
+
+describe('a publish batch', () => {
+  it('decides each event in turn: a key repeated in the batch is a duplicate, too few ids write nothing, places follow the batch', async () => {
+    const ordered = (await tenant.call('POST', '/v1/endpoints', { body: { url: 'http://127.0.0.1:9/o', eventTypes: ['ord.*'], ordering: 'per-message' } })).body.id as string;
+    const items = [
+      publishItem({ idempotency_key: 'k-batch', request_hash: 'hash-first' }),
+      publishItem({ delivery_ids: [newId('delivery')] }),
+      publishItem({ idempotency_key: 'k-batch', request_hash: 'hash-second' }),
+      // The tenant's first two endpoints take every type: three targets.
+      publishItem({ type: 'ord.placed', message_id: 'm-batch', delivery_ids: [newId('delivery'), newId('delivery'), newId('delivery')] }),
+      publishItem({ type: 'ord.placed', message_id: 'm-batch', delivery_ids: [newId('delivery'), newId('delivery'), newId('delivery')] }),
+    ];
+    const ids = items.map((i) => i.event_id as string);
+    const { rows } = await session.query('SELECT * FROM publish_events($1::jsonb, 86400)', [JSON.stringify(items)]);
+    expect(rows.map((r) => [r.ord, r.outcome, r.endpoint_count, r.pending, r.id])).toEqual([
+      [1, 'created', 2, 2, ids[0]],
+      [2, 'need_ids', 2, 0, null],
+      [3, 'duplicate', 2, 0, ids[0]],
+      [4, 'created', 3, 3, ids[3]],
+      [5, 'created', 3, 3, ids[4]],
+    ]);
+    // The duplicate answers with the first event's hash, so the api can tell a conflicting request.
+    expect(rows[2].request_hash).toBe('hash-first');
+    expect(Number(rows[3].seq)).toBeLessThan(Number(rows[4].seq));
+
+    const { rows: events } = await session.query('SELECT id FROM events WHERE id = ANY($1) ORDER BY id', [ids]);
+    expect(events.map((e) => e.id)).toEqual([ids[0], ids[3], ids[4]].sort());
+    const { rows: deliveries } = await session.query(
+      `SELECT d.event_id, d.endpoint_id, d.status, d.order_key, d.order_seq, q.status AS queued
+         FROM deliveries d LEFT JOIN delivery_queue q ON q.delivery_id = d.id WHERE d.event_id = ANY($1) ORDER BY d.order_seq, d.id`,
+      [ids],
+    );
+    expect(deliveries.filter((d) => d.event_id === ids[0])).toHaveLength(2);
+    expect(deliveries).toHaveLength(8);
+    expect(deliveries.every((d) => d.status === 'pending' && d.queued === 'pending')).toBe(true);
+    // Each event of the message drew its place while the batch held the message's row, in batch order.
+    const places = deliveries.filter((d) => d.endpoint_id === ordered);
+    expect(places.map((d) => [d.event_id, d.order_key])).toEqual([[ids[3], 'api:m-batch'], [ids[4], 'api:m-batch']]);
+    expect(Number(places[0].order_seq)).toBeLessThan(Number(places[1].order_seq));
+    const { rows: message } = await session.query('SELECT last_event_id FROM messages WHERE tenant_id = $1 AND message_id = $2', [tenant.id, 'm-batch']);
+    expect(message).toEqual([{ last_event_id: ids[4] }]);
   });
 });
 
