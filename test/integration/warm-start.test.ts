@@ -59,6 +59,19 @@ describe('warm start', () => {
     });
   });
 
+  it('a warm-up inserts no row, not even one it rolls back: no dead entry is left in the events\' indexes', async () => {
+    await withSession(async (c) => {
+      // Rows a statement inserted count here whether or not their transaction committed.
+      const inserted = async () => {
+        await c.query('SELECT pg_stat_force_next_flush()');
+        return count(c, "SELECT coalesce(sum(n_tup_ins), 0) AS n FROM pg_stat_user_tables WHERE relname LIKE 'events%' OR relname LIKE 'deliveries%'");
+      };
+      const before = await inserted();
+      expect(await warmConnection(c, [warmIntake, warmPublish, warmAttempts])).toBeUndefined();
+      expect(await inserted()).toBe(before);
+    });
+  });
+
   it('the warmed pool serves a publish as usual', async () => {
     const tenant = await t.createTenant('warm-publish');
     const res = await tenant.call('POST', '/v1/events', { body: { type: 'order.created', data: { n: 1 } }, headers: { 'Idempotency-Key': 'warm-1' } });
