@@ -103,7 +103,15 @@ export class TenantScope {
    * narrowed by what it is joined to or filtered by afterwards (say where, at the call).
    */
   fromWholeTenant(table: TenantTable, alias?: string): Knex.QueryBuilder {
-    return this.#db(alias ? `${table} as ${alias}` : table).where(`${alias ?? table}.tenant_id`, this.tenantId);
+    const name = alias ?? table;
+    const q = this.#db(alias ? `${table} as ${alias}` : table);
+    if (table === 'attempts') {
+      // An attempt's tenant is its delivery's: attempts no longer store it (migration 20261203000042).
+      return q.whereExists((d) =>
+        d.select(this.#db.raw('1')).from('deliveries as scope_ad').where('scope_ad.tenant_id', this.tenantId).where('scope_ad.id', this.#db.ref(`${name}.delivery_id`)),
+      );
+    }
+    return q.where(`${name}.tenant_id`, this.tenantId);
   }
 
   /** A table that holds no tenant's rows (see SharedTable): nothing to filter. */

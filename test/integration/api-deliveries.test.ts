@@ -115,6 +115,8 @@ describe('deliveries and messages API', () => {
     expect(second).toMatchObject({ attemptNumber: 2, trigger: 'retry', statusCode: 200, outcome: 'success', error: null, nextAttemptAt: null });
     expect(new Date(second.startedAt).getTime()).toBeGreaterThanOrEqual(new Date(first.nextAttemptAt).getTime() - 5);
     expect(flaky.requests).toHaveLength(2);
+    // Shown through the delivery's tenant: the attempt rows store none of their own.
+    expect(await t.platform.db('attempts').where({ delivery_id: id }).pluck('tenant_id')).toEqual([null, null]);
 
     const dead = await tenant.call('GET', `/v1/deliveries/${await deliveryOf(events[0]!, epOff)}`);
     expect(dead.body).toMatchObject({ status: 'dead', deadReason: 'endpoint_disabled', attempts: [] });
