@@ -70,6 +70,8 @@ DECLARE
   v_delivery_events integer[] := '{}';
   v_delivery_ids text[] := '{}';
   v_delivery_targets fan_out_target[] := '{}';
+  -- The events of the answer: those this batch made, and the first events of its duplicates.
+  v_rows events[];
 BEGIN
   FOR x IN SELECT * FROM ROWS FROM (jsonb_to_recordset(p_items) AS (
       event_id text, delivery_ids text[], tenant_id text, origin text, type text, message_id text,
@@ -129,16 +131,27 @@ BEGIN
     v_deads := v_deads || v_dead;
   END LOOP;
 
-  -- Events before their deliveries, which check their event.
-  INSERT INTO events AS e (id, tenant_id, origin, type, message_id, idempotency_key, request_hash, body, created_at, trace_parent)
-  SELECT i.event_id, i.tenant_id, i.origin, i.type, i.message_id, i.idempotency_key, i.request_hash, i.body, i.created_at, i.trace_parent
-    FROM unnest(v_event_items) AS w(n)
-    JOIN ROWS FROM (jsonb_to_recordset(p_items) AS (
-      event_id text, tenant_id text, origin text, type text, message_id text, idempotency_key text, request_hash text,
-      body text, created_at timestamptz, trace_parent text))
-    WITH ORDINALITY AS i(event_id, tenant_id, origin, type, message_id, idempotency_key, request_hash, body, created_at,
-      trace_parent, n) USING (n)
-   ORDER BY n;
+  -- Events before their deliveries, which check their event. The rows come back for the answer.
+  WITH created AS (
+    INSERT INTO events AS e (id, tenant_id, origin, type, message_id, idempotency_key, request_hash, body, created_at, trace_parent)
+    SELECT i.event_id, i.tenant_id, i.origin, i.type, i.message_id, i.idempotency_key, i.request_hash, i.body, i.created_at, i.trace_parent
+      FROM unnest(v_event_items) AS w(n)
+      JOIN ROWS FROM (jsonb_to_recordset(p_items) AS (
+        event_id text, tenant_id text, origin text, type text, message_id text, idempotency_key text, request_hash text,
+        body text, created_at timestamptz, trace_parent text))
+      WITH ORDINALITY AS i(event_id, tenant_id, origin, type, message_id, idempotency_key, request_hash, body, created_at,
+        trace_parent, n) USING (n)
+     ORDER BY n
+    RETURNING e.*
+  )
+  SELECT coalesce(array_agg(ROW(c.*)::events), '{}') INTO v_rows FROM created c;
+  IF 'duplicate' = ANY(v_outcomes) THEN
+    -- A duplicate's first event, read back unless this batch made it.
+    v_rows := v_rows || ARRAY(
+      SELECT e FROM events e
+       WHERE e.id = ANY(ARRAY(SELECT u.id FROM unnest(v_event_ids, v_outcomes) AS u(id, outcome) WHERE u.outcome = 'duplicate'
+                              EXCEPT SELECT (unnest(v_rows)).id)));
+  END IF;
 
   PERFORM fan_out_write(v_fan_event_ids, v_fan_tenant_ids, v_fan_created_ats, v_fan_message_keys, v_fan_sequences,
                         v_fan_order_seqs, p_default_max_age_seconds, v_delivery_events, v_delivery_ids, v_delivery_targets);
@@ -148,7 +161,7 @@ BEGIN
          e.type, e.message_id, e.status, e.stale, e.body, e.created_at, e.seq, e.request_hash
     FROM unnest(v_outcomes, v_counts, v_pendings, v_deads, v_event_ids)
          WITH ORDINALITY AS r(outcome, endpoint_count, pending, dead_disabled, event_id, n)
-    LEFT JOIN events e ON e.id = r.event_id
+    LEFT JOIN unnest(v_rows) e ON e.id = r.event_id
    ORDER BY r.n;
 END
 $function$;
