@@ -10,8 +10,8 @@
 -- at-least-once either way and receivers dedupe by webhook-id. Failures, dead letters and every
 -- operator action keep the synchronous commit: what they announce or audit must not be undone.
 --
--- Inputs:  parallel arrays, one element per success (delivery, attempt number and id, tenant (not
---          stored: an attempt's tenant is its delivery's), trigger, start, duration, status code, excerpt, endpoint, whether its slot goes on),
+-- Inputs:  parallel arrays, one element per success (delivery, attempt number and id, tenant,
+--          trigger, start, duration, status code, excerpt, endpoint, whether its slot goes on),
 --          p_threshold (circuit), p_lease_ms (lease of a handed attempt).
 -- Outputs: a first row with `applied`, the 1-based positions of the successes that were taken,
 --          and no delivery; then one row per handed delivery (columns as src/delivery/sql/claimed.ts).
@@ -60,9 +60,9 @@ BEGIN
      WHERE d.id = i.delivery_id AND d.status = 'in_flight' AND d.attempt_count = i.attempt_number
     RETURNING i.n
   ), logged AS (
-    INSERT INTO attempts (id, delivery_id, attempt_number, trigger, started_at, duration_ms, status_code,
+    INSERT INTO attempts (id, delivery_id, tenant_id, attempt_number, trigger, started_at, duration_ms, status_code,
                           outcome, response_excerpt)
-    SELECT i.attempt_id, i.delivery_id, i.attempt_number, i.trigger, i.started_at, i.duration_ms,
+    SELECT i.attempt_id, i.delivery_id, i.tenant_id, i.attempt_number, i.trigger, i.started_at, i.duration_ms,
            i.status_code, 'success', i.response_excerpt
       FROM input i JOIN done ON done.n = i.n
   )

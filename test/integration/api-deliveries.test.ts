@@ -115,8 +115,10 @@ describe('deliveries and messages API', () => {
     expect(second).toMatchObject({ attemptNumber: 2, trigger: 'retry', statusCode: 200, outcome: 'success', error: null, nextAttemptAt: null });
     expect(new Date(second.startedAt).getTime()).toBeGreaterThanOrEqual(new Date(first.nextAttemptAt).getTime() - 5);
     expect(flaky.requests).toHaveLength(2);
-    // Shown through the delivery's tenant: the attempt rows store none of their own.
-    expect(await t.platform.db('attempts').where({ delivery_id: id }).pluck('tenant_id')).toEqual([null, null]);
+    // Found through the delivery's tenant, not the attempt's own column, which the next release
+    // stops writing (migration 20261203000042): rows without it are shown the same.
+    expect(await t.platform.db('attempts').where({ delivery_id: id }).update({ tenant_id: null })).toBe(2);
+    expect((await tenant.call('GET', `/v1/deliveries/${id}`)).body.attempts).toEqual(res.body.attempts);
 
     const dead = await tenant.call('GET', `/v1/deliveries/${await deliveryOf(events[0]!, epOff)}`);
     expect(dead.body).toMatchObject({ status: 'dead', deadReason: 'endpoint_disabled', attempts: [] });
