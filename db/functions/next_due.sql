@@ -17,14 +17,20 @@
 --          line, and only when nothing of that message is already on its way.
 -- Effects: none but the row locks.
 -- Plans:   generic, with sequential scans priced out, and a few rows expected per call: every statement is a look-up by endpoint, and
---          a plan cached while the tables were small must not scan them once they are large.
+--          a plan cached while the tables were small must not scan them once they are large. The
+--          candidates' deliveries are locked in a LATERAL subquery, and sorts are priced out, so the plan
+--          walks the endpoint's due entries in order, each delivery read by its id, and stops at the
+--          limit (a sort would lock every candidate before the limit applies). As a
+--          plain join, a plan made while statistics said pending deliveries were rare walked every
+--          pending delivery and, for each, the queue: minutes per call once a backlog built up
+--          (docs/performance.md, "A plan that walked every pending delivery").
 -- Locks:   FOR UPDATE SKIP LOCKED on the picked `deliveries` rows (found through delivery_queue,
 --          judged again on deliveries). Admission holds the endpoint's advisory lock; a hand-off
 --          does not need it, because it only replaces the delivery its slot just finished, so it
 --          never raises the busy count admission counts.
 CREATE OR REPLACE FUNCTION next_due(p_endpoint_id text, p_want integer, p_threshold integer, p_hand_off boolean)
 RETURNS TABLE (delivery_id text, endpoint_rank bigint, busy integer, max_concurrency integer, tokens double precision)
-LANGUAGE plpgsql VOLATILE ROWS 5 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
+LANGUAGE plpgsql VOLATILE ROWS 5 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_sort = off AS $$
 DECLARE
   e record;
   v_busy integer;
@@ -55,14 +61,16 @@ BEGIN
   END IF;
   RETURN QUERY
     SELECT x.id, row_number() OVER (ORDER BY x.next_attempt_at, x.id), v_busy, e.max_concurrency, v_tokens FROM (
-      SELECT q.delivery_id AS id, q.next_attempt_at FROM delivery_queue q JOIN deliveries d ON d.id = q.delivery_id
-       WHERE q.endpoint_id = p_endpoint_id AND q.status = 'pending' AND q.next_attempt_at <= now() AND d.status = 'pending'
+      SELECT q.delivery_id AS id, q.next_attempt_at FROM delivery_queue q
+             -- Each candidate's delivery is judged and locked as the walk reaches it (see Plans).
+             CROSS JOIN LATERAL (SELECT FROM deliveries d WHERE d.id = q.delivery_id AND d.status = 'pending'
+                                 FOR UPDATE SKIP LOCKED) d
+       WHERE q.endpoint_id = p_endpoint_id AND q.status = 'pending' AND q.next_attempt_at <= now()
          AND (e.ordering <> 'per-message' OR q.order_key IS NULL OR NOT EXISTS (
                SELECT 1 FROM delivery_queue o
                 WHERE o.endpoint_id = q.endpoint_id AND o.order_key = q.order_key AND o.delivery_id <> q.delivery_id
                   AND (o.status <> 'pending'
                        OR (COALESCE(o.order_hint, -1), o.order_seq, o.delivery_id) < (COALESCE(q.order_hint, -1), q.order_seq, q.delivery_id))))
        ORDER BY q.next_attempt_at, q.delivery_id
-       LIMIT v_free
-       FOR UPDATE OF d SKIP LOCKED) x;
+       LIMIT v_free) x;
 END $$;

@@ -152,3 +152,41 @@ describe('the fan-out look-up beside a tenant of many endpoints', () => {
     expect(lookUps.filter((p) => /Gather|Parallel/.test(p))).toEqual([]);
   });
 });
+
+describe('plans made while pending deliveries were rare', () => {
+  it('walk the endpoint\'s due entries in order, never every pending delivery for each candidate', async () => {
+    // Statistics as autovacuum leaves them when a backlog builds up: deliveries last analyzed at
+    // rest (every delivery finished, none pending), delivery_queue, analyzed far more often, full.
+    const ep = (await createEndpoint(tenant, { url: 'http://127.0.0.1:9/rare', eventTypes: ['order.*'], maxConcurrency: 50 })).id;
+    await insertPendingBacklog(t, tenant.id, ep, 5_000);
+    await t.platform.db.raw("UPDATE deliveries SET status = 'succeeded', next_attempt_at = NULL, succeeded_at = now() WHERE endpoint_id = ?", [ep]);
+    await t.platform.db.raw('ANALYZE deliveries');
+    await insertPendingBacklog(t, tenant.id, ep, 3_000);
+    await t.platform.db.raw('ANALYZE delivery_queue');
+
+    const client = new pg.Client({ connectionString: t.database.url });
+    const plans: string[] = [];
+    client.on('notice', (n) => plans.push(n.message ?? ''));
+    await client.connect();
+    try {
+      for (const sql of ["LOAD 'auto_explain'", 'SET auto_explain.log_min_duration = 0', 'SET auto_explain.log_nested_statements = on', 'SET client_min_messages = log']) {
+        await client.query(sql);
+      }
+      const { rows } = await client.query('SELECT * FROM next_due($1, 10, 3, false)', [ep]);
+      expect(rows).toHaveLength(10);
+    } finally {
+      await client.end();
+    }
+    const candidates = plans.filter((p) => p.includes('FROM delivery_queue q'));
+    expect(candidates.length).toBeGreaterThan(0);
+    for (const plan of candidates) {
+      expect(plan).toContain('delivery_queue_due');
+      // Each candidate's delivery is read by its id. Any other way to deliveries is a walk over
+      // every pending delivery, for each candidate: what a plan made on these statistics did.
+      const lines = plan.split('\n');
+      const reads = lines.flatMap((line, i) => (/ on deliveries d(_\d+)?\b/.test(line) ? [`${line.trim()} | ${lines[i + 1]?.trim()}`] : []));
+      expect(reads.length).toBeGreaterThan(0);
+      expect(reads.filter((r) => !/Index Cond: \(id = \(?q\.delivery_id\)?(::text)?\)/.test(r))).toEqual([]);
+    }
+  });
+});
