@@ -8,7 +8,7 @@
 --          p_delivery_ids          at least one id per target (TypeIDs made by the caller)
 -- Outputs: pending (deliveries created pending), dead_disabled (dead endpoint_disabled ones).
 -- Effects: deliveries: one per target, through fan_out_write; draws the event's place in its
---          message's order (nextval of events.seq) when a target orders per message.
+--          message's order (fan_out_order_seq).
 -- Locks:   none of its own. The caller has written the message's row in this transaction and
 --          holds its lock until commit, so places are drawn in the order the message's events
 --          commit, which is also the order in which its status advanced.
@@ -36,9 +36,7 @@ BEGIN
   IF v_count > cardinality(p_delivery_ids) THEN
     RAISE EXCEPTION 'fan_out_insert: % targets but % delivery ids', v_count, cardinality(p_delivery_ids);
   END IF;
-  IF p_message_key IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(p_targets) t WHERE t.per_message) THEN
-    v_order_seq := nextval(pg_get_serial_sequence('events', 'seq'));
-  END IF;
+  v_order_seq := fan_out_order_seq(p_message_key, p_targets);
   PERFORM fan_out_write(ARRAY[p_event_id], ARRAY[p_tenant_id], ARRAY[p_created_at], ARRAY[p_message_key],
                         ARRAY[p_provider_sequence], ARRAY[v_order_seq], p_default_max_age_seconds,
                         array_fill(1, ARRAY[v_count]), p_delivery_ids[1:v_count], p_targets);

@@ -40,7 +40,6 @@ DECLARE
   v_targets fan_out_target[];
   v_claimed text;
   v_advanced integer;
-  v_per_message boolean;
   -- What the batch writes at the end: new events (by item number, i.n), the events that are not
   -- stale with their deliveries (fan_out_write's arguments), one receipt per decided callback.
   v_event_items integer[] := '{}';
@@ -115,10 +114,8 @@ BEGIN
         v_event_stale := v_event_stale || true;
       ELSE
         outcome := 'accepted';
-        v_per_message := false;
         FOREACH v_target IN ARRAY v_targets LOOP
           IF v_target.active THEN pending := pending + 1; ELSE dead_disabled := dead_disabled + 1; END IF;
-          v_per_message := v_per_message OR v_target.per_message;
         END LOOP;
         v_event_stale := v_event_stale || false;
         v_fan_event_ids := v_fan_event_ids || x."eventId";
@@ -126,9 +123,8 @@ BEGIN
         v_fan_created_ats := v_fan_created_ats || x."receivedAt";
         v_fan_message_keys := v_fan_message_keys || CASE WHEN x."messageId" IS NOT NULL THEN x."sourceId" || ':' || x."messageId" END;
         v_fan_sequences := v_fan_sequences || x.sequence;
-        -- Drawn now, while this transaction holds the message's row: see fan_out_insert.
-        v_fan_order_seqs := v_fan_order_seqs
-          || CASE WHEN v_per_message AND x."messageId" IS NOT NULL THEN nextval(pg_get_serial_sequence('events', 'seq')) END;
+        -- Drawn now, while this transaction holds the message's row.
+        v_fan_order_seqs := v_fan_order_seqs || fan_out_order_seq(v_fan_message_keys[cardinality(v_fan_message_keys)], v_targets);
         v_delivery_events := v_delivery_events || array_fill(cardinality(v_fan_event_ids), ARRAY[endpoint_count]);
         v_delivery_ids := v_delivery_ids || x."deliveryIds"[1:endpoint_count];
         v_delivery_targets := v_delivery_targets || v_targets;

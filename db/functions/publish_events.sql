@@ -50,7 +50,6 @@ DECLARE
   v_target fan_out_target;
   v_targets fan_out_target[];
   v_claimed text;
-  v_per_message boolean;
   v_pending integer;
   v_dead integer;
   -- Per item: its outcome, counts and event (the first event's id for a duplicate).
@@ -109,10 +108,8 @@ BEGIN
           VALUES (x.tenant_id, NULL, x.message_id, x.event_id)
           ON CONFLICT ON CONSTRAINT messages_identity DO UPDATE SET last_event_id = EXCLUDED.last_event_id, updated_at = now();
         END IF;
-        v_per_message := false;
         FOREACH v_target IN ARRAY v_targets LOOP
           IF v_target.active THEN v_pending := v_pending + 1; ELSE v_dead := v_dead + 1; END IF;
-          v_per_message := v_per_message OR v_target.per_message;
         END LOOP;
         v_fan_event_ids := v_fan_event_ids || x.event_id;
         v_fan_tenant_ids := v_fan_tenant_ids || x.tenant_id;
@@ -120,8 +117,7 @@ BEGIN
         v_fan_message_keys := v_fan_message_keys || CASE WHEN x.message_id IS NOT NULL THEN 'api:' || x.message_id END;
         v_fan_sequences := v_fan_sequences || NULL::bigint;
         -- Drawn now, while this transaction holds the message's row.
-        v_fan_order_seqs := v_fan_order_seqs
-          || CASE WHEN v_per_message AND x.message_id IS NOT NULL THEN nextval(pg_get_serial_sequence('events', 'seq')) END;
+        v_fan_order_seqs := v_fan_order_seqs || fan_out_order_seq(v_fan_message_keys[cardinality(v_fan_message_keys)], v_targets);
         v_delivery_events := v_delivery_events || array_fill(cardinality(v_fan_event_ids), ARRAY[cardinality(v_targets)]);
         v_delivery_ids := v_delivery_ids || x.delivery_ids[1:cardinality(v_targets)];
         v_delivery_targets := v_delivery_targets || v_targets;
