@@ -13,10 +13,18 @@ RETURNS bigint
 LANGUAGE plpgsql
 VOLATILE
 AS $function$
+DECLARE
+  v_target fan_out_target;
 BEGIN
-  IF p_message_key IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(p_targets) t WHERE t.per_message) THEN
-    RETURN nextval(pg_get_serial_sequence('events', 'seq'));
+  -- Once per callback and published event: plain PL/pgSQL steps, no query, until it draws.
+  IF p_message_key IS NULL THEN
+    RETURN NULL;
   END IF;
+  FOREACH v_target IN ARRAY p_targets LOOP
+    IF v_target.per_message THEN
+      RETURN nextval(pg_get_serial_sequence('events', 'seq'));
+    END IF;
+  END LOOP;
   RETURN NULL;
 END
 $function$;

@@ -106,7 +106,7 @@ export class TenantScope {
     const name = alias ?? table;
     const q = this.#db(alias ? `${table} as ${alias}` : table);
     if (table === 'attempts') {
-      // An attempt's tenant is its delivery's: attempts no longer store it (migration 20261203000042).
+      // An attempt's tenant is its delivery's; its own column is going (migration 20261203000042).
       return q.whereExists((d) =>
         d.select(this.#db.raw('1')).from('deliveries as scope_ad').where('scope_ad.tenant_id', this.tenantId).where('scope_ad.id', this.#db.ref(`${name}.delivery_id`)),
       );
@@ -279,8 +279,8 @@ export class TenantScope {
   }
 
   /** Runs `work` in one transaction with a scope bound to it. */
-  transaction<T>(work: (scope: TenantScope) => Promise<T>): Promise<T> {
-    return this.#db.transaction((trx) => work(new TenantScope(trx, this.tenantId, this.actor, this.session)));
+  transaction<T>(work: (scope: TenantScope) => Promise<T>, config?: Knex.TransactionConfig): Promise<T> {
+    return this.#db.transaction((trx) => work(new TenantScope(trx, this.tenantId, this.actor, this.session)), config);
   }
 
   /**
@@ -289,10 +289,7 @@ export class TenantScope {
    * recorded success on a delivery still in flight.
    */
   snapshot<T>(work: (scope: TenantScope) => Promise<T>): Promise<T> {
-    return this.#db.transaction((trx) => work(new TenantScope(trx, this.tenantId, this.actor, this.session)), {
-      isolationLevel: 'repeatable read',
-      readOnly: true,
-    });
+    return this.transaction(work, { isolationLevel: 'repeatable read', readOnly: true });
   }
 
   /**
