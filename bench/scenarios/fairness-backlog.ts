@@ -3,29 +3,13 @@ import { resetState, waitUntil, type BenchContext } from '../lib/context.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { countRows, insertBacklog } from '../lib/database.js';
 import { round } from '../lib/stats.js';
-import { noisyEndpoints, p99FloorMs, phaseEnd, phaseStart, probeUrl, startTopology, tenantsAndStream } from './fairness.js';
+import { noisyEndpoints, p99FloorMs, phaseEnd, phaseStart, probeUrl, schedulerWait, startTopology, tenantsAndStream } from './fairness.js';
 import { latencyOverTime, measureStream, streamSummary } from './latency.js';
 
 export interface BacklogCase {
   /** B's p99 while A's backlog drains / B's p99 alone, on the same platform. */
   ratio: number;
   details: Record<string, unknown>;
-}
-
-/**
- * Where B's time went, from the database: from the event's commit (events.created_at) to the start
- * of its first attempt (the scheduler: wake-up, admission, a slot), as percentiles in ms.
- */
-async function schedulerWait(ctx: BenchContext, tenantId: string, since: Date) {
-  const { rows } = await ctx.db.raw<{ rows: Array<{ p50: number; p99: number; max: number }> }>(
-    `SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY w) AS p50, percentile_cont(0.99) WITHIN GROUP (ORDER BY w) AS p99, max(w) AS max
-       FROM (SELECT extract(epoch FROM a.started_at - e.created_at) * 1000 AS w
-               FROM attempts a JOIN deliveries d ON d.id = a.delivery_id JOIN events e ON e.id = d.event_id
-              WHERE d.tenant_id = ? AND a.attempt_number = 1 AND e.created_at >= ?) x`,
-    [tenantId, since],
-  );
-  const r = rows[0];
-  return { p50Ms: round(Number(r?.p50 ?? Number.NaN), 1), p99Ms: round(Number(r?.p99 ?? Number.NaN), 1), maxMs: round(Number(r?.max ?? Number.NaN), 1) };
 }
 
 /**

@@ -85,6 +85,22 @@ export async function phaseEnd(platform: RunningPlatform, started: Awaited<Retur
   };
 }
 
+/**
+ * Where B's time went, from the database: from the event's commit (events.created_at) to the start
+ * of its first attempt (the scheduler: wake-up, admission, a slot), as percentiles in ms.
+ */
+export async function schedulerWait(ctx: BenchContext, tenantId: string, since: Date) {
+  const { rows } = await ctx.db.raw<{ rows: Array<{ p50: number; p99: number; max: number }> }>(
+    `SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY w) AS p50, percentile_cont(0.99) WITHIN GROUP (ORDER BY w) AS p99, max(w) AS max
+       FROM (SELECT extract(epoch FROM a.started_at - e.created_at) * 1000 AS w
+               FROM attempts a JOIN deliveries d ON d.id = a.delivery_id JOIN events e ON e.id = d.event_id
+              WHERE d.tenant_id = ? AND a.attempt_number = 1 AND e.created_at >= ?) x`,
+    [tenantId, since],
+  );
+  const r = rows[0];
+  return { p50Ms: round(Number(r?.p50 ?? Number.NaN), 1), p99Ms: round(Number(r?.p99 ?? Number.NaN), 1), maxMs: round(Number(r?.max ?? Number.NaN), 1) };
+}
+
 /** The probe's own port: a receiver port no endpoint uses. */
 export const probeUrl = (ctx: BenchContext) => ctx.receiver.okUrl(noisyEndpoints + 1, 'probe');
 
@@ -133,6 +149,7 @@ async function runBurstCase(ctx: BenchContext, topology: Topology): Promise<Burs
 
     ctx.log(`fairness (${topology}): tenant B alone, ${cfg.rate} events/s for ${cfg.warmupSeconds}+${cfg.seconds}s`);
     let phase = await phaseStart(platform, probeUrl(ctx));
+    const aloneSince = new Date();
     const alone = await measureStream(ctx, url, quiet.apiKey, { ...stream, seconds: cfg.warmupSeconds + cfg.seconds, warmupSeconds: cfg.warmupSeconds });
     const aloneMachine = await phaseEnd(platform, phase);
 
@@ -144,6 +161,7 @@ async function runBurstCase(ctx: BenchContext, topology: Topology): Promise<Burs
     burst.catch(() => undefined); // awaited below; a failure must not surface as an unhandled rejection first
     let withBurst;
     phase = await phaseStart(platform, probeUrl(ctx));
+    const burstSince = new Date();
     let burstMachine;
     try {
       withBurst = await measureStream(ctx, url, quiet.apiKey, stream);
@@ -154,6 +172,8 @@ async function runBurstCase(ctx: BenchContext, topology: Topology): Promise<Burs
     const burstResult = await burst;
     const noisyDelivered = await countRows(ctx.db, "SELECT count(*) AS n FROM deliveries WHERE tenant_id = ? AND status = 'succeeded'", [noisy.id]);
 
+    const aloneWait = await schedulerWait(ctx, quiet.id, aloneSince);
+    const burstWait = await schedulerWait(ctx, quiet.id, burstSince);
     const aloneSummary = streamSummary(alone);
     const burstSummary = streamSummary(withBurst);
     for (const [phase, s] of [['alone', aloneSummary], ['with burst', burstSummary]] as const) {
@@ -169,8 +189,8 @@ async function runBurstCase(ctx: BenchContext, topology: Topology): Promise<Burs
       details: {
         rate: cfg.rate,
         seconds: cfg.seconds,
-        alone: { ...aloneSummary, machine: aloneMachine },
-        withBurst: { ...burstSummary, machine: burstMachine },
+        alone: { ...aloneSummary, schedulerWait: aloneWait, machine: aloneMachine },
+        withBurst: { ...burstSummary, schedulerWait: burstWait, machine: burstMachine },
         burst: {
           events: cfg.burst,
           endpointsPerEvent: noisyEndpoints,
