@@ -36,8 +36,9 @@
 --          Statement 1 is planned with sorts priced out as well: planned on a near-empty queue, it
 --          read every pending row through delivery_queue_deadline and sorted them instead of one
 --          descent of delivery_queue_due per endpoint, so a round cost O(backlog) (up to ~350 ms
---          with 100,000 pending, docs/performance.md "Fair share under a drain"). Statement 2 and
---          next_due keep the planner's usual settings.
+--          with 100,000 pending, docs/performance.md "Fair share under a drain"). Joins are nested
+--          loops only: statement 2 once merge-joined its few picked ids with all of deliveries_pkey,
+--          every delivery read on every round ("Joins that walked the whole table by its index").
 --
 -- Cost follows endpoints with pending work, not endpoints that exist: candidates come from a skip
 -- scan over delivery_queue_due, one index descent per endpoint with a pending delivery. The round
@@ -58,7 +59,8 @@ CREATE OR REPLACE FUNCTION admit_due_v2(
   ep_id text, url text, ep_status text, retry_policy jsonb, secret_enc text, previous_secret_enc text,
   previous_secret_expires_at timestamptz, deleted_at timestamptz, event_trace_parent text, trace_parent text, skipped integer
 )
-LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
+LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+  SET enable_hashjoin = off SET enable_mergejoin = off AS $$
 #variable_conflict use_column
 DECLARE
   v_ids text[];

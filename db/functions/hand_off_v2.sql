@@ -9,11 +9,13 @@
 -- Outputs: each handed delivery with what its attempt needs (src/delivery/sql/claimed.ts).
 -- Effects: deliveries pending -> in_flight, attempt_count + 1, lease_until.
 -- Locks:   the picked deliveries' rows (next_due).
--- Plans:   generic, with sequential scans priced out: every table is reached by key, and a plan
---          cached while the tables were small (a new database, a day's new partition) must stay so
---          as they grow. Planned in a fresh database's first second, this statement hashed all of
---          `deliveries` to find one row: 32 ms per hand-off at 40,000 deliveries
---          (docs/performance.md, "A plan made on an empty table").
+-- Plans:   generic, joining by nested loop only, with sequential scans priced out: every table is
+--          reached by key, and a plan cached while the tables were small (a new database, a day's
+--          new partition) must stay so as they grow. Planned in a fresh database's first second,
+--          this statement hashed all of `deliveries` to find one row: 32 ms per hand-off at 40,000
+--          deliveries (docs/performance.md, "A plan made on an empty table"). With sequential scans
+--          priced out it merge-joined the picked ids with all of deliveries_pkey instead, a walk of
+--          every delivery per hand-off ("Joins that walked the whole table by its index").
 --
 -- The columns of a delivery in flight are those of src/delivery/sql/claimed.ts, ending with the
 -- stored trace contexts (its event's fan-out, and a replay's own), so an attempt's span needs no
@@ -27,7 +29,8 @@ RETURNS TABLE (
   ep_id text, url text, ep_status text, retry_policy jsonb, secret_enc text, previous_secret_enc text,
   previous_secret_expires_at timestamptz, deleted_at timestamptz, event_trace_parent text, trace_parent text
 )
-LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
+LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+  SET enable_hashjoin = off SET enable_mergejoin = off AS $$
 #variable_conflict use_column
 BEGIN
   RETURN QUERY

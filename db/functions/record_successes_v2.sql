@@ -18,8 +18,9 @@
 -- Effects: deliveries, attempts, endpoints (circuit reset), the handed deliveries.
 -- Locks:   events first (see the body), then the deliveries' rows, the endpoints' rows in id order,
 --          the handed rows.
--- Plans:   generic, with sequential scans priced out, as hand_off_v2 (see its header): planned on a
---          near-empty table, the update below found its deliveries by hashing the whole table.
+-- Plans:   generic, joining by nested loop only, with sequential scans priced out, as hand_off_v2
+--          (see its header): planned on a near-empty table, the update below found its deliveries
+--          by hashing the whole table.
 --
 -- The columns of a delivery in flight are those of src/delivery/sql/claimed.ts, ending with the
 -- stored trace contexts (its event's fan-out, and a replay's own), so an attempt's span needs no
@@ -36,7 +37,8 @@ RETURNS TABLE (
   ep_id text, url text, ep_status text, retry_policy jsonb, secret_enc text, previous_secret_enc text,
   previous_secret_expires_at timestamptz, deleted_at timestamptz, event_trace_parent text, trace_parent text
 )
-LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
+LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+  SET enable_hashjoin = off SET enable_mergejoin = off AS $$
 #variable_conflict use_column
 DECLARE
   v_done integer[];
@@ -57,7 +59,10 @@ BEGIN
       dead_reason = NULL, last_status_code = i.status_code, last_error = NULL,
       succeeded_at = COALESCE(d.succeeded_at, now()), updated_at = now()
       FROM input i
-     WHERE d.id = i.delivery_id AND d.status = 'in_flight' AND d.attempt_count = i.attempt_number
+     -- The array bounds the read of deliveries to these ids whichever side the plan starts from:
+     -- statistics that say few deliveries are in flight made it walk all of them for a match.
+     WHERE d.id = ANY(p_delivery_ids) AND d.id = i.delivery_id AND d.status = 'in_flight'
+       AND d.attempt_count = i.attempt_number
     RETURNING i.n
   ), logged AS (
     INSERT INTO attempts (id, delivery_id, tenant_id, attempt_number, trigger, started_at, duration_ms, status_code,
