@@ -69,8 +69,9 @@ DECLARE
 BEGIN
   PERFORM set_config('synchronous_commit', 'off', true);
 
-  -- 1. Candidates: endpoints whose earliest pending delivery is due, each try-locked. Whether an
-  --    endpoint may start anything is next_due's to say, in statement 2.
+  -- 1. Candidates: endpoints whose earliest pending delivery is due and that have room
+  --    (endpoint_room), each try-locked. In this snapshot, taken before the locks, room is only a
+  --    first look: next_due says, in statement 2, what each endpoint may start.
   PERFORM set_config('enable_sort', 'off', true);
   WITH RECURSIVE pend(endpoint_id) AS (
       (SELECT q.endpoint_id FROM delivery_queue q WHERE q.status = 'pending'
@@ -85,6 +86,8 @@ BEGIN
      WHERE pend.endpoint_id IS NOT NULL
        AND (SELECT q.next_attempt_at FROM delivery_queue q WHERE q.endpoint_id = pend.endpoint_id AND q.status = 'pending'
              ORDER BY q.next_attempt_at, q.delivery_id LIMIT 1) <= now()
+       -- Only endpoints with room: a full one's slots hand its work on as they finish.
+       AND (SELECT r.free FROM endpoint_room(pend.endpoint_id, p_batch, p_threshold, false) r) > 0
   ), locked AS MATERIALIZED (
     SELECT c.id FROM cand c WHERE pg_try_advisory_xact_lock(727002, hashtext(c.id))
   )

@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admitDue, type AdmissionLimits, type AdmissionRound } from '../../src/delivery/sql/admit.js';
 import { createDb } from '../../src/infra/db.js';
-import { createEndpoint, publishMany } from '../helpers/dispatch.js';
+import { createEndpoint, insertPendingBacklog, publishMany } from '../helpers/dispatch.js';
 import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 
 /**
@@ -139,5 +139,29 @@ describe('what a round costs', () => {
     // A few look-ups per endpoint with pending work (earlier cases' ~20 endpoints included), not
     // one or more for each of the 2,000.
     expect(Number(scans.idx_scan)).toBeLessThan(500);
+  });
+
+  it('an endpoint at its concurrency limit is left out before anything is locked; with room again, it is admitted', async () => {
+    const ep = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/full', eventTypes: ['full.*'], maxConcurrency: 1 });
+    await insertPendingBacklog(t, tenant.id, ep.id, 3);
+    const [first] = await t.platform.db('deliveries').where({ endpoint_id: ep.id }).orderBy('id').pluck('id');
+    await t.platform.db('deliveries').where({ id: first }).update({ status: 'in_flight', attempt_count: 1, lease_until: new Date(Date.now() + 30_000) });
+
+    // One round in a transaction, which still holds the advisory locks the round took.
+    const round = () =>
+      t.platform.db.transaction(async (trx) => {
+        const { rows } = await trx.raw('SELECT * FROM admit_due_v2(3, 500, 30, 0, 0, false)');
+        const { rows: locks } = await trx.raw(
+          `SELECT count(*)::int AS n FROM pg_locks
+            WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND classid = 727002
+              AND objid::bigint = (hashtext(?)::bigint + 4294967296) % 4294967296`,
+          [ep.id],
+        );
+        return { admitted: (rows as Array<{ ep_id: string | null }>).filter((r) => r.ep_id === ep.id).length, locked: locks[0].n as number };
+      });
+
+    expect(await round()).toEqual({ admitted: 0, locked: 0 });
+    await t.platform.db('deliveries').where({ id: first }).update({ status: 'succeeded', lease_until: null, succeeded_at: new Date() });
+    expect(await round()).toEqual({ admitted: 1, locked: 1 });
   });
 });
