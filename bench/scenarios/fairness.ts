@@ -87,15 +87,16 @@ export async function phaseEnd(platform: RunningPlatform, started: Awaited<Retur
 
 /**
  * Where B's time went, from the database: from the event's commit (events.created_at) to the start
- * of its first attempt (the scheduler: wake-up, admission, a slot), as percentiles in ms.
+ * of its first attempt (the scheduler: wake-up, admission, a slot), as percentiles in ms, for the
+ * events made in [since, until).
  */
-export async function schedulerWait(ctx: BenchContext, tenantId: string, since: Date) {
+export async function schedulerWait(ctx: BenchContext, tenantId: string, since: Date, until = new Date()) {
   const { rows } = await ctx.db.raw<{ rows: Array<{ p50: number; p99: number; max: number }> }>(
     `SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY w) AS p50, percentile_cont(0.99) WITHIN GROUP (ORDER BY w) AS p99, max(w) AS max
        FROM (SELECT extract(epoch FROM a.started_at - e.created_at) * 1000 AS w
                FROM attempts a JOIN deliveries d ON d.id = a.delivery_id JOIN events e ON e.id = d.event_id
-              WHERE d.tenant_id = ? AND a.attempt_number = 1 AND e.created_at >= ?) x`,
-    [tenantId, since],
+              WHERE d.tenant_id = ? AND a.attempt_number = 1 AND e.created_at >= ? AND e.created_at < ?) x`,
+    [tenantId, since, until],
   );
   const r = rows[0];
   return { p50Ms: round(Number(r?.p50 ?? Number.NaN), 1), p99Ms: round(Number(r?.p99 ?? Number.NaN), 1), maxMs: round(Number(r?.max ?? Number.NaN), 1) };
@@ -149,9 +150,11 @@ async function runBurstCase(ctx: BenchContext, topology: Topology): Promise<Burs
 
     ctx.log(`fairness (${topology}): tenant B alone, ${cfg.rate} events/s for ${cfg.warmupSeconds}+${cfg.seconds}s`);
     let phase = await phaseStart(platform, probeUrl(ctx));
-    const aloneSince = new Date();
+    // The warm-up's events are left out, as the stream's own percentiles leave them out.
+    const aloneSince = new Date(Date.now() + cfg.warmupSeconds * 1000);
     const alone = await measureStream(ctx, url, quiet.apiKey, { ...stream, seconds: cfg.warmupSeconds + cfg.seconds, warmupSeconds: cfg.warmupSeconds });
     const aloneMachine = await phaseEnd(platform, phase);
+    const aloneUntil = new Date();
 
     // Built before the clock starts, so making the bodies does not compete with B's stream.
     const burstRequests = Array.from({ length: cfg.burst }, (_, i) => publishRequest(noisy.apiKey, i, 'order.created', ctx.config.payloadBytes));
@@ -172,7 +175,7 @@ async function runBurstCase(ctx: BenchContext, topology: Topology): Promise<Burs
     const burstResult = await burst;
     const noisyDelivered = await countRows(ctx.db, "SELECT count(*) AS n FROM deliveries WHERE tenant_id = ? AND status = 'succeeded'", [noisy.id]);
 
-    const aloneWait = await schedulerWait(ctx, quiet.id, aloneSince);
+    const aloneWait = await schedulerWait(ctx, quiet.id, aloneSince, aloneUntil);
     const burstWait = await schedulerWait(ctx, quiet.id, burstSince);
     const aloneSummary = streamSummary(alone);
     const burstSummary = streamSummary(withBurst);

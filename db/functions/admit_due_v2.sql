@@ -13,7 +13,7 @@
 --          endpoint that had due work and room but got no slot of this process (`local` false,
 --          `tenant_id`, `ep_id`): work waiting for a slot, which the caller's running slots yield
 --          to (src/outbound/fair-share.ts). Every row carries `skipped`, the endpoints with due work
---          that another process was admitting; when nothing was admitted or waits, one row without
+--          and room that another process was admitting; when nothing was admitted or waits, one row without
 --          an id and with `local` NULL says it. Callers that only read rows with an id see what
 --          they always saw.
 -- Fair share: this process's free slots go to the tenant with the fewest deliveries in flight
@@ -84,10 +84,13 @@ BEGIN
   ), cand AS MATERIALIZED (
     SELECT pend.endpoint_id AS id FROM pend
      WHERE pend.endpoint_id IS NOT NULL
-       AND (SELECT q.next_attempt_at FROM delivery_queue q WHERE q.endpoint_id = pend.endpoint_id AND q.status = 'pending'
-             ORDER BY q.next_attempt_at, q.delivery_id LIMIT 1) <= now()
-       -- Only endpoints with room: a full one's slots hand its work on as they finish.
-       AND (SELECT r.free FROM endpoint_room(pend.endpoint_id, p_batch, p_threshold, false) r) > 0
+       -- Only endpoints with room. A full one gets room when one of its slots ends, and that
+       -- slot's process hands it on or wakes a round of its own. Asked after the due check
+       -- (CASE fixes the order), so endpoints with only later work cost no call.
+       AND CASE WHEN (SELECT q.next_attempt_at FROM delivery_queue q WHERE q.endpoint_id = pend.endpoint_id AND q.status = 'pending'
+                       ORDER BY q.next_attempt_at, q.delivery_id LIMIT 1) <= now()
+                THEN (SELECT r.free FROM endpoint_room(pend.endpoint_id, p_batch, p_threshold, false) r) > 0
+                ELSE false END
   ), locked AS MATERIALIZED (
     SELECT c.id FROM cand c WHERE pg_try_advisory_xact_lock(727002, hashtext(c.id))
   )
@@ -124,17 +127,22 @@ BEGIN
                                           ELSE make_interval(secs => p_queued_lease_seconds) END,
                updated_at = now()
           FROM ranked r, events ev, endpoints ep
-         WHERE d.id = r.id AND (r.local OR NOT p_all_local) AND ev.id = d.event_id AND ep.id = d.endpoint_id
+         -- The array bounds the read of deliveries whichever side the plan starts from.
+         WHERE d.id = ANY(ARRAY(SELECT r2.id FROM ranked r2)) AND d.id = r.id AND (r.local OR NOT p_all_local)
+           AND ev.id = d.event_id AND ep.id = d.endpoint_id
         RETURNING r.local, d.id, d.tenant_id, d.status, d.attempt_count, d.attempt_base, d.replayed_at, d.next_trigger,
                   d.deadline_at, d.succeeded_at, ev.id AS event_id, ev.type AS event_type, ev.created_at AS event_created_at,
                   CASE WHEN r.local THEN ev.body END AS body, ep.id AS ep_id, ep.url, ep.status AS ep_status, ep.retry_policy,
                   ep.secret_enc, ep.previous_secret_enc, ep.previous_secret_expires_at, ep.deleted_at,
                   ev.trace_parent AS event_trace_parent, d.trace_parent
     ), spent AS (
+        -- Per endpoint on both sides before the join: joined by nested loop, two lists of
+        -- deliveries would cost one times the other.
         UPDATE endpoints e SET rate_tokens = b.tokens - b.admitted, rate_tokens_at = now()
-          FROM (SELECT pk.endpoint_id, min(pk.tokens) AS tokens, count(*) AS admitted
-                  FROM picked pk JOIN admitted a ON a.id = pk.id
-                 WHERE pk.tokens IS NOT NULL GROUP BY pk.endpoint_id) b
+          FROM (SELECT t.endpoint_id, t.tokens, c.admitted
+                  FROM (SELECT pk.endpoint_id, min(pk.tokens) AS tokens FROM picked pk
+                         WHERE pk.tokens IS NOT NULL GROUP BY pk.endpoint_id) t
+                  JOIN (SELECT a.ep_id, count(*) AS admitted FROM admitted a GROUP BY a.ep_id) c ON c.ep_id = t.endpoint_id) b
          WHERE e.id = b.endpoint_id
     )
     SELECT a.*, skipped FROM admitted a

@@ -13,7 +13,8 @@
 --          per-message ordering, while the endpoint orders: only the head of a message's line, and
 --          only when nothing of that message is already on its way.
 -- Effects: none but the row locks.
--- Plans:   generic, with sequential scans priced out, and a few rows expected per call: every statement is a look-up by endpoint, and
+-- Plans:   generic, with sequential scans priced out, joins by nested loop only (its own settings,
+--          not whichever caller planned it first), and a few rows expected per call: every statement is a look-up by endpoint, and
 --          a plan cached while the tables were small must not scan them once they are large. The
 --          candidates' deliveries are locked in a LATERAL subquery, and sorts are priced out, so the plan
 --          walks the endpoint's due entries in order, each delivery read by its id, and stops at the
@@ -27,7 +28,8 @@
 --          never raises the busy count admission counts.
 CREATE OR REPLACE FUNCTION next_due(p_endpoint_id text, p_want integer, p_threshold integer, p_hand_off boolean)
 RETURNS TABLE (delivery_id text, endpoint_rank bigint, busy integer, max_concurrency integer, tokens double precision)
-LANGUAGE plpgsql VOLATILE ROWS 5 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_sort = off AS $$
+LANGUAGE plpgsql VOLATILE ROWS 5 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_sort = off
+  SET enable_hashjoin = off SET enable_mergejoin = off AS $$
 DECLARE
   r record;
 BEGIN

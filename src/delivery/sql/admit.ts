@@ -42,7 +42,7 @@ export interface AdmissionRound {
   queued: AdmittedDelivery[];
   /** Already in flight for this process. */
   claimed: ClaimedDelivery[];
-  /** Endpoints with due work that another process was admitting; worth another round soon. */
+  /** Endpoints with due work and room that another process was admitting; worth another round soon. */
   skipped: number;
   /**
    * Endpoints with due work and room that got no slot of this process (everything runs locally and
