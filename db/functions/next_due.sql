@@ -34,7 +34,7 @@ DECLARE
   r record;
 BEGIN
   SELECT * INTO r FROM endpoint_room(p_endpoint_id, p_want, p_threshold, p_hand_off);
-  IF r.free = 0 THEN
+  IF NOT FOUND OR r.free = 0 THEN
     RETURN;
   END IF;
   RETURN QUERY
