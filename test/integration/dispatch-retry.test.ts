@@ -81,9 +81,10 @@ describe('Retry-After and backoff (RETRY_AFTER_MAX_SECONDS default)', () => {
       const cap = backoffCapMs(i + 1, full); // 200, 400, 800, 1600
       // Scheduled exactly within the jitter bounds...
       expect(scheduledDelayMs(a), `scheduled delay after attempt ${i + 1}`).toBeGreaterThanOrEqual(Math.floor(cap / 2) - 2);
-      // (The attempt's start is stamped a few ms before the request goes out, so on a busy machine
-      // the delay measured from startedAt + durationMs reads slightly long, never short.)
-      expect(scheduledDelayMs(a), `scheduled delay after attempt ${i + 1}`).toBeLessThanOrEqual(cap + 50);
+      // (Measured from startedAt + durationMs, the end of the response; the retry is scheduled when
+      // the event loop next runs the attempt, which on a loaded CI machine was 59–77 ms later.
+      // So it reads long, never short; the exact [cap/2, cap] is retry-policy.test.ts's.)
+      expect(scheduledDelayMs(a), `scheduled delay after attempt ${i + 1}`).toBeLessThanOrEqual(cap + 250);
       // ...and seen that way by the receiver: never earlier; later only by admission latency (a
       // pump tick, 250 ms) and, on a busy machine, scheduling delays.
       expect(measured[i], `gap ${i + 1}→${i + 2}`).toBeGreaterThanOrEqual(Math.floor(cap / 2) - 5);
