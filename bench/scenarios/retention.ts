@@ -48,11 +48,11 @@ export async function runRetention(ctx: BenchContext): Promise<RetentionResult> 
     // In chunks: each statement stays well inside the bench connection's query timeout.
     for (let from = 0; from < rows; from += chunk) {
       await db.raw(
-        `INSERT INTO attempts (id, delivery_id, tenant_id, attempt_number, trigger, started_at, duration_ms, status_code, outcome)
-         SELECT 'att_' || n, typeid_floor('dlv', :day::timestamptz + make_interval(secs => (1 + n / :per) / 1000.0)), :tenant,
+        `INSERT INTO attempts (id, delivery_id, attempt_number, trigger, started_at, duration_ms, status_code, outcome)
+         SELECT 'att_' || n, typeid_floor('dlv', :day::timestamptz + make_interval(secs => (1 + n / :per) / 1000.0)),
                 1 + n % :per, 'retry', :day, 12, 503, 'retry'
            FROM generate_series(:from::int, :to::int) n`,
-        { day, tenant: tenantId, per: perDelivery, from, to: Math.min(rows, from + chunk) - 1 },
+        { day, per: perDelivery, from, to: Math.min(rows, from + chunk) - 1 },
       );
     }
   }

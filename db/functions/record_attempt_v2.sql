@@ -10,6 +10,8 @@
 -- Inputs:  the attempt (p_delivery_id, p_attempt_number, outcome, timing, status code, error,
 --          excerpt), the delivery's next state, p_failure (counts against the endpoint),
 --          p_threshold and p_cooldown_seconds (circuit), p_hand_off_lease_ms (NULL: no hand-off).
+--          p_tenant_id is no longer read (release 0.3.0): an attempt's tenant is its delivery's,
+--          and the column goes once release 0.2.0, which still writes it, no longer runs.
 -- Outputs: a first row whose `applied` says whether the result was taken (false when the
 --          delivery is no longer in flight on this attempt: a late result changes nothing); when
 --          a delivery was handed on, that row carries it (columns as src/delivery/sql/claimed.ts).
@@ -53,9 +55,9 @@ BEGIN
     RETURN NEXT;
     RETURN;
   END IF;
-  INSERT INTO attempts (id, delivery_id, tenant_id, attempt_number, trigger, started_at, duration_ms, status_code,
+  INSERT INTO attempts (id, delivery_id, attempt_number, trigger, started_at, duration_ms, status_code,
                         outcome, error_class, error_message, response_excerpt, next_attempt_at)
-  VALUES (p_attempt_id, p_delivery_id, p_tenant_id, p_attempt_number, p_trigger, p_started_at, p_duration_ms, p_status_code,
+  VALUES (p_attempt_id, p_delivery_id, p_attempt_number, p_trigger, p_started_at, p_duration_ms, p_status_code,
           p_outcome, p_error_class, p_error_message, p_response_excerpt, p_next_at);
   PERFORM endpoint_health_after_attempts(ARRAY[p_endpoint_id], p_failure, p_threshold, p_cooldown_seconds);
   IF p_hand_off_lease_ms IS NOT NULL THEN

@@ -12,7 +12,9 @@
 --
 -- Inputs:  parallel arrays, one element per success (delivery, attempt number and id, tenant,
 --          trigger, start, duration, status code, excerpt, endpoint, whether its slot goes on),
---          p_threshold (circuit), p_lease_ms (lease of a handed attempt).
+--          p_threshold (circuit), p_lease_ms (lease of a handed attempt). p_tenant_ids is no longer
+--          read (release 0.3.0): an attempt's tenant is its delivery's, and the column goes once
+--          release 0.2.0, which still writes it, no longer runs.
 -- Outputs: a first row with `applied`, the 1-based positions of the successes that were taken,
 --          and no delivery; then one row per handed delivery (columns as src/delivery/sql/claimed.ts).
 -- Effects: deliveries, attempts, endpoints (circuit reset), the handed deliveries.
@@ -49,9 +51,9 @@ BEGIN
   PERFORM 1 FROM events WHERE false;
   PERFORM set_config('synchronous_commit', 'off', true);
   WITH input AS (
-    SELECT * FROM unnest(p_delivery_ids, p_attempt_numbers, p_attempt_ids, p_tenant_ids, p_triggers, p_started_ats,
+    SELECT * FROM unnest(p_delivery_ids, p_attempt_numbers, p_attempt_ids, p_triggers, p_started_ats,
                          p_durations, p_status_codes, p_excerpts)
-           WITH ORDINALITY AS i(delivery_id, attempt_number, attempt_id, tenant_id, trigger, started_at, duration_ms,
+           WITH ORDINALITY AS i(delivery_id, attempt_number, attempt_id, trigger, started_at, duration_ms,
                                 status_code, response_excerpt, n)
   ), done AS (
     UPDATE deliveries d SET
@@ -65,9 +67,9 @@ BEGIN
        AND d.attempt_count = i.attempt_number
     RETURNING i.n
   ), logged AS (
-    INSERT INTO attempts (id, delivery_id, tenant_id, attempt_number, trigger, started_at, duration_ms, status_code,
+    INSERT INTO attempts (id, delivery_id, attempt_number, trigger, started_at, duration_ms, status_code,
                           outcome, response_excerpt)
-    SELECT i.attempt_id, i.delivery_id, i.tenant_id, i.attempt_number, i.trigger, i.started_at, i.duration_ms,
+    SELECT i.attempt_id, i.delivery_id, i.attempt_number, i.trigger, i.started_at, i.duration_ms,
            i.status_code, 'success', i.response_excerpt
       FROM input i JOIN done ON done.n = i.n
   )

@@ -180,7 +180,6 @@ async function attemptOnce(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandO
   const statusCode = outcome.kind === 'response' ? outcome.statusCode : null;
   const record: AttemptRecord = {
     deliveryId,
-    tenantId: claimed.tenant_id,
     endpointId: ep.id,
     attemptNumber: claimed.attempt_count,
     trigger: claimed.next_trigger,

@@ -41,7 +41,7 @@ function success(d: { id: string; tenant_id: string; attempt_count: number; endp
   return {
     handOff: true,
     record: {
-      deliveryId: d.id, tenantId: d.tenant_id, endpointId: d.endpoint.id, attemptNumber: d.attempt_count, trigger: 'initial',
+      deliveryId: d.id, endpointId: d.endpoint.id, attemptNumber: d.attempt_count, trigger: 'initial',
       startedAt: new Date(), durationMs: 2, statusCode: 200, outcome: 'success', errorClass: null, errorMessage: null,
       responseExcerpt: 'ok', next: { status: 'succeeded' }, endpointFailure: false,
     },

@@ -34,7 +34,7 @@ async function takeInFlight(endpointId: string, n: number): Promise<Array<{ id: 
 
 function success(d: { id: string; tenant_id: string }, endpointId: string, attemptNumber = 1): AttemptRecord {
   return {
-    deliveryId: d.id, tenantId: d.tenant_id, endpointId, attemptNumber, trigger: 'initial', startedAt: new Date(), durationMs: 3,
+    deliveryId: d.id, endpointId, attemptNumber, trigger: 'initial', startedAt: new Date(), durationMs: 3,
     statusCode: 200, outcome: 'success', errorClass: null, errorMessage: null, responseExcerpt: 'ok', next: { status: 'succeeded' }, endpointFailure: false,
   };
 }

@@ -37,7 +37,7 @@ async function takeInFlight(endpointId: string, n: number): Promise<InFlight[]> 
 
 function failure(d: InFlight, endpointId: string, extra: Partial<AttemptRecord> = {}): AttemptRecord {
   return {
-    deliveryId: d.id, tenantId: d.tenant_id, endpointId, attemptNumber: 1, trigger: 'initial', startedAt: new Date(), durationMs: 3,
+    deliveryId: d.id, endpointId, attemptNumber: 1, trigger: 'initial', startedAt: new Date(), durationMs: 3,
     statusCode: 500, outcome: 'retry', errorClass: 'http_500', errorMessage: null, responseExcerpt: null,
     next: { status: 'pending', at: new Date(Date.now() + 60_000) }, endpointFailure: true, ...extra,
   };

@@ -45,7 +45,7 @@ const claimStatement = statement(
 export const warmAttempts: WarmUp = async (run) => {
   await run(claimStatement, { lease: 0, id: 'dlv_warm_up' });
   await run(successesStatement, {
-    deliveryIds: [], attemptNumbers: [], attemptIds: [], tenantIds: [], triggers: [], startedAts: [],
+    deliveryIds: [], attemptNumbers: [], attemptIds: [], triggers: [], startedAts: [],
     durations: [], statusCodes: [], excerpts: [], endpointIds: [], handOffs: [], threshold: 1, lease: 0,
   });
 };
@@ -57,7 +57,6 @@ export async function claimDelivery(db: Knex, id: string, leaseMs: number): Prom
 
 export interface AttemptRecord {
   deliveryId: string;
-  tenantId: string;
   endpointId: string;
   attemptNumber: number;
   trigger: Trigger;
@@ -95,7 +94,7 @@ export interface Recorded {
 const recordStatement = statement(
   'record_attempt',
   `SELECT * FROM record_attempt_v2(:deliveryId, :attemptNumber, :status, :nextAt, :deadReason, :statusCode, :lastError,
-                                :attemptId, :tenantId, :trigger, :startedAt, :durationMs, :outcome, :errorClass,
+                                :attemptId, NULL, :trigger, :startedAt, :durationMs, :outcome, :errorClass,
                                 :errorMessage, :responseExcerpt, :endpointId, :failure, :threshold, :cooldown, :handOffLeaseMs)`,
 );
 
@@ -119,7 +118,6 @@ export async function recordAttempt(db: Knex, a: AttemptRecord, limits: HealthLi
     deliveryId: a.deliveryId,
     attemptNumber: a.attemptNumber,
     attemptId: newId('attempt'),
-    tenantId: a.tenantId,
     trigger: a.trigger,
     startedAt: a.startedAt,
     durationMs: Math.round(a.durationMs),
@@ -147,7 +145,7 @@ export interface SuccessItem {
 /** The SQL function `record_successes_v2` (db/functions/record_successes_v2.sql). */
 const successesStatement = statement(
   'record_successes',
-  `SELECT * FROM record_successes_v2(:deliveryIds, :attemptNumbers, :attemptIds, :tenantIds, :triggers, :startedAts,
+  `SELECT * FROM record_successes_v2(:deliveryIds, :attemptNumbers, :attemptIds, NULL, :triggers, :startedAts,
                                   :durations, :statusCodes, :excerpts, :endpointIds, :handOffs, :threshold, :lease)`,
 );
 
@@ -162,7 +160,6 @@ export async function recordSuccesses(db: Knex, items: SuccessItem[], limits: He
     deliveryIds: rs.map((r) => r.deliveryId),
     attemptNumbers: rs.map((r) => r.attemptNumber),
     attemptIds: rs.map(() => newId('attempt')),
-    tenantIds: rs.map((r) => r.tenantId),
     triggers: rs.map((r) => r.trigger),
     startedAts: rs.map((r) => r.startedAt),
     durations: rs.map((r) => Math.round(r.durationMs)),

@@ -56,7 +56,7 @@ export async function sweep(db: Knex, limits: SweepLimits, deadLettered: (reason
   // One transaction: the delivery is never back in line without its lost attempt on record.
   const lost = await db.transaction(async (trx) => {
     // Raw: the builder cannot write a data-modifying CTE that locks with SKIP LOCKED.
-    const { rows: lost } = await trx.raw<{ rows: Array<{ id: string; tenant_id: string; attempt_count: number; lost_trigger: string; claimed_at: Date; status: string }> }>(
+    const { rows: lost } = await trx.raw<{ rows: Array<{ id: string; attempt_count: number; lost_trigger: string; claimed_at: Date; status: string }> }>(
       `WITH lost AS (
          SELECT d.id, d.next_trigger AS lost_trigger, d.updated_at AS claimed_at
            FROM delivery_queue q JOIN deliveries d ON d.id = q.delivery_id
@@ -71,7 +71,7 @@ export async function sweep(db: Knex, limits: SweepLimits, deadLettered: (reason
          next_trigger = 'retry'
         FROM lost, endpoints ep
        WHERE d.id = lost.id AND ep.id = d.endpoint_id
-       RETURNING d.id, d.tenant_id, d.attempt_count, d.status, lost.lost_trigger, lost.claimed_at`,
+       RETURNING d.id, d.attempt_count, d.status, lost.lost_trigger, lost.claimed_at`,
       { defaultMaxAttempts: limits.defaultMaxAttempts },
     );
     if (lost.length > 0) {
@@ -79,7 +79,6 @@ export async function sweep(db: Knex, limits: SweepLimits, deadLettered: (reason
         lost.map((l) => ({
           id: newId('attempt'),
           delivery_id: l.id,
-          tenant_id: l.tenant_id,
           attempt_number: l.attempt_count,
           trigger: l.lost_trigger,
           started_at: l.claimed_at,
