@@ -48,7 +48,7 @@
 -- The columns of a delivery in flight are those of src/delivery/sql/claimed.ts, ending with the
 -- stored trace contexts (its event's fan-out, and a replay's own), so an attempt's span needs no
 -- read of its own. They are why this is a new function: the one without `_v2` keeps release
--- 0.1.0's columns for its processes during a rolling deploy (docs/operations/functions.md).
+-- 0.1.0's columns (see admit_due.sql for why it stays).
 CREATE OR REPLACE FUNCTION admit_due_v2(
   p_threshold integer, p_batch integer, p_queued_lease_seconds integer,
   p_local integer, p_in_flight_lease_ms integer, p_all_local boolean

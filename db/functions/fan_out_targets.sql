@@ -18,8 +18,9 @@
 -- very large tenant it chose a parallel scan, worker processes started for every publish
 -- (docs/performance.md, "A parallel plan per publish").
 --
--- This file holds two signatures: (text, text) is the one of release 0.1.0, kept for its callers
--- while a deploy rolls, and applies no content filter; it goes in the next release.
+-- This file holds two signatures: (text, text) is the one of release 0.1.0 and applies no content
+-- filter. No release since calls it, but it stays: released migrations (20261202000026's down among
+-- them) alter it by this signature, and a rollback through them needs it to exist.
 CREATE OR REPLACE FUNCTION fan_out_targets(p_tenant_id text, p_type text, p_body text)
 RETURNS fan_out_target[]
 LANGUAGE plpgsql

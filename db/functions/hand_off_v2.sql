@@ -19,8 +19,8 @@
 --
 -- The columns of a delivery in flight are those of src/delivery/sql/claimed.ts, ending with the
 -- stored trace contexts (its event's fan-out, and a replay's own), so an attempt's span needs no
--- read of its own. They are why this is a new function: the one without `_v2` keeps release
--- 0.1.0's columns for its processes during a rolling deploy (docs/operations/functions.md).
+-- read of its own. They are why this is a new function (release 0.2.0): the one without `_v2`,
+-- with release 0.1.0's columns, went in 0.3.0 (docs/operations/functions.md).
 CREATE OR REPLACE FUNCTION hand_off_v2(p_endpoint_ids text[], p_slots integer[], p_threshold integer, p_lease_ms integer)
 RETURNS TABLE (
   id text, tenant_id text, status text, attempt_count integer, attempt_base integer,

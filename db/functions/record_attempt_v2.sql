@@ -22,8 +22,8 @@
 --
 -- The columns of a delivery in flight are those of src/delivery/sql/claimed.ts, ending with the
 -- stored trace contexts (its event's fan-out, and a replay's own), so an attempt's span needs no
--- read of its own. They are why this is a new function: the one without `_v2` keeps release
--- 0.1.0's columns for its processes during a rolling deploy (docs/operations/functions.md).
+-- read of its own. They are why this is a new function (release 0.2.0): the one without `_v2`,
+-- with release 0.1.0's columns, went in 0.3.0 (docs/operations/functions.md).
 CREATE OR REPLACE FUNCTION record_attempt_v2(
   p_delivery_id text, p_attempt_number integer, p_status text, p_next_at timestamptz, p_dead_reason text,
   p_status_code integer, p_last_error text, p_attempt_id text, p_tenant_id text, p_trigger text,

@@ -26,8 +26,8 @@
 --
 -- The columns of a delivery in flight are those of src/delivery/sql/claimed.ts, ending with the
 -- stored trace contexts (its event's fan-out, and a replay's own), so an attempt's span needs no
--- read of its own. They are why this is a new function: the one without `_v2` keeps release
--- 0.1.0's columns for its processes during a rolling deploy (docs/operations/functions.md).
+-- read of its own. They are why this is a new function (release 0.2.0): the one without `_v2`,
+-- with release 0.1.0's columns, went in 0.3.0 (docs/operations/functions.md).
 CREATE OR REPLACE FUNCTION record_successes_v2(
   p_delivery_ids text[], p_attempt_numbers integer[], p_attempt_ids text[], p_tenant_ids text[], p_triggers text[],
   p_started_ats timestamptz[], p_durations integer[], p_status_codes integer[], p_excerpts text[],

@@ -108,10 +108,10 @@ describe('SQL functions from db/functions', () => {
     writeFileSync(file, changed);
     // Until migrate runs, the database and the files differ, and the comparison above says so.
     expect([...(await definitionsAfterRunningFiles(db, sources)).entries()]).not.toEqual([...(await definitions(db)).entries()]);
-    const before = await db(functionsTable).where({ name: 'admit_due' }).first();
+    const before = await db(functionsTable).where({ name: 'next_due' }).first();
     expect(await migrateLatest(db, sources)).toEqual(['typeid_time']);
     expect(await db(functionsTable).where({ name: 'typeid_time' }).first('checksum')).toEqual({ checksum: sha256(changed) });
-    expect(await db(functionsTable).where({ name: 'admit_due' }).first()).toEqual(before);
+    expect(await db(functionsTable).where({ name: 'next_due' }).first()).toEqual(before);
     const { rows } = await db.raw<{ rows: Array<{ prosrc: string }> }>("SELECT prosrc FROM pg_proc WHERE proname = 'typeid_time'");
     expect(rows[0]!.prosrc).toContain('-- changed by the test');
     expect([...(await definitionsAfterRunningFiles(db, sources)).entries()]).toEqual([...(await definitions(db)).entries()]);

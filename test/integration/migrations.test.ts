@@ -14,6 +14,11 @@ import { standard } from '../helpers/providers.js';
 const requiredTables = ['tenants', 'api_keys', 'sources', 'endpoints', 'events', 'receipts', 'messages', 'deliveries', 'attempts', 'audit_log'];
 const migrationFiles = readdirSync(migrationsDirectory).filter((f) => /^\d+_[a-z0-9_]+\.ts$/.test(f));
 const functionFiles = readFunctionSources().map((f) => f.name);
+/**
+ * Contract steps that drop only functions their files created: with versioned migrations alone
+ * there is nothing for them to drop. The upgrade test and function-sources.test.ts see them work.
+ */
+const dropsOnlyFileFunctions = ['20261203000043_drop_release_0_1_0_wrappers.ts'];
 
 /** Every relation, type and function in the public schema except knex's own bookkeeping. */
 async function appObjects(db: Knex): Promise<string[]> {
@@ -99,11 +104,13 @@ describe('migrations', () => {
     const { db } = await emptyDatabase();
     await db.migrate.latest();
     const full = await schemaFingerprint(db);
+    const newestFirst = [...migrationFiles].sort().reverse();
     for (let i = migrationFiles.length; i > 0; i--) {
       const before = await schemaFingerprint(db);
       await db.migrate.down();
       expect((await db.migrate.list())[0]).toHaveLength(i - 1);
-      expect(await schemaFingerprint(db)).not.toEqual(before); // every migration changes something
+      // Every migration changes something.
+      if (!dropsOnlyFileFunctions.includes(newestFirst[migrationFiles.length - i]!)) expect(await schemaFingerprint(db)).not.toEqual(before);
       await db.migrate.up();
       expect(await schemaFingerprint(db)).toEqual(before);
       await db.migrate.down();
