@@ -86,9 +86,10 @@ export async function phaseEnd(platform: RunningPlatform, started: Awaited<Retur
 }
 
 /**
- * Where B's time went, from the database: from the event's commit (events.created_at) to the start
- * of its first attempt (the scheduler: wake-up, admission, a slot), as percentiles in ms, for the
- * events made in [since, until).
+ * Where B's time went, from the database: from the event's creation (events.created_at, taken by
+ * the api before the publish batch commits, so the commit is included) to the start of its first
+ * attempt (then the scheduler: wake-up, admission, a slot), as percentiles in ms, for the events
+ * made in [since, until).
  */
 export async function schedulerWait(ctx: BenchContext, tenantId: string, since: Date, until = new Date()) {
   const { rows } = await ctx.db.raw<{ rows: Array<{ p50: number; p99: number; max: number }> }>(
