@@ -119,8 +119,11 @@ export class TenantScope {
     return this.#db(table);
   }
 
-  /** An insert into `table` whose every row belongs to this tenant (tenant_id is set here). */
-  insert(table: TenantTable, rows: Record<string, unknown> | Array<Record<string, unknown>>): Knex.QueryBuilder {
+  /**
+   * An insert into `table` whose every row belongs to this tenant (tenant_id is set here). Not
+   * attempts: their tenant is their delivery's, and their own column is going.
+   */
+  insert(table: Exclude<TenantTable, 'attempts'>, rows: Record<string, unknown> | Array<Record<string, unknown>>): Knex.QueryBuilder {
     const owned = (row: Record<string, unknown>) => ({ ...row, tenant_id: this.tenantId });
     return this.#db(table).insert(Array.isArray(rows) ? rows.map(owned) : owned(rows));
   }

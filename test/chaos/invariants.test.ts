@@ -71,7 +71,7 @@ async function world(): Promise<World> {
   await db('deliveries').whereIn('id', [ids.d1, ids.d3]).update({ status: 'succeeded' });
   await db('deliveries').where({ id: ids.d2 }).update({ status: 'dead', dead_reason: 'max_attempts' });
   const attempt = (deliveryId: string, outcome: string, statusCode: number | null, errorClass: string | null = null, n = 1) =>
-    ({ id: newId('attempt'), delivery_id: deliveryId, tenant_id: tenantId, attempt_number: n, trigger: n === 1 ? 'initial' : 'retry', started_at: new Date(), duration_ms: 5, status_code: statusCode, outcome, error_class: errorClass });
+    ({ id: newId('attempt'), delivery_id: deliveryId, attempt_number: n, trigger: n === 1 ? 'initial' : 'retry', started_at: new Date(), duration_ms: 5, status_code: statusCode, outcome, error_class: errorClass });
   await db('attempts').insert([
     attempt(ids.d1, 'success', 200),
     attempt(ids.d2, 'terminal', 500, 'http_500'),
@@ -209,7 +209,7 @@ describe('invariant checker', () => {
     }],
     ['attempt_not_received', 'an attempt recorded with an HTTP answer never reached the receiver', async (w) => {
       await db('attempts').insert({
-        id: newId('attempt'), delivery_id: w.ids.d1, tenant_id: w.tenantId, attempt_number: 2, trigger: 'retry', started_at: new Date(), duration_ms: 1, status_code: 503, outcome: 'retry',
+        id: newId('attempt'), delivery_id: w.ids.d1, attempt_number: 2, trigger: 'retry', started_at: new Date(), duration_ms: 1, status_code: 503, outcome: 'retry',
       });
       w.metrics.retry++;
     }],
@@ -245,7 +245,7 @@ describe('invariant checker', () => {
     // d1: two retries after a success whose answer was lost (e.g. timeouts), each recorded.
     for (const n of [2, 3]) {
       await db('attempts').insert({
-        id: newId('attempt'), delivery_id: w.ids.d1, tenant_id: w.tenantId, attempt_number: n, trigger: 'retry', started_at: new Date(), duration_ms: 1, outcome: 'retry', error_class: 'attempt_timeout',
+        id: newId('attempt'), delivery_id: w.ids.d1, attempt_number: n, trigger: 'retry', started_at: new Date(), duration_ms: 1, outcome: 'retry', error_class: 'attempt_timeout',
       });
       w.a.requests.push(w.request(w.ids.d1, w.ids.e1, undefined, n));
     }

@@ -66,7 +66,7 @@ export async function insertOldEvent(
       created_at: at, updated_at: updatedAt,
     });
     await db('attempts').insert({
-      id: idAt('attempt', at), delivery_id: id, tenant_id: tenantId, attempt_number: 1, trigger: 'initial', started_at: at, duration_ms: 5,
+      id: idAt('attempt', at), delivery_id: id, attempt_number: 1, trigger: 'initial', started_at: at, duration_ms: 5,
       status_code: d.status === 'succeeded' ? 200 : 503, outcome: d.status === 'succeeded' ? 'success' : 'retry',
     });
     deliveryIds.push(id);
