@@ -1,8 +1,6 @@
 -- admit_due: release 0.1.0's signature. The rule is admit_due_v2 (see its file); this returns the
--- same rows without the trace-context columns. No release since 0.1.0 calls it. Unlike the other
--- 0.1.0 wrappers (dropped by migration 20261203000043) it stays: migrations 20261201000014 to
--- 20261202000029 created it, their down steps rewrite or keep it by name, and a rollback through
--- them needs it to exist.
+-- same rows without the trace-context columns. No release since 0.1.0 calls it; it stays because
+-- released migrations' downs drop it by signature (docs/operations/functions.md, "Except").
 CREATE OR REPLACE FUNCTION admit_due(
   p_threshold integer, p_batch integer, p_queued_lease_seconds integer,
   p_local integer, p_in_flight_lease_ms integer, p_all_local boolean

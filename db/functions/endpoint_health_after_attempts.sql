@@ -1,7 +1,7 @@
 -- endpoint_health_after_attempts: the circuit breaker, moved by attempt results.
 --
--- The circuit's one writer. A failure that counts against the endpoint (record_attempt_v2's caller decides
--- which do, from the failure matrix in src/domain/retry-policy.ts) adds one to
+-- The circuit's one writer. A failure that counts against the endpoint (the worker decides which
+-- do, from the failure matrix in src/domain/retry-policy.ts) adds one to
 -- consecutive_failures and starts the failure streak; the failure that reaches p_threshold opens
 -- the circuit for p_cooldown_seconds. A success closes it and ends the streak, clearing the level
 -- of warning announced for it (failure_warned_percent, raised by the sweep's warnFailing in

@@ -19,8 +19,8 @@
 -- (docs/performance.md, "A parallel plan per publish").
 --
 -- This file holds two signatures: (text, text) is the one of release 0.1.0 and applies no content
--- filter. No release since calls it, but it stays: released migrations (20261202000026's down among
--- them) alter it by this signature, and a rollback through them needs it to exist.
+-- filter. No release since calls it; it stays because released migrations' downs alter it by
+-- signature (docs/operations/functions.md, "Except").
 CREATE OR REPLACE FUNCTION fan_out_targets(p_tenant_id text, p_type text, p_body text)
 RETURNS fan_out_target[]
 LANGUAGE plpgsql

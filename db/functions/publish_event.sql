@@ -52,9 +52,8 @@ AS $function$
            p_default_max_age_seconds) p
 $function$;
 
--- The signature of release 0.1.0, without p_trace_parent. No release since calls it, but it stays:
--- released migrations (20261202000026's down among them) alter it by this signature, and a
--- rollback through them needs it to exist.
+-- The signature of release 0.1.0, without p_trace_parent. No release since calls it; it stays
+-- because released migrations' downs alter it by signature (docs/operations/functions.md, "Except").
 CREATE OR REPLACE FUNCTION publish_event(
   p_event_id text, p_delivery_ids text[], p_tenant_id text, p_origin text, p_type text, p_message_id text,
   p_idempotency_key text, p_request_hash text, p_body text, p_created_at timestamp with time zone,

@@ -1,7 +1,8 @@
 /**
  * The circuit breaker as a tenant sees it, read from what dispatch stores on the endpoint row
  * (`consecutive_failures`, `circuit_open_until`; written by
- * db/functions/endpoint_health_after_attempts.sql, obeyed by db/functions/endpoint_room.sql). Pure: the clock is passed in.
+ * db/functions/endpoint_health_after_attempts.sql, obeyed by db/functions/endpoint_room.sql).
+ * Pure: the clock is passed in.
  *
  * - `open`: `circuit_open_until` is in the future. Admission sends nothing to the endpoint.
  * - `half_open`: the cooldown has passed (or was never set) but the failures that opened the

@@ -11,6 +11,7 @@ import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { UNFINISHED_STATUSES } from '../../src/domain/delivery-status.js';
 import { createDb, migrateLatest } from '../../src/infra/db.js';
+import { functionsTable, readFunctionSources } from '../../src/infra/function-sources.js';
 import { snapshotFiles, type ReleaseSnapshotManifest } from '../../scripts/release-fixture.js';
 import { readReleased } from '../../scripts/released-migrations.js';
 import { createEmptyDatabase, createTestDatabase, type TestDatabase } from '../helpers/database.js';
@@ -90,9 +91,11 @@ describe(`upgrade from ${release.version}`, () => {
     // Migrated from nothing by the same migrate (not the test template, which carries the test-only transition log).
     const fresh = await createEmptyDatabase();
     try {
-      const db = createDb({ url: fresh.url, poolMax: 1, timeoutMs: 30_000 });
-      await migrateLatest(db).finally(() => db.destroy());
+      const freshDb = createDb({ url: fresh.url, poolMax: 1, timeoutMs: 30_000 });
+      await migrateLatest(freshDb).finally(() => freshDb.destroy());
       expect(await schemaDump(restored, { timePartitions: false })).toEqual(await schemaDump(fresh, { timePartitions: false }));
+      // A source whose file is gone (a contracted signature) is forgotten too, not left recorded.
+      expect(await db(functionsTable).orderBy('name').pluck('name')).toEqual(readFunctionSources().map((s) => s.name).sort());
     } finally {
       await fresh.drop();
     }

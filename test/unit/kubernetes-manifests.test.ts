@@ -106,6 +106,12 @@ describe('kustomization', () => {
     expect(yamlFilesUnder(k8sDir).sort()).toEqual([...accounted].sort());
   });
 
+  it("deploys the image of this checkout's version", () => {
+    const images = (readKustomization(k8sDir).doc.images ?? []) as Array<{ name: string; newTag?: string }>;
+    const version = (JSON.parse(read('package.json')) as { version: string }).version;
+    expect(images.find((i) => i.name === 'webhook-relay')?.newTag).toBe(version);
+  });
+
   it('the optional component is documented, and the way to enable it is in the kustomization', () => {
     const readme = read('deploy/kubernetes/README.md');
     for (const component of OPTIONAL_COMPONENTS) {

@@ -188,7 +188,7 @@ export async function recordSuccesses(db: Knex, items: SuccessItem[], limits: He
  * The egress proxy failed before the target was reached: the claim's attempt is given back
  * (attempt_count - 1, so the next try carries the same `webhook-attempt` and the endpoint's budget
  * is whole), no attempt row is written and endpoint health is not touched. `next_trigger` stays as
- * it was: the try that did not happen keeps its name. Guarded like `record_attempt`.
+ * it was: the try that did not happen keeps its name. Guarded like `record_attempt_v2`.
  */
 const egressFailedStatement = statement(
   'egress_failed',
