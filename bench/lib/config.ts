@@ -167,6 +167,8 @@ export const benchConfig = {
   storage: {
     events: int('BENCH_STORAGE_EVENTS', 20_000),
     payloadBytes: int('BENCH_STORAGE_PAYLOAD_BYTES', 400),
+    /** Passes from a fresh state; each field is the median of the passes. */
+    passes: int('BENCH_STORAGE_PASSES', 3),
   },
   retention: {
     /** Attempt rows removed each way (one partition dropped, the same number DELETEd); reported per million. */
