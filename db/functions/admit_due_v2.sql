@@ -132,7 +132,7 @@ BEGIN
            AND ev.id = d.event_id AND ep.id = d.endpoint_id
         RETURNING r.local, d.id, d.tenant_id, d.status, d.attempt_count, d.attempt_base, d.replayed_at, d.next_trigger,
                   d.deadline_at, d.succeeded_at, ev.id AS event_id, ev.type AS event_type, ev.created_at AS event_created_at,
-                  CASE WHEN r.local THEN ev.body END AS body, ep.id AS ep_id, ep.url, ep.status AS ep_status, ep.retry_policy,
+                  CASE WHEN r.local THEN event_body(ev) END AS body, ep.id AS ep_id, ep.url, ep.status AS ep_status, ep.retry_policy,
                   ep.secret_enc, ep.previous_secret_enc, ep.previous_secret_expires_at, ep.deleted_at,
                   ev.trace_parent AS event_trace_parent, d.trace_parent
     ), spent AS (

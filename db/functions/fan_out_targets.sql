@@ -1,7 +1,7 @@
 -- fan_out_targets: the endpoints an event goes to.
 --
 -- Inputs:  p_tenant_id, p_type  the event's tenant and type.
---          p_body       the event as stored ({id, type, timestamp, messageId, data}), which an
+--          p_body       the event's body (event_body: {id, type, timestamp, messageId, data}), which an
 --                       endpoint's content filter (filter_path) is matched against; parsed only
 --                       when the tenant has an endpoint with a filter. NULL: filters not applied.
 -- Outputs: one fan_out_target (endpoint_id, active, per_message, max_age_seconds) per endpoint of

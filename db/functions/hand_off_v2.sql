@@ -42,7 +42,7 @@ BEGIN
            CROSS JOIN LATERAL next_due(s.endpoint_id, s.slots, p_threshold, true) n, events ev, endpoints ep
      WHERE d.id = n.delivery_id AND ev.id = d.event_id AND ep.id = d.endpoint_id
     RETURNING d.id, d.tenant_id, d.status, d.attempt_count, d.attempt_base, d.replayed_at, d.next_trigger,
-              d.deadline_at, d.succeeded_at, ev.id, ev.type, ev.created_at, ev.body,
+              d.deadline_at, d.succeeded_at, ev.id, ev.type, ev.created_at, event_body(ev),
               ep.id, ep.url, ep.status, ep.retry_policy, ep.secret_enc, ep.previous_secret_enc,
               ep.previous_secret_expires_at, ep.deleted_at, ev.trace_parent, d.trace_parent
   )

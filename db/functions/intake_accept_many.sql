@@ -4,7 +4,9 @@
 -- Inputs:  p_items  JSON array, one object per callback, in arrival order: receiptId, eventId,
 --                   deliveryIds (a guess of how many are needed), tenantId, sourceId, origin,
 --                   bodyDigest, receivedAt, type, messageId, dedupeKey, status, statusRank,
---                   statusFinal, sequence, body, traceParent (the event's fan-out span as a W3C
+--                   statusFinal, sequence, data (the payload's JSON text; absent when the event
+--                   has none) or, as the api of release 0.3.0 and earlier sends it, body (the whole
+--                   envelope, stored as sent), traceParent (the event's fan-out span as a W3C
 --                   traceparent; absent when it is not traced)
 --          p_default_max_age_seconds  the platform's MAX_EVENT_AGE_SECONDS
 -- Outputs: one row per item, in order: outcome 'accepted', 'duplicate' (the source already sent
@@ -60,16 +62,16 @@ BEGIN
   FOR x IN SELECT * FROM ROWS FROM (jsonb_to_recordset(p_items) AS (
       "receiptId" text, "eventId" text, "deliveryIds" text[], "tenantId" text, "sourceId" text, origin text,
       "bodyDigest" text, "receivedAt" timestamptz, type text, "messageId" text, "dedupeKey" text, status text,
-      "statusRank" integer, "statusFinal" boolean, sequence bigint, body text))
+      "statusRank" integer, "statusFinal" boolean, sequence bigint, body text, data text))
     WITH ORDINALITY AS i("receiptId", "eventId", "deliveryIds", "tenantId", "sourceId", origin, "bodyDigest",
-      "receivedAt", type, "messageId", "dedupeKey", status, "statusRank", "statusFinal", sequence, body, n) LOOP
+      "receivedAt", type, "messageId", "dedupeKey", status, "statusRank", "statusFinal", sequence, body, data, n) LOOP
     pending := 0;
     dead_disabled := 0;
     endpoint_count := 0;
     event_id := NULL;
 
     -- Read before anything is written, so that too few ids can be answered without writing.
-    v_targets := fan_out_targets(x."tenantId", x.type, x.body);
+    v_targets := fan_out_targets(x."tenantId", x.type, event_body(x.body, x."eventId", x.type, x."receivedAt", x."messageId", x.data));
     endpoint_count := cardinality(v_targets);
     IF endpoint_count > cardinality(x."deliveryIds") THEN
       outcome := 'need_ids';
@@ -139,16 +141,16 @@ BEGIN
 
   -- Events before what references them: deliveries and receipts check their event.
   INSERT INTO events (id, tenant_id, source_id, origin, type, message_id, dedupe_key, status, status_rank,
-                      provider_sequence, stale, body, created_at, trace_parent)
+                      provider_sequence, stale, body, data, created_at, trace_parent)
   SELECT i."eventId", i."tenantId", i."sourceId", i.origin, i.type, i."messageId", i."dedupeKey", i.status, i."statusRank",
-         i.sequence, e.stale, i.body, i."receivedAt", i."traceParent"
+         i.sequence, e.stale, i.body, i.data, i."receivedAt", i."traceParent"
     FROM unnest(v_event_items, v_event_stale) AS e(n, stale)
     JOIN ROWS FROM (jsonb_to_recordset(p_items) AS (
       "receiptId" text, "eventId" text, "deliveryIds" text[], "tenantId" text, "sourceId" text, origin text,
       "bodyDigest" text, "receivedAt" timestamptz, type text, "messageId" text, "dedupeKey" text, status text,
-      "statusRank" integer, "statusFinal" boolean, sequence bigint, body text, "traceParent" text))
+      "statusRank" integer, "statusFinal" boolean, sequence bigint, body text, data text, "traceParent" text))
     WITH ORDINALITY AS i("receiptId", "eventId", "deliveryIds", "tenantId", "sourceId", origin, "bodyDigest",
-      "receivedAt", type, "messageId", "dedupeKey", status, "statusRank", "statusFinal", sequence, body, "traceParent", n) USING (n);
+      "receivedAt", type, "messageId", "dedupeKey", status, "statusRank", "statusFinal", sequence, body, data, "traceParent", n) USING (n);
 
   PERFORM fan_out_write(v_fan_event_ids, v_fan_tenant_ids, v_fan_created_ats, v_fan_message_keys, v_fan_sequences,
                         v_fan_order_seqs, p_default_max_age_seconds, v_delivery_events, v_delivery_ids, v_delivery_targets);
@@ -159,8 +161,8 @@ BEGIN
     JOIN ROWS FROM (jsonb_to_recordset(p_items) AS (
       "receiptId" text, "eventId" text, "deliveryIds" text[], "tenantId" text, "sourceId" text, origin text,
       "bodyDigest" text, "receivedAt" timestamptz, type text, "messageId" text, "dedupeKey" text, status text,
-      "statusRank" integer, "statusFinal" boolean, sequence bigint, body text))
+      "statusRank" integer, "statusFinal" boolean, sequence bigint, body text, data text))
     WITH ORDINALITY AS i("receiptId", "eventId", "deliveryIds", "tenantId", "sourceId", origin, "bodyDigest",
-      "receivedAt", type, "messageId", "dedupeKey", status, "statusRank", "statusFinal", sequence, body, n) USING (n);
+      "receivedAt", type, "messageId", "dedupeKey", status, "statusRank", "statusFinal", sequence, body, data, n) USING (n);
 END
 $function$;

@@ -3,7 +3,9 @@
 --
 -- Inputs:  p_items  JSON array, one object per event, in arrival order: event_id, delivery_ids (a
 --                   guess of how many are needed), tenant_id, origin, type, message_id,
---                   idempotency_key, request_hash, body, created_at, trace_parent (the event's
+--                   idempotency_key, request_hash, data (the payload's JSON text; absent when the
+--                   event has none) or, as the api of release 0.3.0 and earlier sends it, body
+--                   (the whole envelope, stored as sent), created_at, trace_parent (the event's
 --                   fan-out span as a W3C traceparent; absent when it is not traced)
 --          p_default_max_age_seconds  the platform's MAX_EVENT_AGE_SECONDS
 -- Outputs: one row per item, in order (ord, from 1): outcome 'created'; 'duplicate' (the tenant
@@ -11,7 +13,7 @@
 --          first event comes back with the request_hash it was made from, and the caller tells the
 --          same request from a conflicting one); or 'need_ids' (more endpoints match,
 --          endpoint_count, than ids were given: nothing written for that item). endpoint_count,
---          pending, dead_disabled, and the event's columns for the answer.
+--          pending, dead_disabled, and the event's columns for the answer (body: event_body's).
 -- Effects: event_keys (the Idempotency-Key), messages (last_event_id), events, deliveries
 --          (fan_out_write); delivery_queue through its trigger.
 -- Locks:   the event_keys row of each key (a concurrent request with the same key waits, then
@@ -74,11 +76,11 @@ DECLARE
 BEGIN
   FOR x IN SELECT * FROM ROWS FROM (jsonb_to_recordset(p_items) AS (
       event_id text, delivery_ids text[], tenant_id text, origin text, type text, message_id text,
-      idempotency_key text, request_hash text, body text, created_at timestamptz))
+      idempotency_key text, request_hash text, body text, data text, created_at timestamptz))
     WITH ORDINALITY AS i(event_id, delivery_ids, tenant_id, origin, type, message_id, idempotency_key, request_hash,
-      body, created_at, n) LOOP
+      body, data, created_at, n) LOOP
     -- Read before anything is written, so that too few ids can be answered without writing.
-    v_targets := fan_out_targets(x.tenant_id, x.type, x.body);
+    v_targets := fan_out_targets(x.tenant_id, x.type, event_body(x.body, x.event_id, x.type, x.created_at, x.message_id, x.data));
     v_counts := v_counts || cardinality(v_targets);
     v_pending := 0;
     v_dead := 0;
@@ -129,13 +131,13 @@ BEGIN
 
   -- Events before their deliveries, which check their event. The rows come back for the answer.
   WITH created AS (
-    INSERT INTO events AS e (id, tenant_id, origin, type, message_id, idempotency_key, request_hash, body, created_at, trace_parent)
-    SELECT i.event_id, i.tenant_id, i.origin, i.type, i.message_id, i.idempotency_key, i.request_hash, i.body, i.created_at, i.trace_parent
+    INSERT INTO events AS e (id, tenant_id, origin, type, message_id, idempotency_key, request_hash, body, data, created_at, trace_parent)
+    SELECT i.event_id, i.tenant_id, i.origin, i.type, i.message_id, i.idempotency_key, i.request_hash, i.body, i.data, i.created_at, i.trace_parent
       FROM unnest(v_event_items) AS w(n)
       JOIN ROWS FROM (jsonb_to_recordset(p_items) AS (
         event_id text, tenant_id text, origin text, type text, message_id text, idempotency_key text, request_hash text,
-        body text, created_at timestamptz, trace_parent text))
-      WITH ORDINALITY AS i(event_id, tenant_id, origin, type, message_id, idempotency_key, request_hash, body, created_at,
+        body text, data text, created_at timestamptz, trace_parent text))
+      WITH ORDINALITY AS i(event_id, tenant_id, origin, type, message_id, idempotency_key, request_hash, body, data, created_at,
         trace_parent, n) USING (n)
      ORDER BY n
     RETURNING e.*
@@ -154,7 +156,7 @@ BEGIN
 
   RETURN QUERY
   SELECT r.n::integer, r.outcome, r.endpoint_count, r.pending, r.dead_disabled, e.id, e.tenant_id, e.source_id, e.origin,
-         e.type, e.message_id, e.status, e.stale, e.body, e.created_at, e.seq, e.request_hash
+         e.type, e.message_id, e.status, e.stale, event_body(e), e.created_at, e.seq, e.request_hash
     FROM unnest(v_outcomes, v_counts, v_pendings, v_deads, v_event_ids)
          WITH ORDINALITY AS r(outcome, endpoint_count, pending, dead_disabled, event_id, n)
     LEFT JOIN unnest(v_rows) e ON e.id = r.event_id

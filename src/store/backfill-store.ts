@@ -75,7 +75,7 @@ function candidates(scope: TenantScope, ep: TargetEndpoint, request: BackfillReq
     .where('events.created_at', '<', until)
     .where('events.stale', false)
     .whereRaw('endpoint_matches_type(:types::text[], events.type)', { types: ep.event_types });
-  if (ep.filter_path !== null) q.whereRaw('jsonb_path_match(events.body::jsonb, :path::jsonpath)', { path: ep.filter_path });
+  if (ep.filter_path !== null) q.whereRaw('jsonb_path_match(event_body(events)::jsonb, :path::jsonpath)', { path: ep.filter_path });
   for (const narrowing of [request.eventTypes, scope.session?.eventTypes]) {
     if (narrowing) q.whereRaw('endpoint_matches_type(:types::text[], events.type)', { types: narrowing });
   }
@@ -90,7 +90,7 @@ export async function previewBackfill(scope: TenantScope, endpointId: string, re
   if (typeof ep === 'string') return ep;
   const until = request.until ?? new Date();
   const [{ count }] = await candidates(scope, ep, request, until).count({ count: '*' });
-  const sample: EventRow[] = await candidates(scope, ep, request, until).select(eventColumns).orderBy('events.id').limit(sampleSize);
+  const sample: EventRow[] = await candidates(scope, ep, request, until).select(eventColumns(scope)).orderBy('events.id').limit(sampleSize);
   return { total: Number(count), sample };
 }
 

@@ -14,7 +14,7 @@ export interface EventSearch {
 
 /** Events by type (or a type prefix ending in `.*`), message id and time range; for paginate. */
 export function searchEventsQuery(scope: TenantScope, f: EventSearch) {
-  const q = scope.from('events').select(eventColumns);
+  const q = scope.from('events').select(eventColumns(scope));
   if (f.type) whereEventType(q, 'events.type', f.type);
   if (f.messageId) q.where('events.message_id', f.messageId);
   if (f.since) q.where('events.created_at', '>=', f.since);
@@ -24,7 +24,7 @@ export function searchEventsQuery(scope: TenantScope, f: EventSearch) {
 
 /** One event with how many callbacks carried it and its deliveries, or undefined. */
 export async function findEventWithDeliveries(scope: TenantScope, id: string): Promise<{ event: EventRow; receiptCount: number; deliveries: DeliveryRow[] } | undefined> {
-  const event: EventRow | undefined = await scope.from('events').where('events.id', id).first(eventColumns);
+  const event: EventRow | undefined = await scope.from('events').where('events.id', id).first(eventColumns(scope));
   if (!event) return undefined;
   const [{ count }] = await scope.from('receipts').where('receipts.event_id', event.id).count({ count: '*' });
   const deliveries: DeliveryRow[] = await scope.from('deliveries').where('deliveries.event_id', event.id).orderBy('deliveries.id').select(deliveryColumns);

@@ -1,6 +1,7 @@
 import { matchesEventType } from '../domain/event-types.js';
 import { memberSpan } from '../domain/json-span.js';
 import { RawJson } from '../domain/raw-json.js';
+import { eventBody } from './events-store.js';
 import type { TenantScope } from './tenant-scope.js';
 
 /** The most types one answer lists; the rest are reachable by searching events by type. */
@@ -73,7 +74,7 @@ async function summaries(scope: TenantScope, types: string[]): Promise<SummaryRo
     }
     return q;
   };
-  const latest = ofType().orderBy('events.id', 'desc').limit(1).select('events.id', 'events.created_at', 'events.message_id', 'events.body');
+  const latest = ofType().orderBy('events.id', 'desc').limit(1).select('events.id', 'events.created_at', 'events.message_id', eventBody(scope));
   const counted = ofType().select(scope.expression('1')).limit(EVENT_TYPE_COUNT_CAP + 1);
   // Composed, not built: the builder has no LATERAL join.
   return scope.composed<SummaryRow>(

@@ -29,9 +29,17 @@ export interface EventRow {
   seq: number;
 }
 
-export const eventColumns = ['id', 'tenant_id', 'source_id', 'origin', 'type', 'message_id', 'status', 'stale', 'body', 'created_at', 'seq'].map(
-  (c) => `events.${c}`,
-);
+const storedColumns = ['id', 'tenant_id', 'source_id', 'origin', 'type', 'message_id', 'status', 'stale', 'created_at', 'seq'].map((c) => `events.${c}`);
+
+/** An EventRow's columns, from a query over `events` (unaliased); the body is built by event_body. */
+export function eventColumns(scope: TenantScope): Array<string | Knex.Raw> {
+  return [...storedColumns, eventBody(scope)];
+}
+
+/** The body every endpoint receives, as `body` (db/functions/event_body.sql). */
+export function eventBody(scope: TenantScope): Knex.Raw {
+  return scope.expression('event_body(events) AS body');
+}
 
 /**
  * Narrows a query to one event type, or to a prefix when the filter ends in `.*`, the same rule as

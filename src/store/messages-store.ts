@@ -23,7 +23,7 @@ export async function messageTimeline(outer: TenantScope, messageId: string) {
 async function readTimeline(scope: TenantScope, messageId: string) {
   const messages: MessageRow[] = await scope.from('messages').where('messages.message_id', messageId).orderBy('messages.status_rank', 'desc');
   if (messages.length === 0) return undefined;
-  const events: EventRow[] = await scope.from('events').where('events.message_id', messageId).orderBy('events.seq').select(eventColumns);
+  const events: EventRow[] = await scope.from('events').where('events.message_id', messageId).orderBy('events.seq').select(eventColumns(scope));
   const eventIds = events.map((e) => e.id);
   const receipts: Array<{ event_id: string; received_at: Date }> = eventIds.length
     ? await scope.from('receipts').whereIn('receipts.event_id', eventIds).orderBy('receipts.received_at').select('event_id', 'received_at')

@@ -175,7 +175,7 @@ export async function inspect(input: InvariantInput): Promise<InvariantReport> {
     if (n <= MAX_PER_KIND) violations.push(v);
   };
 
-  const events: EventRow[] = await scoped(db('events').select('id', 'tenant_id', 'type', 'stale', 'body', 'created_at'));
+  const events: EventRow[] = await scoped(db('events').select('id', 'tenant_id', 'type', 'stale', db.raw('event_body(events) AS body'), 'created_at'));
   const endpoints: EndpointRow[] = await scoped(db('endpoints').select('id', 'tenant_id', 'url', 'event_types', 'created_at', 'deleted_at'));
   const deliveries: DeliveryRow[] = await scoped(db('deliveries').select('id', 'event_id', 'endpoint_id', 'status', 'dead_reason'));
   const successes = new Set<string>(
@@ -250,7 +250,7 @@ export async function inspect(input: InvariantInput): Promise<InvariantReport> {
       }
       sentAttempts.add(attempt);
       if (req.body !== ev.body) {
-        report({ kind: 'body_mismatch', message: `delivery ${d.id}: body differs from events.body of ${ev.id}`, eventId, deliveryId });
+        report({ kind: 'body_mismatch', message: `delivery ${d.id}: body differs from the stored event ${ev.id}`, eventId, deliveryId });
       }
     }
   }

@@ -147,6 +147,26 @@ describe('migrations', () => {
       for (const table of ['tenants', 'api_keys', 'sources', 'endpoints', 'events', 'receipts', 'messages', 'deliveries', 'audit_log']) {
         expect({ table, rows: Number((await db(table).count({ n: '*' }))[0]!.n) > 0 }).toEqual({ table, rows: true });
       }
+      // Events stored without their envelope, as releases after 0.3.0 store them: one with data, one without.
+      const at = '2026-12-04T10:00:00.123Z';
+      const [withData, withoutData] = [newId('event'), newId('event')];
+      const item = (eventId: string, data?: string) => ({
+        event_id: eventId, delivery_ids: [newId('delivery'), newId('delivery')], tenant_id: tenant.id, origin: 'api', type: 'rollback.kept',
+        message_id: null, idempotency_key: null, request_hash: null, ...(data === undefined ? {} : { data }), created_at: at, trace_parent: null,
+      });
+      await db.raw('SELECT * FROM publish_events(?::jsonb, 86400)', [JSON.stringify([item(withData, '{"n": 1.50}'), item(withoutData)])]);
+      expect(await db('events').whereIn('id', [withData, withoutData]).whereNull('body').count({ n: '*' })).toEqual([{ n: 2 }]);
+      // Below events.data, every event has its body stored again: the bytes it was sent as.
+      const sent = await db('events').orderBy('id').select('id', db.raw('event_body(events) AS body'));
+      const completed = async () => (await db.migrate.list())[0].map((m: string | { name: string }) => (typeof m === 'string' ? m : m.name));
+      while ((await completed()).some((name: string) => name.startsWith('20261204000044_'))) await db.migrate.down();
+      expect(await db('events').orderBy('id').select('id', 'body')).toEqual(sent);
+      expect(await db('events').whereIn('id', [withData, withoutData]).orderBy('id').pluck('body')).toEqual(
+        [
+          `{"id":"${withData}","type":"rollback.kept","timestamp":"${at}","messageId":null,"data":{"n": 1.50}}`,
+          `{"id":"${withoutData}","type":"rollback.kept","timestamp":"${at}","messageId":null}`,
+        ].sort(),
+      );
       await db.migrate.rollback(undefined, true);
       expect(await appObjects(db)).toEqual([]);
       await migrateLatest(db);

@@ -24,7 +24,7 @@ describe('operational events', () => {
   const typeOf = (req: ReceivedRequest) => (JSON.parse(req.body) as { type: string }).type;
   const ofType = (r: Receiver, type: string) => r.requests.filter((req) => typeOf(req) === type).map((req) => ({ req, body: JSON.parse(req.body) }));
   const platformEvents = async (tenantId: string) =>
-    t.platform.db('events').where({ tenant_id: tenantId }).where('type', 'like', 'platform.%').orderBy('id').select('id', 'type', 'origin', 'body');
+    t.platform.db('events').where({ tenant_id: tenantId }).where('type', 'like', 'platform.%').orderBy('id').select('id', 'type', 'origin', t.platform.db.raw('event_body(events) AS body'));
   /** Every delivery of the tenant finished (none waiting or in flight). */
   const quiet = (tenantId: string) =>
     eventually(async () => {

@@ -34,7 +34,7 @@ export interface ClaimedDelivery {
 }
 
 export const claimedColumns = `d.id, d.tenant_id, d.status, d.attempt_count, d.attempt_base, d.replayed_at, d.next_trigger, d.deadline_at, d.succeeded_at,
-            ev.id AS event_id, ev.type AS event_type, ev.created_at AS event_created_at, ev.body,
+            ev.id AS event_id, ev.type AS event_type, ev.created_at AS event_created_at, event_body(ev) AS body,
             ep.id AS ep_id, ep.url, ep.status AS ep_status, ep.retry_policy, ep.secret_enc, ep.previous_secret_enc,
             ep.previous_secret_expires_at, ep.deleted_at, ev.trace_parent AS event_trace_parent, d.trace_parent`;
 
