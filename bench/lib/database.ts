@@ -3,7 +3,7 @@ import { createDatabaseIfMissing, createDb, migrateLatest } from '../../src/infr
 import { newId } from '../../src/domain/ids.js';
 import { SecretBox } from '../../src/domain/secret-box.js';
 import { generateWebhookSecret } from '../../src/domain/signing.js';
-import { outboundBody } from '../../src/store/intake-store.js';
+import { eventData } from '../../src/store/intake-store.js';
 import { payloadData } from './payload.js';
 
 /** The server's maintenance database, next to the bench database. */
@@ -64,8 +64,8 @@ export interface BacklogShare {
 }
 
 /**
- * Creates pending work directly in SQL, as fan-out would have left it: events (one body each, built
- * by the platform's own outboundBody) and their deliveries, due now. Event k goes to every endpoint
+ * Creates pending work directly in SQL, as fan-out would have left it: events (their data written
+ * by the platform's own eventData) and their deliveries, due now. Event k goes to every endpoint
  * whose share is larger than k, so endpoints with equal shares receive the same events (fan-out).
  * Events are dated 1 ms apart, ending now, as a backlog that built up from a stream of callbacks
  * would be (intake stamps each event with its own arrival time). Ids come from the platform's own
@@ -92,14 +92,14 @@ export async function insertBacklog(
   for (let from = 0; from < events; from += batch) {
     const size = Math.min(batch, events - from);
     const eventIds: string[] = [];
-    const bodies: string[] = [];
+    const payloads: string[] = [];
     const times: string[] = [];
     for (let i = 0; i < size; i++) {
       const id = newId('event');
       const at = new Date(firstAt + from + i);
       eventIds.push(id);
       times.push(at.toISOString());
-      bodies.push(outboundBody(id, 'order.created', at, undefined, payloadData(from + i, payloadBytes)));
+      payloads.push(eventData(payloadData(from + i, payloadBytes))!);
     }
     const deliveryIds: string[] = [];
     const deliveryEvents: string[] = [];
@@ -116,11 +116,11 @@ export async function insertBacklog(
     }
     await db.transaction(async (trx) => {
       await trx.raw(
-        `INSERT INTO events (id, tenant_id, origin, type, body, created_at, trace_parent)
-         SELECT e.id, ?, 'api', 'order.created', e.body, e.at,
+        `INSERT INTO events (id, tenant_id, origin, type, data, created_at, trace_parent)
+         SELECT e.id, ?, 'api', 'order.created', e.data, e.at,
                 CASE WHEN ?::boolean THEN '00-' || md5(e.id) || '-' || left(md5(e.id || 'fan-out'), 16) || '-01' END
-           FROM unnest(?::text[], ?::text[], ?::timestamptz[]) AS e(id, body, at)`,
-        [tenantId, opts.traced ?? false, eventIds, bodies, times],
+           FROM unnest(?::text[], ?::text[], ?::timestamptz[]) AS e(id, data, at)`,
+        [tenantId, opts.traced ?? false, eventIds, payloads, times],
       );
       await trx.raw(
         `INSERT INTO deliveries (id, tenant_id, event_id, endpoint_id, status, next_attempt_at, deadline_at, created_at, updated_at)

@@ -3,7 +3,7 @@ import { createTenant } from '../lib/api.js';
 import { runToEnd, startPlatform, type PlatformProcess, type Runtime } from '../lib/children.js';
 import { resetState, startMeasured, waitUntil, withSetupApi, type BenchContext } from '../lib/context.js';
 import { countRows, insertBacklog } from '../lib/database.js';
-import { outboundBody } from '../../src/store/intake-store.js';
+import { eventData } from '../../src/store/intake-store.js';
 import { payloadData } from '../lib/payload.js';
 import { cpuSeconds, mb, peakRssBytes, rssBytes } from '../lib/proc.js';
 import { round } from '../lib/stats.js';
@@ -231,7 +231,12 @@ function rateByQuarter(timeline: Array<[number, number]>, total: number): { rate
 /** The floor: a raw undici POST loop to the same receiver ports, at the same total concurrency. */
 async function runDispatchFloor(ctx: BenchContext) {
   const { dispatch: cfg, payloadBytes } = ctx.config;
-  const body = outboundBody('evt_01jdxxxxxxxxxxxxxxxxxxxxxx', 'order.created', new Date(), undefined, payloadData(0, payloadBytes));
+  // The bytes the platform sends for such an event, built by its own rule (db/functions/event_body.sql).
+  const { rows } = await ctx.db.raw<{ rows: Array<{ body: string }> }>(`SELECT event_body(NULL, ?, 'order.created', now(), NULL, ?) AS body`, [
+    'evt_01jdxxxxxxxxxxxxxxxxxxxxxx',
+    eventData(payloadData(0, payloadBytes))!,
+  ]);
+  const body = rows[0]!.body;
   const args = {
     urls: Array.from({ length: cfg.endpoints }, (_, i) => ctx.receiver.okUrl(i, `floor/${i}`)),
     perUrl: cfg.endpointConcurrency,

@@ -33,7 +33,7 @@ export async function runRetention(ctx: BenchContext): Promise<RetentionResult> 
   for (const day of days) {
     // One event per delivery (deliveries are unique per event and endpoint), ids 1 ms apart in the day.
     await db.raw(
-      `INSERT INTO events (id, tenant_id, origin, type, body, created_at)
+      `INSERT INTO events (id, tenant_id, origin, type, data, created_at)
        SELECT typeid_floor('evt', :day::timestamptz + make_interval(secs => n / 1000.0)), :tenant, 'api', 'bench.retention', '{}', :day
          FROM generate_series(1, :count) n`,
       { day, tenant: tenantId, count: deliveriesPerDay },

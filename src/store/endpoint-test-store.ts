@@ -1,7 +1,7 @@
 import { conflict } from '../domain/errors.js';
 import { newId } from '../domain/ids.js';
 import type { RawJson } from '../domain/raw-json.js';
-import { outboundBody } from './intake-store.js';
+import { eventData } from './intake-store.js';
 import type { TenantScope } from './tenant-scope.js';
 
 export interface TestSend {
@@ -40,7 +40,7 @@ export async function sendTestEvent(
       id: eventId,
       origin: 'api',
       type: input.type,
-      body: outboundBody(eventId, input.type, now, undefined, input.data),
+      data: eventData(input.data) ?? null,
       created_at: now,
     });
     const maxAge = (ep.retry_policy as Record<string, unknown>).maxEventAgeSeconds;

@@ -12,7 +12,7 @@ import { Batcher, groupCommit } from '../infra/batcher.js';
 import { mayBeOneRowsFault } from '../infra/db.js';
 import { run, statement, type WarmUp } from '../infra/sql.js';
 import { withDeliveryIds } from './delivery-ids.js';
-import { outboundBody } from './intake-store.js';
+import { eventData } from './intake-store.js';
 import type { TenantScope } from './tenant-scope.js';
 
 export interface EventRow {
@@ -101,7 +101,7 @@ export async function publishEvent(
     return scope.submit(publishBatcher, {
       eventId: id, deliveryIds, origin: input.origin ?? 'api', type: input.type,
       messageId: input.messageId ?? null, idempotencyKey, requestHash,
-      body: outboundBody(id, input.type, now, input.messageId, input.data), createdAt: now.toISOString(), defaultMaxAgeSeconds,
+      data: eventData(input.data), createdAt: now.toISOString(), defaultMaxAgeSeconds,
       traceParent: spans?.traceParent ?? null,
     });
   }).catch((err: unknown) => {
@@ -140,7 +140,8 @@ interface PublishItem {
   idempotencyKey: string | null;
   /** Of the request's meaning (type, messageId, data), only with an idempotencyKey. */
   requestHash: string | null;
-  body: string;
+  /** The payload's JSON text; the envelope is db/functions/event_body.sql's. */
+  data: string | undefined;
   createdAt: string;
   defaultMaxAgeSeconds: number;
   /** The event's fan-out span (src/infra/accept-spans.ts), stored with it; null when not traced. */
@@ -165,7 +166,7 @@ function publishManyParams(items: PublishItem[]) {
     items: JSON.stringify(
       items.map((i) => ({
         event_id: i.eventId, delivery_ids: i.deliveryIds, tenant_id: i.tenantId, origin: i.origin, type: i.type, message_id: i.messageId,
-        idempotency_key: i.idempotencyKey, request_hash: i.requestHash, body: i.body, created_at: i.createdAt, trace_parent: i.traceParent,
+        idempotency_key: i.idempotencyKey, request_hash: i.requestHash, data: i.data, created_at: i.createdAt, trace_parent: i.traceParent,
       })),
     ),
   };

@@ -34,12 +34,13 @@ export interface IntakeRecord {
 const none: FanOutResult = { pending: 0, deadDisabled: 0 };
 
 /**
- * The exact bytes every endpoint receives for this event, on every attempt. A payload received from
- * outside comes as RawJson and is written as its own text, never re-serialised; any other `data`
- * is a value the platform made, written by JSON.stringify.
+ * An event's payload as events.data stores it: a payload received from outside comes as RawJson and
+ * is written as its own text, never re-serialised; any other `data` is a value the platform made,
+ * written by JSON.stringify. Undefined when the event has none. The envelope every endpoint receives
+ * is built around it by db/functions/event_body.sql.
  */
-export function outboundBody(id: string, type: string, at: Date, messageId: string | undefined, data: unknown): string {
-  return stringifyJson({ id, type, timestamp: at.toISOString(), messageId: messageId ?? null, data })!;
+export function eventData(data: unknown): string | undefined {
+  return stringifyJson(data);
 }
 
 /**
@@ -91,7 +92,7 @@ export class IntakeWriter {
       type: event.type, messageId: event.messageId ?? null, dedupeKey: event.dedupeKey,
       status: event.status?.value ?? null, statusRank: event.status?.rank ?? null, statusFinal: event.status?.final ?? null,
       sequence: event.sequence ?? null,
-      body: outboundBody(eventId, event.type, input.receivedAt, event.messageId, event.data),
+      data: eventData(event.data),
       ...(input.traceParent && { traceParent: input.traceParent }),
     };
     const row = await withDeliveryIds(source.tenantId, event.type, (deliveryIds) => this.accepts.submit({ ...item, deliveryIds }));
@@ -141,7 +142,8 @@ interface AcceptItem {
   statusRank: number | null;
   statusFinal: boolean | null;
   sequence: number | null;
-  body: string;
+  /** The payload's JSON text, absent when the event has none; the envelope is db/functions/event_body.sql's. */
+  data?: string;
   /** Absent when the event is not traced, so an untraced batch's JSON is as before. */
   traceParent?: string;
 }

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '../../src/domain/ids.js';
 import { RawJson, stringifyJson } from '../../src/domain/raw-json.js';
-import { createEndpoint } from '../helpers/dispatch.js';
+import { createEndpoint, publish } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
 
@@ -66,7 +66,15 @@ describe('the body of an event', () => {
     expect(new Set(rows.map((r) => r.body)).size).toBe(cases.length);
   });
 
-  it('is built around the data of an event stored without its envelope, as the release after 0.3.0 stores it', async () => {
+  it('is not stored: a published event keeps its data as sent, and its endpoint receives the envelope built around it', async () => {
+    const eventId = await publish(tenant, 'order.created', { amount: 10, note: 'ünïcode' });
+    const stored = await t.platform.db('events').where({ id: eventId }).first('body', 'data', 'type', 'created_at', 'message_id');
+    expect({ body: stored.body, data: stored.data }).toEqual({ body: null, data: '{"amount":10,"note":"ünïcode"}' });
+    const arrived = await eventually(async () => receiver.requests.find((r) => r.headers['webhook-id'] === eventId), 'the published event at its endpoint');
+    expect(arrived.body).toBe(storedEnvelope(eventId, stored.type, stored.created_at, stored.message_id, stored.data));
+  });
+
+  it('is built around the data of an event stored without its envelope, as publish_events stores an event given as data', async () => {
     const eventId = newId('event');
     const createdAt = new Date();
     const data = '{"amount": 12345678901234567890, "note":"\\u00fc"}';

@@ -45,7 +45,7 @@ function acceptItem(n: number, eventId: string, overrides: Record<string, unknow
     receiptId: newId('receipt'), eventId, deliveryIds: [newId('delivery'), newId('delivery')],
     tenantId: tenant.id, sourceId: source.id, origin: 'callback', bodyDigest: `digest-${n}`, receivedAt: new Date(),
     type: 'order.created', messageId: `ord_${n}`, dedupeKey: `key-${n}`, status: null, statusRank: null, statusFinal: null,
-    sequence: null, body: JSON.stringify({ n }), ...overrides,
+    sequence: null, data: JSON.stringify({ n }), ...overrides,
   };
 }
 
@@ -76,8 +76,10 @@ describe('one batch', () => {
     ]);
 
     const ids = [a, b, c, d, e];
-    const events = await session.query('SELECT id, stale, body FROM events WHERE id = ANY($1) ORDER BY id', [ids]);
-    expect(events.rows).toEqual([a, b, c, e].sort().map((id) => ({ id, stale: id === c, body: expect.any(String) })));
+    // The payload is stored as given, and the envelope around it is not stored at all.
+    const events = await session.query('SELECT id, stale, body, data FROM events WHERE id = ANY($1) ORDER BY id', [ids]);
+    const payloads = new Map([[a, '{"n":100}'], [b, '{"n":102}'], [c, '{"n":103}'], [e, '{"n":105}']]);
+    expect(events.rows).toEqual([a, b, c, e].sort().map((id) => ({ id, stale: id === c, body: null, data: payloads.get(id) })));
     const deliveries = await session.query(
       `SELECT d.event_id, count(*)::int AS n, count(q.delivery_id)::int AS queued FROM deliveries d
          LEFT JOIN delivery_queue q ON q.delivery_id = d.id WHERE d.event_id = ANY($1) GROUP BY 1 ORDER BY 1`,
@@ -124,7 +126,7 @@ describe('intake statement plans', () => {
       const published = newId('event');
       eventIds.push(published);
       const { rows: pub } = await session.query('SELECT outcome, pending FROM publish_events($1::jsonb, 86400)', [
-        JSON.stringify([publishItem({ event_id: published, body: JSON.stringify({ n }) })]),
+        JSON.stringify([publishItem({ event_id: published, data: JSON.stringify({ n }) })]),
       ]);
       expect(pub).toEqual([{ outcome: 'created', pending: 2 }]);
     }
@@ -148,7 +150,7 @@ describe('intake statement plans', () => {
 function publishItem(fields: Record<string, unknown>): Record<string, unknown> {
   return {
     event_id: newId('event'), delivery_ids: [newId('delivery'), newId('delivery')], tenant_id: tenant.id, origin: 'api',
-    type: 'order.created', message_id: null, idempotency_key: null, request_hash: null, body: '{"data":{}}',
+    type: 'order.created', message_id: null, idempotency_key: null, request_hash: null, data: '{}',
     created_at: new Date().toISOString(), trace_parent: null, ...fields,
   };
 }

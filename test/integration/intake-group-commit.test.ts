@@ -63,7 +63,7 @@ describe('intake group commit', () => {
 
     // Each answer names its own event: the body stored under an answered id is that callback's.
     const { rows } = await t.platform.db.raw<{ rows: Array<{ id: string; data_n: string }> }>(
-      `SELECT id, (body::jsonb -> 'data' ->> 'n') AS data_n FROM events WHERE source_id = ?`,
+      `SELECT id, (event_body(events)::jsonb -> 'data' ->> 'n') AS data_n FROM events WHERE source_id = ?`,
       [source.id],
     );
     const dataById = new Map(rows.map((r) => [r.id, r.data_n]));
