@@ -10,8 +10,9 @@
 -- Inputs:  the attempt (p_delivery_id, p_attempt_number, outcome, timing, status code, error,
 --          excerpt), the delivery's next state, p_failure (counts against the endpoint),
 --          p_threshold and p_cooldown_seconds (circuit), p_hand_off_lease_ms (NULL: no hand-off).
---          p_tenant_id is no longer read (release 0.3.0): an attempt's tenant is its delivery's,
---          and the column goes once release 0.2.0, which still writes it, no longer runs.
+--          p_tenant_id is not read (since release 0.3.0, which passes NULL): an attempt's tenant is
+--          its delivery's. The column stays, unwritten, because the down step of migration
+--          20261201000015 copies attempts back by column position (docs/architecture.md).
 -- Outputs: a first row whose `applied` says whether the result was taken (false when the
 --          delivery is no longer in flight on this attempt: a late result changes nothing); when
 --          a delivery was handed on, that row carries it (columns as src/delivery/sql/claimed.ts).

@@ -12,9 +12,10 @@
 --
 -- Inputs:  parallel arrays, one element per success (delivery, attempt number and id, tenant,
 --          trigger, start, duration, status code, excerpt, endpoint, whether its slot goes on),
---          p_threshold (circuit), p_lease_ms (lease of a handed attempt). p_tenant_ids is no longer
---          read (release 0.3.0): an attempt's tenant is its delivery's, and the column goes once
---          release 0.2.0, which still writes it, no longer runs.
+--          p_threshold (circuit), p_lease_ms (lease of a handed attempt). p_tenant_ids is not read
+--          (since release 0.3.0, which passes NULL): an attempt's tenant is its delivery's. The
+--          column stays, unwritten, because the down step of migration 20261201000015 copies
+--          attempts back by column position (docs/architecture.md).
 -- Outputs: a first row with `applied`, the 1-based positions of the successes that were taken,
 --          and no delivery; then one row per handed delivery (columns as src/delivery/sql/claimed.ts).
 -- Effects: deliveries, attempts, endpoints (circuit reset), the handed deliveries.

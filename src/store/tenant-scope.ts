@@ -121,7 +121,7 @@ export class TenantScope {
 
   /**
    * An insert into `table` whose every row belongs to this tenant (tenant_id is set here). Not
-   * attempts: their tenant is their delivery's, and their own column is going.
+   * attempts: their tenant is their delivery's, and their own column is no longer written.
    */
   insert(table: Exclude<TenantTable, 'attempts'>, rows: Record<string, unknown> | Array<Record<string, unknown>>): Knex.QueryBuilder {
     const owned = (row: Record<string, unknown>) => ({ ...row, tenant_id: this.tenantId });

@@ -3,10 +3,11 @@ import { createEndpoint, publishMany } from '../helpers/dispatch.js';
 import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 
 /**
- * During a rolling deploy, processes of release 0.2.0 still record attempts with the tenant
- * arguments this release no longer reads (docs/operations/functions.md). Their calls must keep
- * moving deliveries as before, and the attempts they record carry no tenant of their own, as this
- * release's do. Role `api`: no dispatcher, so deliveries only move when the test moves them.
+ * The recording functions keep the tenant arguments release 0.2.0 passed and nothing reads since
+ * 0.3.0 (which passes NULL), until a signature without them replaces these functions
+ * (docs/operations/functions.md). A call that passes a tenant must keep moving deliveries as
+ * before, and the attempts it records carry no tenant of their own. Role `api`: no dispatcher, so
+ * deliveries only move when the test moves them.
  */
 
 let t: TestPlatform;
@@ -31,7 +32,7 @@ async function statusesOf(endpointId: string): Promise<Record<string, number>> {
   return Object.fromEntries(rows.map((r) => [r.status, r.n]));
 }
 
-describe("release 0.2.0's calls", () => {
+describe("calls with the tenant arguments of release 0.2.0", () => {
   it('record a failure and a success with their tenant arguments, each handing on: same effects, no tenant stored', async () => {
     const ep = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/previous', eventTypes: ['previous.*'], maxConcurrency: 2 });
     await publishMany(tenant, 4, 4, 'previous.created');
