@@ -33,6 +33,27 @@ afterAll(async () => {
   await t?.stop();
 });
 
+/** One event given to publish_events as the api gives it, to the tenant's endpoint: its outcome and the body it answers. */
+async function publishDirectly(fields: Record<string, unknown>): Promise<Array<{ outcome: string; body: string }>> {
+  const item = {
+    delivery_ids: [newId('delivery')], tenant_id: tenant.id, origin: 'api', type: 'order.created', message_id: null,
+    idempotency_key: null, request_hash: null, trace_parent: null, ...fields,
+  };
+  const { rows } = await t.platform.db.raw<{ rows: Array<{ outcome: string; body: string }> }>('SELECT outcome, body FROM publish_events(?::jsonb, 86400)', [
+    JSON.stringify([item]),
+  ]);
+  return rows;
+}
+
+/** The endpoint received exactly `body` for the event, and GET /v1/events/:id shows it as its payload. */
+async function expectSentAndShown(eventId: string, body: string): Promise<void> {
+  const arrived = await eventually(async () => receiver.requests.find((r) => r.headers['webhook-id'] === eventId), 'the event at its endpoint');
+  expect(arrived.body).toBe(body);
+  const shown = await tenant.call('GET', `/v1/events/${eventId}`);
+  expect(shown.status, shown.text).toBe(200);
+  expect(shown.text).toContain(`"payload":${body}`);
+}
+
 describe('the body of an event', () => {
   it('is built byte for byte as releases up to 0.3.0 stored it, whatever its message id, type, time and data', async () => {
     const messageIds = [
@@ -78,21 +99,10 @@ describe('the body of an event', () => {
     const eventId = newId('event');
     const createdAt = new Date();
     const data = '{"amount": 12345678901234567890, "note":"\\u00fc"}';
-    const item = {
-      event_id: eventId, delivery_ids: [newId('delivery')], tenant_id: tenant.id, origin: 'api', type: 'order.created', message_id: 'ord_7',
-      idempotency_key: null, request_hash: null, data, created_at: createdAt.toISOString(), trace_parent: null,
-    };
     const expected = storedEnvelope(eventId, 'order.created', createdAt, 'ord_7', data);
-    const { rows } = await t.platform.db.raw<{ rows: Array<{ outcome: string; body: string }> }>('SELECT outcome, body FROM publish_events(?::jsonb, 86400)', [
-      JSON.stringify([item]),
-    ]);
-    expect(rows).toEqual([{ outcome: 'created', body: expected }]);
+    expect(await publishDirectly({ event_id: eventId, message_id: 'ord_7', data, created_at: createdAt.toISOString() })).toEqual([{ outcome: 'created', body: expected }]);
     expect(await t.platform.db('events').where({ id: eventId }).first('body', 'data')).toEqual({ body: null, data });
-    const arrived = await eventually(async () => receiver.requests.find((r) => r.headers['webhook-id'] === eventId), 'the event at its endpoint');
-    expect(arrived.body).toBe(expected);
-    const shown = await tenant.call('GET', `/v1/events/${eventId}`);
-    expect(shown.status, shown.text).toBe(200);
-    expect(shown.text).toContain(`"payload":${expected}`);
+    await expectSentAndShown(eventId, expected);
   });
 
   it('is sent as stored for an event stored whole, and shown so by GET /v1/events/:id', async () => {
@@ -101,19 +111,8 @@ describe('the body of an event', () => {
     const eventId = newId('event');
     const createdAt = new Date();
     const body = `{ "id": "${eventId}", "type": "order.created", "timestamp": "${createdAt.toISOString()}", "messageId": null, "data": {"n": 1.50} }`;
-    const item = {
-      event_id: eventId, delivery_ids: [newId('delivery')], tenant_id: tenant.id, origin: 'api', type: 'order.created', message_id: null,
-      idempotency_key: null, request_hash: null, body, created_at: createdAt.toISOString(), trace_parent: null,
-    };
-    const { rows } = await t.platform.db.raw<{ rows: Array<{ outcome: string; body: string }> }>('SELECT outcome, body FROM publish_events(?::jsonb, 86400)', [
-      JSON.stringify([item]),
-    ]);
-    expect(rows).toEqual([{ outcome: 'created', body }]);
+    expect(await publishDirectly({ event_id: eventId, body, created_at: createdAt.toISOString() })).toEqual([{ outcome: 'created', body }]);
     expect(await t.platform.db('events').where({ id: eventId }).first('body', 'data')).toEqual({ body, data: null });
-    const arrived = await eventually(async () => receiver.requests.find((r) => r.headers['webhook-id'] === eventId), 'the event at its endpoint');
-    expect(arrived.body).toBe(body);
-    const shown = await tenant.call('GET', `/v1/events/${eventId}`);
-    expect(shown.status, shown.text).toBe(200);
-    expect(shown.text).toContain(`"payload":${body}`);
+    await expectSentAndShown(eventId, body);
   });
 });
