@@ -8,9 +8,10 @@
 --   event_body(events)  for a reader that has the row (admission, hand-off, the API);
 --   event_body(p_body, p_id, p_type, p_created_at, p_message_id, p_data)  for a writer that has
 --                       the columns before the row exists (fan-out filters at publish and intake).
--- Inputs:  the event's stored body (NULL after release 0.3.0), id, type, creation time (whole
---          milliseconds: it is the API's or the intake's clock), message id, and data (NULL when
---          the event has no `data` member: the envelope then has none).
+-- Inputs:  the event's stored body (NULL for events the api wrote after release 0.3.0), id,
+--          type, creation time (whole milliseconds: it is the API's or the intake's clock),
+--          message id, and data (NULL when the event has no `data` member: the envelope then has
+--          none).
 -- Outputs: the body, text.
 -- Effects: none. STABLE, not IMMUTABLE: to_char is STABLE. Both are SQL functions that PostgreSQL
 --          inlines, so a reader pays for the concatenation only, and only when it selects the body.

@@ -6,7 +6,7 @@ import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '../../src/domain/ids.js';
 import { createDb } from '../../src/infra/db.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
+import { createTestDatabase, type TestDatabase, sentBody } from '../helpers/database.js';
 import { checkInvariants, filterMatches, inspect, type RecordingReceiver, type ViolationKind } from '../helpers/invariants.js';
 import type { ReceivedRequest } from '../helpers/receiver.js';
 
@@ -89,7 +89,7 @@ async function world(): Promise<World> {
   ]);
 
   const bodies = new Map<string, string>(
-    (await db('events').whereIn('id', [ids.e1, ids.e2, ids.stale]).select('id', db.raw('event_body(events) AS body'))).map((r: { id: string; body: string }) => [r.id, r.body]),
+    (await db('events').whereIn('id', [ids.e1, ids.e2, ids.stale]).select('id', sentBody(db))).map((r: { id: string; body: string }) => [r.id, r.body]),
   );
   const request = (deliveryId: string, eventId: string, body = bodies.get(eventId) ?? '{}', attempt = 1): ReceivedRequest => ({
     method: 'POST', path: '/hook', headers: { 'webhook-id': eventId, 'webhook-delivery-id': deliveryId, 'webhook-attempt': String(attempt) }, body, at: Date.now(),

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import type { Knex } from 'knex';
 import { pgAdminUrl, templateDatabase } from './global-setup.js';
 
 /** The pid of the vitest run that owns the template (workers inherit it through the template name). */
@@ -40,4 +41,9 @@ export async function createTestDatabase(template = templateDatabase): Promise<T
 /** An empty database, for migration tests. */
 export async function createEmptyDatabase(): Promise<TestDatabase> {
   return createTestDatabase('template0');
+}
+
+/** From a query over `events`: the body each event is sent as (db/functions/event_body.sql), as `body`. */
+export function sentBody(db: Knex): Knex.Raw {
+  return db.raw('event_body(events) AS body');
 }

@@ -39,6 +39,7 @@ import { UNFINISHED_STATUSES } from '../../src/domain/delivery-status.js';
 import { metricValue } from './dispatch.js';
 import type { ReceivedRequest } from './receiver.js';
 import { observedTransitions, transitionsAllowing } from './transition-log.js';
+import { sentBody } from './database.js';
 
 /** What the checker needs of a receiver: where it listens and what it recorded. */
 export interface RecordingReceiver {
@@ -175,7 +176,7 @@ export async function inspect(input: InvariantInput): Promise<InvariantReport> {
     if (n <= MAX_PER_KIND) violations.push(v);
   };
 
-  const events: EventRow[] = await scoped(db('events').select('id', 'tenant_id', 'type', 'stale', db.raw('event_body(events) AS body'), 'created_at'));
+  const events: EventRow[] = await scoped(db('events').select('id', 'tenant_id', 'type', 'stale', sentBody(db), 'created_at'));
   const endpoints: EndpointRow[] = await scoped(db('endpoints').select('id', 'tenant_id', 'url', 'event_types', 'created_at', 'deleted_at'));
   const deliveries: DeliveryRow[] = await scoped(db('deliveries').select('id', 'event_id', 'endpoint_id', 'status', 'dead_reason'));
   const successes = new Set<string>(

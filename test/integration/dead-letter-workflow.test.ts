@@ -4,6 +4,7 @@ import { createEndpoint, publish, type Delivery } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
 import { answer, bulkReplay, completed, settledOn } from '../helpers/replay.js';
+import { sentBody } from '../helpers/database.js';
 
 /**
  * The "customer was down for a day" workflow: the tenant disables the endpoint, what arrives piles
@@ -84,7 +85,7 @@ describe('dead-letter workflow', () => {
     await eventually(async () => down.requests.length >= 10, 'the ten piled-up events at the receiver');
     expect(down.eventIds()).toEqual(new Set([...created, ...paid]));
     const bodies = new Map<string, string>(
-      (await t.platform.db('events').whereIn('id', [...created, ...paid]).select('id', t.platform.db.raw('event_body(events) AS body'))).map((e: { id: string; body: string }) => [e.id, e.body]),
+      (await t.platform.db('events').whereIn('id', [...created, ...paid]).select('id', sentBody(t.platform.db))).map((e: { id: string; body: string }) => [e.id, e.body]),
     );
     for (const req of down.requests) {
       expect(req.body).toBe(bodies.get(String(req.headers['webhook-id'])));

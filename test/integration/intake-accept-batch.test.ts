@@ -57,7 +57,8 @@ describe('one batch', () => {
       acceptItem(100, a!),
       acceptItem(100, newId('event')), // byte for byte the first: same digest, same key
       acceptItem(101, newId('event'), { dedupeKey: 'key-100' }), // another body, the first's key
-      acceptItem(102, b!, status('sent', 2)),
+      // As release 0.3.0's api gives it during a deploy: the whole envelope, stored as sent.
+      acceptItem(102, b!, { ...status('sent', 2), data: undefined, body: `{ "id": "${b!}", "data": {"n": 102} }` }),
       acceptItem(103, c!, status('accepted', 1)), // lower than what the message reached one callback earlier
       acceptItem(104, d!, { deliveryIds: [newId('delivery')] }), // two endpoints, one id
       acceptItem(105, e!, status('delivered', 3, true)),
@@ -76,10 +77,16 @@ describe('one batch', () => {
     ]);
 
     const ids = [a, b, c, d, e];
-    // The payload is stored as given, and the envelope around it is not stored at all.
+    // The payload is stored as given, and the envelope around it is not stored at all; a whole
+    // envelope given instead is stored as given.
     const events = await session.query('SELECT id, stale, body, data FROM events WHERE id = ANY($1) ORDER BY id', [ids]);
-    const payloads = new Map([[a, '{"n":100}'], [b, '{"n":102}'], [c, '{"n":103}'], [e, '{"n":105}']]);
-    expect(events.rows).toEqual([a, b, c, e].sort().map((id) => ({ id, stale: id === c, body: null, data: payloads.get(id) })));
+    const stored = new Map([
+      [a, { body: null, data: '{"n":100}' }],
+      [b, { body: `{ "id": "${b!}", "data": {"n": 102} }`, data: null }],
+      [c, { body: null, data: '{"n":103}' }],
+      [e, { body: null, data: '{"n":105}' }],
+    ]);
+    expect(events.rows).toEqual([a, b, c, e].sort().map((id) => ({ id, stale: id === c, ...stored.get(id) })));
     const deliveries = await session.query(
       `SELECT d.event_id, count(*)::int AS n, count(q.delivery_id)::int AS queued FROM deliveries d
          LEFT JOIN delivery_queue q ON q.delivery_id = d.id WHERE d.event_id = ANY($1) GROUP BY 1 ORDER BY 1`,

@@ -5,7 +5,7 @@ import { newId } from '../../src/domain/ids.js';
 import { createDb, migrateLatest, migrationsDirectory } from '../../src/infra/db.js';
 import { readFunctionSources } from '../../src/infra/function-sources.js';
 import { publish } from '../helpers/api.js';
-import { createEmptyDatabase, type TestDatabase } from '../helpers/database.js';
+import { createEmptyDatabase, type TestDatabase, sentBody } from '../helpers/database.js';
 import { schemaDump } from '../helpers/schema.js';
 import { startTestPlatform } from '../helpers/platform.js';
 import { standard } from '../helpers/providers.js';
@@ -157,7 +157,7 @@ describe('migrations', () => {
       await db.raw('SELECT * FROM publish_events(?::jsonb, 86400)', [JSON.stringify([item(withData, '{"n": 1.50}'), item(withoutData)])]);
       expect(await db('events').whereIn('id', [withData, withoutData]).whereNull('body').count({ n: '*' })).toEqual([{ n: 2 }]);
       // Below events.data, every event has its body stored again: the bytes it was sent as.
-      const sent = await db('events').orderBy('id').select('id', db.raw('event_body(events) AS body'));
+      const sent = await db('events').orderBy('id').select('id', sentBody(db));
       const completed = async () => (await db.migrate.list())[0].map((m: string | { name: string }) => (typeof m === 'string' ? m : m.name));
       while ((await completed()).some((name: string) => name.startsWith('20261204000044_'))) await db.migrate.down();
       expect(await db('events').orderBy('id').select('id', 'body')).toEqual(sent);

@@ -6,6 +6,7 @@ import { startReceiver, type ReceivedRequest, type Receiver } from '../helpers/r
 import { answer } from '../helpers/replay.js';
 import { UNFINISHED_STATUSES } from '../../src/domain/delivery-status.js';
 import { watchAnnouncements, type AnnouncementWatch } from '../helpers/announcements.js';
+import { sentBody } from '../helpers/database.js';
 
 /**
  * The platform tells a tenant about its own trouble with events of its own, `platform.delivery.dead`
@@ -24,7 +25,7 @@ describe('operational events', () => {
   const typeOf = (req: ReceivedRequest) => (JSON.parse(req.body) as { type: string }).type;
   const ofType = (r: Receiver, type: string) => r.requests.filter((req) => typeOf(req) === type).map((req) => ({ req, body: JSON.parse(req.body) }));
   const platformEvents = async (tenantId: string) =>
-    t.platform.db('events').where({ tenant_id: tenantId }).where('type', 'like', 'platform.%').orderBy('id').select('id', 'type', 'origin', t.platform.db.raw('event_body(events) AS body'));
+    t.platform.db('events').where({ tenant_id: tenantId }).where('type', 'like', 'platform.%').orderBy('id').select('id', 'type', 'origin', sentBody(t.platform.db));
   /** Every delivery of the tenant finished (none waiting or in flight). */
   const quiet = (tenantId: string) =>
     eventually(async () => {

@@ -5,6 +5,7 @@ import { createEndpoint, getDelivery, publish, settledDelivery } from '../helper
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
 import { answer, apiKeyId, hang, metric, replayOne, rowCounts } from '../helpers/replay.js';
+import { sentBody } from '../helpers/database.js';
 
 /**
  * POST /v1/deliveries/:id/replay sends the same delivery again through the dispatcher: the same
@@ -84,7 +85,7 @@ describe('single replay', () => {
     expect(replayed.headers['webhook-replay']).toBe('true');
     expect(replayed.headers['webhook-attempt']).toBe('2');
     expect(Buffer.from(replayed.body).equals(Buffer.from(original.body))).toBe(true);
-    const stored = await t.platform.db('events').where({ id: eventId }).first(t.platform.db.raw('event_body(events) AS body'));
+    const stored = await t.platform.db('events').where({ id: eventId }).first(sentBody(t.platform.db));
     expect(replayed.body).toBe(stored.body);
     // Signed afresh with the endpoint's secret, over the same bytes.
     new Webhook(ep.secret).verify(replayed.body, {

@@ -10,6 +10,7 @@ import { promisify } from 'node:util';
 import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { UNFINISHED_STATUSES } from '../../src/domain/delivery-status.js';
+import { memberSpan } from '../../src/domain/json-span.js';
 import { createDb, migrateLatest } from '../../src/infra/db.js';
 import { functionsTable, readFunctionSources } from '../../src/infra/function-sources.js';
 import { snapshotFiles, type ReleaseSnapshotManifest } from '../../scripts/release-fixture.js';
@@ -99,6 +100,25 @@ describe(`upgrade from ${release.version}`, () => {
     } finally {
       await fresh.drop();
     }
+  });
+
+  it('builds, from its columns and its payload, every body the release stored whole, byte for byte', async () => {
+    // The release's api wrote the envelope itself; event_body (db/functions/event_body.sql) builds it
+    // for events stored without it, and must agree with every body a real release stored.
+    const stored: Array<{ id: string; type: string; created_at: Date; message_id: string | null; body: string }> = await db('events')
+      .whereNotNull('body')
+      .select('id', 'type', 'created_at', 'message_id', 'body');
+    expect(stored.length).toBeGreaterThan(0);
+    const payloads = stored.map((e) => {
+      const span = memberSpan(e.body, 'data');
+      return span ? e.body.slice(span.start, span.end) : null;
+    });
+    const { rows } = await db.raw<{ rows: Array<{ body: string }> }>(
+      `SELECT event_body(NULL, e.id, e.type, e.created_at, e.message_id, p.data) AS body
+         FROM unnest(?::text[], ?::text[]) WITH ORDINALITY AS p(id, data, n) JOIN events e ON e.id = p.id ORDER BY p.n`,
+      [stored.map((e) => e.id), payloads as string[]],
+    );
+    expect(rows.map((r) => r.body)).toEqual(stored.map((e) => e.body));
   });
 
   it("keeps the release's tenants, keys, circuit and replay readable through the API", async () => {
