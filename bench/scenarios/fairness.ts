@@ -8,7 +8,7 @@ import { probeRoundTrips, sendList } from '../lib/load.js';
 import { publishRequest } from '../lib/payload.js';
 import { percentile, round } from '../lib/stats.js';
 import { runBacklogCase, type BacklogCase } from './fairness-backlog.js';
-import { measureStream, streamSummary, type StreamSpec } from './latency.js';
+import { measureStream, streamSummary, type StreamLatency, type StreamSpec } from './latency.js';
 
 export interface FairnessResult {
   /** B's p99 with A's burst / alone. */
@@ -103,6 +103,34 @@ export async function schedulerWait(ctx: BenchContext, tenantId: string, since: 
   return { p50Ms: round(Number(r?.p50 ?? Number.NaN), 1), p99Ms: round(Number(r?.p99 ?? Number.NaN), 1), maxMs: round(Number(r?.max ?? Number.NaN), 1) };
 }
 
+/**
+ * B's path in two parts, per delivered event: from its 202 to the start of its first attempt (the
+ * scheduler: wake-up, admission, a slot), and from that start to its arrival at the receiver (the
+ * worker's request and the receiver). One clock: the bench, the receiver and PostgreSQL share this
+ * machine. An attempt can start before its 202 has reached the client, so the first part can be
+ * negative.
+ */
+export async function pathSplit(ctx: BenchContext, stream: StreamLatency) {
+  const { rows } = await ctx.db.raw<{ rows: Array<{ event_id: string; started: number }> }>(
+    `SELECT d.event_id, extract(epoch FROM min(a.started_at)) * 1000 AS started
+       FROM deliveries d JOIN attempts a ON a.delivery_id = d.id
+      WHERE d.event_id = ANY(?) AND a.attempt_number = 1
+      GROUP BY d.event_id`,
+    [stream.arrivals.map((a) => a.eventId)],
+  );
+  const startedAt = new Map(rows.map((r) => [r.event_id, Number(r.started)]));
+  const toStart: number[] = [];
+  const toArrival: number[] = [];
+  for (const a of stream.arrivals) {
+    const started = startedAt.get(a.eventId);
+    if (started === undefined) continue;
+    toStart.push(started - a.ackAt);
+    toArrival.push(a.arrivedAt - started);
+  }
+  const summary = (ms: number[]) => ({ p50Ms: round(percentile(ms, 50), 1), p99Ms: round(percentile(ms, 99), 1), maxMs: round(Math.max(...ms), 1) });
+  return { events: toStart.length, ackToAttemptStart: summary(toStart), attemptStartToArrival: summary(toArrival) };
+}
+
 /** The probe's own port: a receiver port no endpoint uses. */
 export const probeUrl = (ctx: BenchContext) => ctx.receiver.okUrl(noisyEndpoints + 1, 'probe');
 
@@ -193,8 +221,8 @@ async function runBurstCase(ctx: BenchContext, topology: Topology): Promise<Burs
       details: {
         rate: cfg.rate,
         seconds: cfg.seconds,
-        alone: { ...aloneSummary, schedulerWait: aloneWait, machine: aloneMachine },
-        withBurst: { ...burstSummary, schedulerWait: burstWait, machine: burstMachine },
+        alone: { ...aloneSummary, schedulerWait: aloneWait, path: await pathSplit(ctx, alone), machine: aloneMachine },
+        withBurst: { ...burstSummary, schedulerWait: burstWait, path: await pathSplit(ctx, withBurst), machine: burstMachine },
         burst: {
           events: cfg.burst,
           endpointsPerEvent: noisyEndpoints,

@@ -36,6 +36,8 @@ export interface StreamLatency {
   ackedAt: number[];
   notArrived: number;
   sent: PacedResult;
+  /** Per measured event that arrived: its 202 and its first arrival (epoch ms), for splitting the path. */
+  arrivals: Array<{ eventId: string; ackAt: number; arrivedAt: number }>;
 }
 
 /**
@@ -51,6 +53,7 @@ export async function measureStream(ctx: BenchContext, platformUrl: string, apiK
   const seen = new Map<string, number>();
   const latencies: number[] = [];
   const ackedAt: number[] = [];
+  const firstArrivals: StreamLatency['arrivals'] = [];
   let matched = 0;
   const take = (arrivals: Arrival[]) => {
     for (const [id, at] of arrivals) {
@@ -61,6 +64,7 @@ export async function measureStream(ctx: BenchContext, platformUrl: string, apiK
       seen.set(id, k + 1);
       latencies.push(at - ackAt);
       ackedAt.push(ackAt);
+      if (k === 0) firstArrivals.push({ eventId: id, ackAt, arrivedAt: at });
       matched++;
     }
   };
@@ -90,7 +94,7 @@ export async function measureStream(ctx: BenchContext, platformUrl: string, apiK
       notArrived++;
     }
   }
-  return { latencies, ackedAt, notArrived, sent };
+  return { latencies, ackedAt, notArrived, sent, arrivals: firstArrivals };
 }
 
 /** p50 / p99 per `windowMs` of acceptance time, from the stream's first 202: where a tail sits in time. */
