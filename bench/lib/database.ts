@@ -3,7 +3,7 @@ import { createDatabaseIfMissing, createDb, migrateLatest } from '../../src/infr
 import { newId } from '../../src/domain/ids.js';
 import { SecretBox } from '../../src/domain/secret-box.js';
 import { generateWebhookSecret } from '../../src/domain/signing.js';
-import { eventData } from '../../src/store/intake-store.js';
+import { stringifyJson } from '../../src/domain/raw-json.js';
 import { payloadData } from './payload.js';
 
 /** The server's maintenance database, next to the bench database. */
@@ -65,7 +65,7 @@ export interface BacklogShare {
 
 /**
  * Creates pending work directly in SQL, as fan-out would have left it: events (their data written
- * by the platform's own eventData) and their deliveries, due now. Event k goes to every endpoint
+ * by the platform's own stringifyJson) and their deliveries, due now. Event k goes to every endpoint
  * whose share is larger than k, so endpoints with equal shares receive the same events (fan-out).
  * Events are dated 1 ms apart, ending now, as a backlog that built up from a stream of callbacks
  * would be (intake stamps each event with its own arrival time). Ids come from the platform's own
@@ -99,7 +99,7 @@ export async function insertBacklog(
       const at = new Date(firstAt + from + i);
       eventIds.push(id);
       times.push(at.toISOString());
-      payloads.push(eventData(payloadData(from + i, payloadBytes))!);
+      payloads.push(stringifyJson(payloadData(from + i, payloadBytes))!);
     }
     const deliveryIds: string[] = [];
     const deliveryEvents: string[] = [];

@@ -3,7 +3,7 @@ import { createTenant } from '../lib/api.js';
 import { runToEnd, startPlatform, type PlatformProcess, type Runtime } from '../lib/children.js';
 import { resetState, startMeasured, waitUntil, withSetupApi, type BenchContext } from '../lib/context.js';
 import { countRows, insertBacklog } from '../lib/database.js';
-import { eventData } from '../../src/store/intake-store.js';
+import { stringifyJson } from '../../src/domain/raw-json.js';
 import { payloadData } from '../lib/payload.js';
 import { cpuSeconds, mb, peakRssBytes, rssBytes } from '../lib/proc.js';
 import { round } from '../lib/stats.js';
@@ -234,7 +234,7 @@ async function runDispatchFloor(ctx: BenchContext) {
   // The bytes the platform sends for such an event, built by its own rule (db/functions/event_body.sql).
   const { rows } = await ctx.db.raw<{ rows: Array<{ body: string }> }>(`SELECT event_body(NULL, ?, 'order.created', now(), NULL, ?) AS body`, [
     'evt_01jdxxxxxxxxxxxxxxxxxxxxxx',
-    eventData(payloadData(0, payloadBytes))!,
+    stringifyJson(payloadData(0, payloadBytes))!,
   ]);
   const body = rows[0]!.body;
   const args = {

@@ -155,14 +155,12 @@ BEGIN
   PERFORM fan_out_write(v_fan_event_ids, v_fan_tenant_ids, v_fan_created_ats, v_fan_message_keys, v_fan_sequences,
                         v_fan_order_seqs, p_default_max_age_seconds, v_delivery_events, v_delivery_ids, v_delivery_targets);
 
+  -- Only the receipt's own fields are read back: the payload is not copied out a third time.
   INSERT INTO receipts (id, tenant_id, source_id, event_id, outcome, origin, body_digest, received_at)
   SELECT i."receiptId", i."tenantId", i."sourceId", r.event_id, r.outcome, i.origin, i."bodyDigest", i."receivedAt"
     FROM unnest(v_receipt_items, v_receipt_events, v_receipt_outcomes) AS r(n, event_id, outcome)
     JOIN ROWS FROM (jsonb_to_recordset(p_items) AS (
-      "receiptId" text, "eventId" text, "deliveryIds" text[], "tenantId" text, "sourceId" text, origin text,
-      "bodyDigest" text, "receivedAt" timestamptz, type text, "messageId" text, "dedupeKey" text, status text,
-      "statusRank" integer, "statusFinal" boolean, sequence bigint, body text, data text))
-    WITH ORDINALITY AS i("receiptId", "eventId", "deliveryIds", "tenantId", "sourceId", origin, "bodyDigest",
-      "receivedAt", type, "messageId", "dedupeKey", status, "statusRank", "statusFinal", sequence, body, data, n) USING (n);
+      "receiptId" text, "tenantId" text, "sourceId" text, origin text, "bodyDigest" text, "receivedAt" timestamptz))
+    WITH ORDINALITY AS i("receiptId", "tenantId", "sourceId", origin, "bodyDigest", "receivedAt", n) USING (n);
 END
 $function$;

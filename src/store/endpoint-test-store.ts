@@ -1,7 +1,6 @@
 import { conflict } from '../domain/errors.js';
 import { newId } from '../domain/ids.js';
-import type { RawJson } from '../domain/raw-json.js';
-import { eventData } from './intake-store.js';
+import { stringifyJson, type RawJson } from '../domain/raw-json.js';
 import type { TenantScope } from './tenant-scope.js';
 
 export interface TestSend {
@@ -40,7 +39,7 @@ export async function sendTestEvent(
       id: eventId,
       origin: 'api',
       type: input.type,
-      data: eventData(input.data) ?? null,
+      data: stringifyJson(input.data) ?? null,
       created_at: now,
     });
     const maxAge = (ep.retry_policy as Record<string, unknown>).maxEventAgeSeconds;

@@ -5,14 +5,13 @@ import { conflict } from '../domain/errors.js';
 import { eventTypePrefix } from '../domain/event-types.js';
 import type { FanOutResult } from '../domain/fan-out.js';
 import { newId } from '../domain/ids.js';
-import { RawJson } from '../domain/raw-json.js';
+import { RawJson, stringifyJson } from '../domain/raw-json.js';
 import { startAccept } from '../infra/accept-spans.js';
 import type { Span } from '../infra/tracing.js';
 import { Batcher, groupCommit } from '../infra/batcher.js';
 import { mayBeOneRowsFault } from '../infra/db.js';
 import { run, statement, type WarmUp } from '../infra/sql.js';
 import { withDeliveryIds } from './delivery-ids.js';
-import { eventData } from './intake-store.js';
 import type { TenantScope } from './tenant-scope.js';
 
 export interface EventRow {
@@ -101,7 +100,7 @@ export async function publishEvent(
     return scope.submit(publishBatcher, {
       eventId: id, deliveryIds, origin: input.origin ?? 'api', type: input.type,
       messageId: input.messageId ?? null, idempotencyKey, requestHash,
-      data: eventData(input.data), createdAt: now.toISOString(), defaultMaxAgeSeconds,
+      data: stringifyJson(input.data), createdAt: now.toISOString(), defaultMaxAgeSeconds,
       traceParent: spans?.traceParent ?? null,
     });
   }).catch((err: unknown) => {

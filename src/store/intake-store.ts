@@ -34,16 +34,6 @@ export interface IntakeRecord {
 const none: FanOutResult = { pending: 0, deadDisabled: 0 };
 
 /**
- * An event's payload as events.data stores it: a payload received from outside comes as RawJson and
- * is written as its own text, never re-serialised; any other `data` is a value the platform made,
- * written by JSON.stringify. Undefined when the event has none. The envelope every endpoint receives
- * is built around it by db/functions/event_body.sql.
- */
-export function eventData(data: unknown): string | undefined {
-  return stringifyJson(data);
-}
-
-/**
  * Writes callbacks with group commit (src/infra/batcher.ts): callbacks arriving while earlier ones
  * are being written go together in the next statement, so under load many share one round trip and
  * one commit. Each caller is answered only after the statement holding its callback has committed.
@@ -92,7 +82,7 @@ export class IntakeWriter {
       type: event.type, messageId: event.messageId ?? null, dedupeKey: event.dedupeKey,
       status: event.status?.value ?? null, statusRank: event.status?.rank ?? null, statusFinal: event.status?.final ?? null,
       sequence: event.sequence ?? null,
-      data: eventData(event.data),
+      data: stringifyJson(event.data),
       ...(input.traceParent && { traceParent: input.traceParent }),
     };
     const row = await withDeliveryIds(source.tenantId, event.type, (deliveryIds) => this.accepts.submit({ ...item, deliveryIds }));
