@@ -139,7 +139,14 @@ export async function findDelivery(scope: TenantScope, id: string): Promise<Deli
 export async function attemptsFor(scope: TenantScope, deliveryIds: string[]): Promise<Map<string, AttemptRow[]>> {
   const byDelivery = new Map<string, AttemptRow[]>();
   if (deliveryIds.length === 0) return byDelivery;
-  const rows: AttemptRow[] = await scope.from('attempts').whereIn('attempts.delivery_id', deliveryIds).orderBy('attempts.started_at').select('attempts.*');
+  // Through their deliveries, which carry the tenant and a portal session's narrowing, and may
+  // hold a first try folded into them (db/functions/delivery_attempts.sql).
+  const rows: AttemptRow[] = await scope
+    .from('deliveries')
+    .whereIn('deliveries.id', deliveryIds)
+    .joinRaw('CROSS JOIN LATERAL delivery_attempts(deliveries.id) AS attempts')
+    .orderBy('attempts.started_at')
+    .select('attempts.*');
   for (const row of rows) byDelivery.set(row.delivery_id, [...(byDelivery.get(row.delivery_id) ?? []), row]);
   return byDelivery;
 }

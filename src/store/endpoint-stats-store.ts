@@ -40,7 +40,7 @@ const hourMs = 3_600_000;
  * attempted only until its deadline (made + maximum event age), so only ids made from
  * `since - lookback` up to `until` can have attempts in the window; those made earlier and replayed
  * since come from deliveries_replayed (migration 20261201000020). Each delivery's attempts are then
- * read through their index on delivery_id, in the partitions of that id range only.
+ * read through their index on delivery_id, in the partition of that id only (delivery_attempts).
  */
 export async function endpointStats(scope: TenantScope, endpointId: string, w: StatsWindow): Promise<EndpointStats> {
   const from = new Date(w.since.getTime() - w.lookbackSeconds * 1000);
@@ -55,17 +55,15 @@ export async function endpointStats(scope: TenantScope, endpointId: string, w: S
   const made = scope.from('deliveries').where('deliveries.endpoint_id', endpointId).where('deliveries.id', '>=', bounds.lo).where('deliveries.id', '<', bounds.hi);
   const replayed = scope.from('deliveries').where('deliveries.endpoint_id', endpointId).where('deliveries.replayed_at', '>=', from).where('deliveries.id', '<', bounds.lo);
   const deliveries = made.select('deliveries.id').union(replayed.select('deliveries.id'));
-  // The whole tenant's attempts, joined to the deliveries above, which a portal session has narrowed.
-  const attempts = scope
-    .fromWholeTenant('attempts', 'a')
-    .join('d', 'd.id', 'a.delivery_id')
-    .where('a.started_at', '>=', bounds.since)
-    .where('a.started_at', '<', bounds.until)
-    .select('a.started_at', 'a.duration_ms', 'a.status_code', 'a.outcome');
-  // Composed, not built: the builder cannot read the MATERIALIZED CTE twice (totals and series).
+  // Composed, not built: the builder cannot read the MATERIALIZED CTE twice (totals and series),
+  // nor join LATERAL. Each delivery's attempts, stored or folded into it (delivery_attempts).
   const totals = (
     await scope.composed<Record<string, unknown>>(
-    `WITH d AS (:deliveries), a AS MATERIALIZED (:attempts)
+    `WITH d AS (:deliveries),
+          a AS MATERIALIZED (
+            SELECT a.started_at, a.duration_ms, a.status_code, a.outcome
+              FROM d CROSS JOIN LATERAL delivery_attempts(d.id) a
+             WHERE a.started_at >= :since AND a.started_at < :until)
        SELECT count(*)::int AS attempts,
               count(*) FILTER (WHERE outcome = 'success')::int AS succeeded,
               count(*) FILTER (WHERE status_code BETWEEN 200 AND 299)::int AS c2,
@@ -83,7 +81,7 @@ export async function endpointStats(scope: TenantScope, endpointId: string, w: S
                        percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) AS p95
                   FROM a GROUP BY 1) h), '[]') AS series
          FROM a`,
-      { deliveries, attempts },
+      { deliveries, since: bounds.since, until: bounds.until },
     )
   )[0]!;
   const n = (v: unknown) => Number(v);

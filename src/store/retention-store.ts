@@ -126,7 +126,7 @@ export interface IdRange {
   upper: string;
 }
 
-/** Rows removed from deliveries, and attempts that went with them by ON DELETE CASCADE. */
+/** Rows removed from deliveries, and attempts that went with them (ON DELETE CASCADE, or folded in). */
 export interface RemovedDeliveries {
   deliveries: number;
   attempts: number;
@@ -156,8 +156,9 @@ export async function removeDeliveries(
       Object.assign(bindings, { [`lo${i}`]: r.lower ?? '', [`hi${i}`]: r.upper });
     });
   }
-  // The attempts are counted in the statement's snapshot, taken before the cascade removes them.
-  const counted = `SELECT count(*)::int AS deliveries, (SELECT count(*)::int FROM attempts a WHERE a.delivery_id IN (SELECT id FROM chosen)) AS attempts FROM chosen`;
+  // The attempts are counted in the statement's snapshot, taken before the cascade removes them;
+  // a first try folded into its delivery (db/functions/delivery_attempts.sql) goes with it.
+  const counted = `SELECT count(*)::int AS deliveries, (SELECT count(*)::int FROM chosen c CROSS JOIN LATERAL delivery_attempts(c.id) a) AS attempts FROM chosen`;
   if (opts.dryRun) {
     const { rows } = await db.raw<{ rows: RemovedDeliveries[] }>(`WITH chosen AS (SELECT d.id FROM deliveries d WHERE ${range} AND ${removable}) ${counted}`, bindings);
     return rows[0]!;

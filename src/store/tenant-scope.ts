@@ -24,6 +24,13 @@ export const TENANT_TABLES = [
 
 export type TenantTable = (typeof TENANT_TABLES)[number];
 
+/**
+ * Tables a scope reads and writes rows of directly. Not attempts: an attempt is reached through its
+ * delivery (db/functions/delivery_attempts.sql, which also lists a first try folded into it), and
+ * its tenant is its delivery's.
+ */
+export type RowTable = Exclude<TenantTable, 'attempts'>;
+
 /** A table named where SQL text reads or writes one: SQL given to a scope takes its tables from it. */
 const namesTenantTable = new RegExp(String.raw`\b(from|join|update|into|using)\s+(${TENANT_TABLES.join('|')})\b`, 'i');
 
@@ -92,7 +99,7 @@ export class TenantScope {
   }
 
   /** The tenant's rows of `table`, narrowed to a portal session's view when there is one. */
-  from(table: TenantTable, alias?: string): Knex.QueryBuilder {
+  from(table: RowTable, alias?: string): Knex.QueryBuilder {
     const q = this.fromWholeTenant(table, alias);
     if (this.session) this.restrict(q, table, alias ?? table);
     return q;
@@ -102,16 +109,9 @@ export class TenantScope {
    * The tenant's rows of `table`, not narrowed to a portal session: only for a walk whose result is
    * narrowed by what it is joined to or filtered by afterwards (say where, at the call).
    */
-  fromWholeTenant(table: TenantTable, alias?: string): Knex.QueryBuilder {
+  fromWholeTenant(table: RowTable, alias?: string): Knex.QueryBuilder {
     const name = alias ?? table;
-    const q = this.#db(alias ? `${table} as ${alias}` : table);
-    if (table === 'attempts') {
-      // An attempt's tenant is its delivery's; its own column is going (migration 20261203000042).
-      return q.whereExists((d) =>
-        d.select(this.#db.raw('1')).from('deliveries as scope_ad').where('scope_ad.tenant_id', this.tenantId).where('scope_ad.id', this.#db.ref(`${name}.delivery_id`)),
-      );
-    }
-    return q.where(`${name}.tenant_id`, this.tenantId);
+    return this.#db(alias ? `${table} as ${alias}` : table).where(`${name}.tenant_id`, this.tenantId);
   }
 
   /** A table that holds no tenant's rows (see SharedTable): nothing to filter. */
@@ -119,11 +119,8 @@ export class TenantScope {
     return this.#db(table);
   }
 
-  /**
-   * An insert into `table` whose every row belongs to this tenant (tenant_id is set here). Not
-   * attempts: their tenant is their delivery's, and their own column is no longer written.
-   */
-  insert(table: Exclude<TenantTable, 'attempts'>, rows: Record<string, unknown> | Array<Record<string, unknown>>): Knex.QueryBuilder {
+  /** An insert into `table` whose every row belongs to this tenant (tenant_id is set here). */
+  insert(table: RowTable, rows: Record<string, unknown> | Array<Record<string, unknown>>): Knex.QueryBuilder {
     const owned = (row: Record<string, unknown>) => ({ ...row, tenant_id: this.tenantId });
     return this.#db(table).insert(Array.isArray(rows) ? rows.map(owned) : owned(rows));
   }
@@ -182,7 +179,7 @@ export class TenantScope {
     return this.session?.endpointIds !== undefined || this.session?.eventTypes !== undefined;
   }
 
-  private restrict(q: Knex.QueryBuilder, table: TenantTable, name: string): void {
+  private restrict(q: Knex.QueryBuilder, table: RowTable, name: string): void {
     const { endpointIds, eventTypes } = this.session!;
     const tenantId = this.tenantId;
     const db = this.#db;
@@ -216,7 +213,6 @@ export class TenantScope {
       case 'deliveries':
         q.whereExists(deliveryVisible(`${name}.id`));
         return;
-      case 'attempts':
       case 'delivery_queue':
         q.whereExists(deliveryVisible(`${name}.delivery_id`));
         return;

@@ -159,6 +159,17 @@ describe('migrations', () => {
       // Below events.data, every event has its body stored again: the bytes it was sent as.
       const sent = await db('events').orderBy('id').select('id', sentBody(db));
       const completed = async () => (await db.migrate.list())[0].map((m: string | { name: string }) => (typeof m === 'string' ? m : m.name));
+      // A first try folded into its delivery, as releases after 0.4.0 store one: below
+      // deliveries' first_try columns it is an attempts row again, under the id it was listed by.
+      const folded = (await db('deliveries').orderBy('id').first('id'))!.id as string;
+      const startedAt = new Date('2026-12-04T10:00:01.250Z');
+      await db('deliveries').where({ id: folded }).update({ first_try_started_at: startedAt, first_try_duration_ms: 42, first_try_status_code: 204, first_try_excerpt: 'done' });
+      const listed = await db.raw<{ rows: unknown[] }>('SELECT * FROM delivery_attempts(?)', [folded]);
+      while ((await completed()).some((name: string) => name.startsWith('20261204000045_'))) await db.migrate.down();
+      expect(await db('attempts').where({ delivery_id: folded }).select('*')).toEqual(listed.rows);
+      expect(listed.rows).toEqual([
+        expect.objectContaining({ id: `att_${folded.slice('dlv_'.length)}`, attempt_number: 1, trigger: 'initial', started_at: startedAt, duration_ms: 42, status_code: 204, outcome: 'success', response_excerpt: 'done', error_class: null }),
+      ]);
       while ((await completed()).some((name: string) => name.startsWith('20261204000044_'))) await db.migrate.down();
       expect(await db('events').orderBy('id').select('id', 'body')).toEqual(sent);
       expect(await db('events').whereIn('id', [withData, withoutData]).orderBy('id').pluck('body')).toEqual(
