@@ -6,6 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createEndpoint, metricValue, publish, publishMany, slowResponder, startWorkerProcess, statusCounts, type WorkerProcess } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
+import { attemptsListed } from '../helpers/database.js';
 
 interface AttemptRow {
   delivery_id: string;
@@ -51,8 +52,7 @@ describe('worker processes', { timeout: 90_000 }, () => {
     return createEndpoint(tenant, { url: `${receiver.url}/hook`, maxConcurrency });
   }
   const attemptsOf = (endpointId: string): Promise<AttemptRow[]> =>
-    t.platform
-      .db('attempts')
+    attemptsListed(t.platform.db)
       .join('deliveries', 'deliveries.id', 'attempts.delivery_id')
       .where('deliveries.endpoint_id', endpointId)
       .orderBy(['attempts.delivery_id', 'attempts.attempt_number'])
@@ -168,12 +168,13 @@ describe('worker processes', { timeout: 90_000 }, () => {
   });
 
   it('a worker that started alone shares a running backlog with a worker that joins later', { timeout: 150_000 }, async () => {
-    // One endpoint, 5 at a time, 50 ms per answer: 2,500 deliveries take 25 s or more for one worker,
-    // room for the second worker's start and the first worker's next count (at most 5 s).
+    // One endpoint, 5 at a time, 100 ms per answer: 2,500 deliveries take 50 s or more for one worker,
+    // room for the second worker's start and the first worker's next count (at most 5 s). At 50 ms,
+    // a loaded CI host started the second worker so late that the first had drained nearly all.
     // The first worker counts itself alone and runs every slot itself; each slot would hand on to
     // the endpoint's next delivery hundreds of times. Once it counts the second worker, its slots
     // end their chains and admission shares the endpoint through Redis.
-    const receiver = await startReceiver(slowResponder(50));
+    const receiver = await startReceiver(slowResponder(100));
     const tenant = await t.createTenant();
     const ep = await endpointFor(tenant, receiver, 5);
     const first = worker();
@@ -186,7 +187,7 @@ describe('worker processes', { timeout: 90_000 }, () => {
     const attemptsBy = async (port: number) => metricValue(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text(), 'webhook_delivery_attempts_total');
     await eventually(async () => (await attemptsBy(secondPort)) > 0, 'the second worker making attempts', 40_000, 100);
     expect(await succeeded(), 'the second worker joined before the backlog was drained').toBeLessThan(2_500);
-    await eventually(async () => (await succeeded()) === 2_500, 'all 2,500 delivered', 60_000, 200);
+    await eventually(async () => (await succeeded()) === 2_500, 'all 2,500 delivered', 90_000, 200);
     expect(await attemptsBy(firstPort)).toBeGreaterThan(0);
     expect(new Set(receiver.requests.map((r) => r.headers['webhook-id']))).toEqual(new Set(eventIds));
   });

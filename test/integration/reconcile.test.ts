@@ -85,9 +85,12 @@ let t: TestPlatform;
 const closers: Array<() => Promise<void>> = [];
 
 beforeAll(async () => {
-  // Short timeouts keep the hanging-provider case quick; an interval of 1 s keeps the poll spread
-  // (a quarter of the interval) short. The platform's own timer is stopped: the tests drive runs.
-  t = await startTestPlatform({ env: { RECONCILE_INTERVAL_SECONDS: '1', ATTEMPT_TIMEOUT_MS: '1000' } });
+  // A short timeout keeps the hanging-provider case quick, yet long enough that no answered poll
+  // outruns it on a loaded host: at 1 s, the race below counted 3 of its 5 polls as changed or
+  // unchanged in CI (a poll cut off is a provider error). An interval of 1 s keeps the poll spread
+  // (a quarter of the interval) short.
+  // The platform's own timer is stopped: the tests drive runs.
+  t = await startTestPlatform({ env: { RECONCILE_INTERVAL_SECONDS: '1', ATTEMPT_TIMEOUT_MS: '5000' } });
   await t.platform.reconciler!.stop();
 });
 afterAll(async () => {
@@ -288,7 +291,7 @@ describe('a provider that is down or answers garbage', () => {
       ['g-no-status', json({ message_id: 'g-no-status' }), 'invalid_response'],
       ['g-500', { status: 500, body: JSON.stringify({ message_id: 'g-500', status: 'delivered' }) }, 'provider_error'],
       ['g-reset', 'reset', 'provider_error'],
-      ['g-hang', 'hang', 'provider_error'], // cut off by the attempt timeout (1 s here)
+      ['g-hang', 'hang', 'provider_error'], // cut off by the attempt timeout (5 s here)
     ];
     for (const [m, answer] of cases) {
       expect((await s.callback(m, 'sent')).body.status).toBe('accepted');
