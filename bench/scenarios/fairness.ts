@@ -95,7 +95,7 @@ export async function schedulerWait(ctx: BenchContext, tenantId: string, since: 
   const { rows } = await ctx.db.raw<{ rows: Array<{ p50: number; p99: number; max: number }> }>(
     `SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY w) AS p50, percentile_cont(0.99) WITHIN GROUP (ORDER BY w) AS p99, max(w) AS max
        FROM (SELECT extract(epoch FROM a.started_at - e.created_at) * 1000 AS w
-               FROM attempts a JOIN deliveries d ON d.id = a.delivery_id JOIN events e ON e.id = d.event_id
+               FROM deliveries d CROSS JOIN LATERAL delivery_attempts(d.id) a JOIN events e ON e.id = d.event_id
               WHERE d.tenant_id = ? AND a.attempt_number = 1 AND e.created_at >= ? AND e.created_at < ?) x`,
     [tenantId, since, until],
   );
@@ -113,7 +113,7 @@ export async function schedulerWait(ctx: BenchContext, tenantId: string, since: 
 export async function pathSplit(ctx: BenchContext, stream: StreamLatency) {
   const { rows } = await ctx.db.raw<{ rows: Array<{ event_id: string; started: number }> }>(
     `SELECT d.event_id, extract(epoch FROM min(a.started_at)) * 1000 AS started
-       FROM deliveries d JOIN attempts a ON a.delivery_id = d.id
+       FROM deliveries d CROSS JOIN LATERAL delivery_attempts(d.id) a
       WHERE d.event_id = ANY(?) AND a.attempt_number = 1
       GROUP BY d.event_id`,
     [stream.arrivals.map((a) => a.eventId)],

@@ -86,7 +86,8 @@ export async function runFlaky(ctx: BenchContext): Promise<FlakyResult> {
 async function retryLateness(ctx: BenchContext, from: number, to: number): Promise<number> {
   const { rows } = await ctx.db.raw<{ rows: Array<{ ms: number | null }> }>(
     `SELECT EXTRACT(epoch FROM max(a.started_at - p.next_attempt_at)) * 1000 AS ms
-       FROM attempts a JOIN attempts p ON p.delivery_id = a.delivery_id AND p.attempt_number = a.attempt_number - 1
+       FROM deliveries d CROSS JOIN LATERAL delivery_attempts(d.id) a
+       JOIN LATERAL delivery_attempts(d.id) p ON p.attempt_number = a.attempt_number - 1
       WHERE a.attempt_number > 1 AND p.next_attempt_at IS NOT NULL
         AND a.started_at BETWEEN to_timestamp(?::float8 / 1000) AND to_timestamp(?::float8 / 1000)`,
     [from, to],

@@ -1,8 +1,9 @@
 -- delivery_attempts: every attempt of one delivery, wherever the attempt is stored.
 --
 -- An attempt is a row of `attempts`, or, for a delivery whose first try succeeded, the
--- first_try_* columns of the delivery itself (migration 20261204000045): listed here as the
--- attempt it was, number 1, trigger `initial`, outcome `success`, with the id `att_` followed by
+-- first_try_* columns of the delivery itself (migration 20261204000045; which attempts are stored
+-- there is attempt_stored_in_delivery's to say): listed here as the attempt it was, number 1,
+-- trigger `initial`, outcome `success`, with the id `att_` followed by
 -- the delivery id's suffix (a TypeID's suffix is its UUIDv7, so it parses and sorts as any attempt
 -- id). That migration's `down` writes the row back under the same id.
 -- Every reader of attempts reads them here, through their deliveries: the API and the portal

@@ -1,6 +1,7 @@
 -- record_attempt_v2: one attempt's result, its consequence, and the slot's hand-off.
 --
--- in_flight -> succeeded | pending (a retry at p_next_at) | dead (p_dead_reason), the attempt's row,
+-- in_flight -> succeeded | pending (a retry at p_next_at) | dead (p_dead_reason), the attempt's row
+-- (or, for a first try that succeeded, its columns on the delivery: attempt_stored_in_delivery),
 -- the endpoint's circuit (endpoint_health_after_attempts), then, with p_hand_off_lease_ms, the
 -- endpoint's next due delivery straight to in_flight for the same slot (hand_off_v2). The statements
 -- run in order, so the hand-off is judged on the circuit as this result left it: the failure that
@@ -16,7 +17,8 @@
 -- Outputs: a first row whose `applied` says whether the result was taken (false when the
 --          delivery is no longer in flight on this attempt: a late result changes nothing); when
 --          a delivery was handed on, that row carries it (columns as src/delivery/sql/claimed.ts).
--- Effects: deliveries, attempts, endpoints (circuit), and the handed delivery.
+-- Effects: deliveries (first_try_* for an attempt stored there), attempts, endpoints (circuit), and
+--          the handed delivery.
 -- Locks:   events first (see the body), then the delivery's row, the endpoint's row (only when its
 --          health changes), the handed row.
 -- Plans:   generic, with sequential scans priced out, as hand_off_v2 (see its header).
@@ -40,6 +42,8 @@ RETURNS TABLE (
 )
 LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 #variable_conflict use_column
+DECLARE
+  v_in_delivery boolean := attempt_stored_in_delivery(p_trigger, p_attempt_number, p_outcome);
 BEGIN
   -- The hand-off at the end reads events. Its lock is taken first, as every writer takes it
   -- (events, receipts, deliveries, attempts: lock_for_new_partition), so creating a partition
@@ -49,17 +53,23 @@ BEGIN
     status = p_status, next_attempt_at = p_next_at, lease_until = NULL, next_trigger = 'retry',
     dead_reason = p_dead_reason, last_status_code = p_status_code, last_error = p_last_error,
     succeeded_at = CASE WHEN p_status = 'succeeded' THEN COALESCE(d.succeeded_at, now()) ELSE d.succeeded_at END,
-    updated_at = now()
+    updated_at = now(),
+    first_try_started_at = CASE WHEN v_in_delivery THEN p_started_at ELSE d.first_try_started_at END,
+    first_try_duration_ms = CASE WHEN v_in_delivery THEN p_duration_ms ELSE d.first_try_duration_ms END,
+    first_try_status_code = CASE WHEN v_in_delivery THEN p_status_code ELSE d.first_try_status_code END,
+    first_try_excerpt = CASE WHEN v_in_delivery THEN p_response_excerpt ELSE d.first_try_excerpt END
    WHERE d.id = p_delivery_id AND d.status = 'in_flight' AND d.attempt_count = p_attempt_number;
   applied := FOUND;
   IF NOT applied THEN
     RETURN NEXT;
     RETURN;
   END IF;
-  INSERT INTO attempts (id, delivery_id, attempt_number, trigger, started_at, duration_ms, status_code,
-                        outcome, error_class, error_message, response_excerpt, next_attempt_at)
-  VALUES (p_attempt_id, p_delivery_id, p_attempt_number, p_trigger, p_started_at, p_duration_ms, p_status_code,
-          p_outcome, p_error_class, p_error_message, p_response_excerpt, p_next_at);
+  IF NOT v_in_delivery THEN
+    INSERT INTO attempts (id, delivery_id, attempt_number, trigger, started_at, duration_ms, status_code,
+                          outcome, error_class, error_message, response_excerpt, next_attempt_at)
+    VALUES (p_attempt_id, p_delivery_id, p_attempt_number, p_trigger, p_started_at, p_duration_ms, p_status_code,
+            p_outcome, p_error_class, p_error_message, p_response_excerpt, p_next_at);
+  END IF;
   PERFORM endpoint_health_after_attempts(ARRAY[p_endpoint_id], p_failure, p_threshold, p_cooldown_seconds);
   IF p_hand_off_lease_ms IS NOT NULL THEN
     RETURN QUERY SELECT true, h.* FROM hand_off_v2(ARRAY[p_endpoint_id], ARRAY[1], p_threshold, p_hand_off_lease_ms) h;

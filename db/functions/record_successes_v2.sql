@@ -1,5 +1,6 @@
 -- record_successes_v2: several slots' successes in one call (group commit), each recorded exactly as
--- record_attempt_v2 records one: the same guard against late results, the circuit closed
+-- record_attempt_v2 records one: the same guard against late results, a first try stored in its
+-- delivery rather than in `attempts` (attempt_stored_in_delivery), the circuit closed
 -- (endpoint_health_after_attempts), and the hand-off. An endpoint with k applied successes whose
 -- slots want to go on hands on up to k deliveries, all endpoints in one hand_off_v2 call, so two
 -- slots are never given the same delivery.
@@ -18,7 +19,8 @@
 --          attempts back by column position (docs/architecture.md).
 -- Outputs: a first row with `applied`, the 1-based positions of the successes that were taken,
 --          and no delivery; then one row per handed delivery (columns as src/delivery/sql/claimed.ts).
--- Effects: deliveries, attempts, endpoints (circuit reset), the handed deliveries.
+-- Effects: deliveries (first_try_* for a first try), attempts, endpoints (circuit reset), the
+--          handed deliveries.
 -- Locks:   events first (see the body), then the deliveries' rows, the endpoints' rows in id order,
 --          the handed rows.
 -- Plans:   generic, joining by nested loop only, with sequential scans priced out, as hand_off_v2
@@ -52,15 +54,20 @@ BEGIN
   PERFORM 1 FROM events WHERE false;
   PERFORM set_config('synchronous_commit', 'off', true);
   WITH input AS (
-    SELECT * FROM unnest(p_delivery_ids, p_attempt_numbers, p_attempt_ids, p_triggers, p_started_ats,
-                         p_durations, p_status_codes, p_excerpts)
+    SELECT i.*, attempt_stored_in_delivery(i.trigger, i.attempt_number, 'success') AS in_delivery
+      FROM unnest(p_delivery_ids, p_attempt_numbers, p_attempt_ids, p_triggers, p_started_ats,
+                  p_durations, p_status_codes, p_excerpts)
            WITH ORDINALITY AS i(delivery_id, attempt_number, attempt_id, trigger, started_at, duration_ms,
                                 status_code, response_excerpt, n)
   ), done AS (
     UPDATE deliveries d SET
       status = 'succeeded', next_attempt_at = NULL, lease_until = NULL, next_trigger = 'retry',
       dead_reason = NULL, last_status_code = i.status_code, last_error = NULL,
-      succeeded_at = COALESCE(d.succeeded_at, now()), updated_at = now()
+      succeeded_at = COALESCE(d.succeeded_at, now()), updated_at = now(),
+      first_try_started_at = CASE WHEN i.in_delivery THEN i.started_at ELSE d.first_try_started_at END,
+      first_try_duration_ms = CASE WHEN i.in_delivery THEN i.duration_ms ELSE d.first_try_duration_ms END,
+      first_try_status_code = CASE WHEN i.in_delivery THEN i.status_code ELSE d.first_try_status_code END,
+      first_try_excerpt = CASE WHEN i.in_delivery THEN i.response_excerpt ELSE d.first_try_excerpt END
       FROM input i
      -- The array bounds the read of deliveries to these ids whichever side the plan starts from:
      -- statistics that say few deliveries are in flight made it walk all of them for a match.
@@ -73,6 +80,7 @@ BEGIN
     SELECT i.attempt_id, i.delivery_id, i.attempt_number, i.trigger, i.started_at, i.duration_ms,
            i.status_code, 'success', i.response_excerpt
       FROM input i JOIN done ON done.n = i.n
+     WHERE NOT i.in_delivery
   )
   SELECT COALESCE(array_agg(done.n::integer ORDER BY done.n), '{}') INTO v_done FROM done;
   applied := v_done;

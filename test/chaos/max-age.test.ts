@@ -11,6 +11,7 @@ import { expectNoViolations, metricsOf } from '../helpers/invariants.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 import { automation } from '../helpers/providers.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
+import { attemptsListed } from '../helpers/database.js';
 
 const EVENTS = 30;
 
@@ -46,13 +47,13 @@ describe('endpoint down until max age, then back', () => {
     // waited in PostgreSQL, unsent, until the sweeper dead-lettered them at their deadline.
     expect(dead.some((d) => d.attempt_count >= 1)).toBe(true);
     // Refused, every one (a connect timeout is the same refusal seen by a saturated event loop).
-    const tries: Array<{ error_class: string; status_code: number | null }> = await t.platform.db('attempts').select('error_class', 'status_code');
+    const tries: Array<{ error_class: string; status_code: number | null }> = await attemptsListed(t.platform.db).select('error_class', 'status_code');
     expect(tries.some((a) => a.error_class === 'connection_refused')).toBe(true);
     for (const a of tries) expect(['connection_refused', 'connect_timeout']).toContain(a.error_class);
     expect(tries.every((a) => a.status_code === null)).toBe(true);
     const before = await metricsOf(t.url);
     expect(metricValue(before, 'webhook_deliveries_dead_lettered_total', { reason: 'max_age' })).toBe(EVENTS);
-    const attemptsBeforeReplay = (await t.platform.db('attempts').count<{ n: number }[]>('* as n'))[0]!.n;
+    const attemptsBeforeReplay = (await attemptsListed(t.platform.db).count<{ n: number }[]>('* as n'))[0]!.n;
 
     // The customer's server is back where the endpoint points.
     receiver = await startReceiver(undefined, { port });

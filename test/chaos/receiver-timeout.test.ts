@@ -13,6 +13,7 @@ import { expectNoViolations, metricsOf } from '../helpers/invariants.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 import { automation } from '../helpers/providers.js';
 import { startReceiver, type ReceivedRequest, type Receiver } from '../helpers/receiver.js';
+import { attemptsListed } from '../helpers/database.js';
 
 const EVENTS = 20;
 const ATTEMPT_TIMEOUT_MS = 1_000;
@@ -66,7 +67,7 @@ describe('receiver that times out after processing', () => {
       }
     }
     // The platform's record says why it retried: the first try timed out.
-    const firstAttempts = await t.platform.db('attempts').where({ attempt_number: 1 }).select('outcome', 'error_class', 'status_code');
+    const firstAttempts = await attemptsListed(t.platform.db).where({ attempt_number: 1 }).select('outcome', 'error_class', 'status_code');
     expect(firstAttempts).toHaveLength(EVENTS);
     for (const a of firstAttempts) expect(a).toEqual({ outcome: 'retry', error_class: 'attempt_timeout', status_code: null });
 

@@ -17,6 +17,7 @@ import { expectNoViolations, metricsOf } from '../helpers/invariants.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
 import { startRedisCluster, type RedisCluster } from '../helpers/redis-cluster.js';
+import { attemptsListed } from '../helpers/database.js';
 
 const SHARDS = 16; // the default with REDIS_CLUSTER_NODES
 const BEFORE = 150; // events published around the kill (each to four endpoints)
@@ -127,7 +128,7 @@ describe('Redis Cluster: a master is killed mid-run', () => {
     });
     expect(stats.succeeded).toBe(total);
     // Why attempts were repeated (a redelivery is an attempt that failed after reaching the receiver).
-    const failed = await t.platform.db('attempts').whereNot({ outcome: 'success' }).select('error_class').count<{ error_class: string | null; n: string }[]>('* as n').groupBy('error_class');
+    const failed = await attemptsListed(t.platform.db).whereNot({ outcome: 'success' }).select('error_class').count<{ error_class: string | null; n: string }[]>('* as n').groupBy('error_class');
     measured('redis-cluster-failover', {
       deliveries: total,
       jobsBeforeKill,

@@ -7,7 +7,7 @@ import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb } from '../../src/infra/db.js';
 import { allSettled, countRows, createTenantAt, deliveryStatuses, expectAcknowledgedStored, mapConcurrent, measured, sendUntilAccepted, signed, type ProviderAnswer } from '../helpers/chaos.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
+import { attemptsListed, createTestDatabase, type TestDatabase } from '../helpers/database.js';
 import { closedPort, slowResponder, startPlatformProcess, type WorkerProcess } from '../helpers/dispatch.js';
 import { expectNoViolations } from '../helpers/invariants.js';
 import { eventually, testEnv } from '../helpers/platform.js';
@@ -112,7 +112,7 @@ describe('SIGKILL of the api+worker process', () => {
     // on a slow machine, an attempt that timed out; nothing else.
     const stats = await expectNoViolations({ db, receivers });
     const lost = new Set(
-      (await db('attempts').where({ error_class: 'worker_lost' }).select('delivery_id', 'attempt_number')).map((a) => `${a.delivery_id} ${a.attempt_number}`),
+      (await attemptsListed(db).where({ error_class: 'worker_lost' }).select('delivery_id', 'attempt_number')).map((a: { delivery_id: string; attempt_number: number }) => `${a.delivery_id} ${a.attempt_number}`),
     );
     const cutOffReached = receivers.flatMap((r) => r.requests).filter((r) => lost.has(`${r.headers['webhook-delivery-id']} ${r.headers['webhook-attempt']}`)).length;
     const timedOut = await countRows(db, 'attempts', { error_class: 'attempt_timeout' });

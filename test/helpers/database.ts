@@ -49,21 +49,9 @@ export function sentBody(db: Knex): Knex.Raw {
 }
 
 /**
- * Moves a delivery's first try, a success, out of `attempts` into the delivery's first_try_*
- * columns (migration 20261204000045), as a release that folds first tries stores it; answers the
- * number of attempts rows it removed (1 when there was such a first try).
+ * Every attempt, stored in `attempts` or in its delivery, as the platform lists them
+ * (db/functions/delivery_attempts.sql): a query to filter, join and count, under the name `attempts`.
  */
-export async function foldFirstTry(db: Knex, deliveryId: string): Promise<number> {
-  return db.transaction(async (trx) => {
-    const { rows } = await trx.raw<{ rows: unknown[] }>(
-      `WITH first AS (
-         DELETE FROM attempts WHERE delivery_id = :id AND attempt_number = 1 AND trigger = 'initial' AND outcome = 'success'
-         RETURNING started_at, duration_ms, status_code, response_excerpt)
-       UPDATE deliveries d SET first_try_started_at = f.started_at, first_try_duration_ms = f.duration_ms,
-              first_try_status_code = f.status_code, first_try_excerpt = f.response_excerpt
-         FROM first f WHERE d.id = :id RETURNING d.id`,
-      { id: deliveryId },
-    );
-    return rows.length;
-  });
+export function attemptsListed(db: Knex): Knex.QueryBuilder {
+  return db.from(db.raw('(SELECT a.* FROM deliveries d CROSS JOIN LATERAL delivery_attempts(d.id) a) AS attempts'));
 }

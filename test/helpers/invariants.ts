@@ -39,7 +39,7 @@ import { UNFINISHED_STATUSES } from '../../src/domain/delivery-status.js';
 import { metricValue } from './dispatch.js';
 import type { ReceivedRequest } from './receiver.js';
 import { observedTransitions, transitionsAllowing } from './transition-log.js';
-import { sentBody } from './database.js';
+import { attemptsListed, sentBody } from './database.js';
 
 /** What the checker needs of a receiver: where it listens and what it recorded. */
 export interface RecordingReceiver {
@@ -180,15 +180,15 @@ export async function inspect(input: InvariantInput): Promise<InvariantReport> {
   const endpoints: EndpointRow[] = await scoped(db('endpoints').select('id', 'tenant_id', 'url', 'event_types', 'created_at', 'deleted_at'));
   const deliveries: DeliveryRow[] = await scoped(db('deliveries').select('id', 'event_id', 'endpoint_id', 'status', 'dead_reason'));
   const successes = new Set<string>(
-    (await scopedAttempts(db('attempts').where('outcome', 'success').distinct('delivery_id'))).map((r: { delivery_id: string }) => r.delivery_id),
+    (await scopedAttempts(attemptsListed(db).where('outcome', 'success').distinct('delivery_id'))).map((r: { delivery_id: string }) => r.delivery_id),
   );
   // Attempts that got an HTTP answer: the receiver must have seen each of them.
   // Every attempt on record, by delivery and number: each request a receiver saw must be one.
   const attemptNumbers = new Set<string>(
-    (await scopedAttempts(db('attempts').select('delivery_id', 'attempt_number'))).map((r: { delivery_id: string; attempt_number: number }) => `${r.delivery_id} ${r.attempt_number}`),
+    (await scopedAttempts(attemptsListed(db).select('delivery_id', 'attempt_number'))).map((r: { delivery_id: string; attempt_number: number }) => `${r.delivery_id} ${r.attempt_number}`),
   );
   const answeredRows: Array<{ delivery_id: string; n: number | string }> = await scopedAttempts(
-    db('attempts').whereNotNull('status_code').select('delivery_id').count({ n: '*' }).groupBy('delivery_id'),
+    attemptsListed(db).whereNotNull('status_code').select('delivery_id').count({ n: '*' }).groupBy('delivery_id'),
   );
   const answered = new Map(answeredRows.map((r) => [r.delivery_id, Number(r.n)]));
 
@@ -339,9 +339,9 @@ export async function inspect(input: InvariantInput): Promise<InvariantReport> {
   // bookkeeping (`worker_lost`), not counted as rows; such a try may still have been counted by a
   // process that lived on, so the metric may exceed the rows by at most that many.
   const attemptRows: Array<{ outcome: string; n: number }> = await scopedAttempts(
-    db('attempts').whereRaw(`error_class IS DISTINCT FROM 'worker_lost'`).select('outcome').count({ n: '*' }).groupBy('outcome'),
+    attemptsListed(db).whereRaw(`error_class IS DISTINCT FROM 'worker_lost'`).select('outcome').count({ n: '*' }).groupBy('outcome'),
   );
-  const lostRows: Array<{ n: number | string }> = await scopedAttempts(db('attempts').where('error_class', 'worker_lost').count({ n: '*' }));
+  const lostRows: Array<{ n: number | string }> = await scopedAttempts(attemptsListed(db).where('error_class', 'worker_lost').count({ n: '*' }));
   const lost = Number(lostRows[0]?.n ?? 0);
   const receiptRows: Array<{ outcome: string; n: number }> = await scoped(
     db('receipts').where('origin', 'callback').select('outcome').count({ n: '*' }).groupBy('outcome'),

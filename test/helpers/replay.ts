@@ -6,6 +6,7 @@ import { expect } from 'vitest';
 import { metricValue } from './dispatch.js';
 import { eventually, type TestPlatform, type TestTenant } from './platform.js';
 import type { ReceivedRequest, Responder } from './receiver.js';
+import { attemptsListed } from './database.js';
 
 /** Answers every request with `status` (a tiny body so the attempt records an excerpt). */
 export const answer =
@@ -46,7 +47,7 @@ export interface RowCounts {
 export async function rowCounts(t: TestPlatform, tenantId: string): Promise<RowCounts> {
   const count = async (table: string) => Number((await t.platform.db(table).where({ tenant_id: tenantId }).count({ n: '*' }))[0]!.n);
   // An attempt's tenant is its delivery's.
-  const attempts = Number((await t.platform.db('attempts').whereIn('delivery_id', t.platform.db('deliveries').where({ tenant_id: tenantId }).select('id')).count({ n: '*' }))[0]!.n);
+  const attempts = Number((await attemptsListed(t.platform.db).whereIn('delivery_id', t.platform.db('deliveries').where({ tenant_id: tenantId }).select('id')).count({ n: '*' }))[0]!.n);
   return { events: await count('events'), deliveries: await count('deliveries'), attempts };
 }
 

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { recordSuccesses, type AttemptRecord, type SuccessItem } from '../../src/delivery/sql/attempts.js';
 import { createEndpoint, publishMany } from '../helpers/dispatch.js';
 import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
+import { attemptsListed } from '../helpers/database.js';
 
 /**
  * Successes of several slots recorded in one statement, each with its hand-off. Role `api`: no
@@ -76,7 +77,7 @@ describe('recording successes together', () => {
     // a: 2 succeeded, 1 still in flight (the late one) + 2 handed on, 3 pending. b: 1 succeeded, 1 handed on.
     expect(await statusOf(a.id)).toEqual({ succeeded: 2, in_flight: 3, pending: 3 });
     expect(await statusOf(b.id)).toEqual({ succeeded: 1, in_flight: 1 });
-    const attempts = await t.platform.db('attempts').whereIn('delivery_id', [...inA.map((d) => d.id), inB!.id]).select('delivery_id', 'outcome', 'status_code');
+    const attempts: Array<{ outcome: string; status_code: number }> = await attemptsListed(t.platform.db).whereIn('delivery_id', [...inA.map((d) => d.id), inB!.id]).select('delivery_id', 'outcome', 'status_code');
     expect(attempts).toHaveLength(3);
     expect(attempts.every((x) => x.outcome === 'success' && x.status_code === 200)).toBe(true);
   });

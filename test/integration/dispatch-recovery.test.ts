@@ -13,6 +13,7 @@ import { createEndpoint, publishMany, slowResponder, statusCounts } from '../hel
 import { clearRedisPrefix, eventually, redisUrl, startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
+import { attemptsListed } from '../helpers/database.js';
 
 const EVENTS = 200;
 // A worker that takes 4 attempts at a time while admission allows 4 endpoints × 10: most admitted
@@ -42,7 +43,7 @@ async function deliveredDespiteLoss(t: TestPlatform, receiver: Receiver, loseEve
   expect(seen.size).toBe(EVENTS);
   for (const id of eventIds) expect(receiver.requests.filter((r) => r.headers['webhook-id'] === id).length).toBeGreaterThanOrEqual(endpoints.length);
   // Nothing doubled behind our back: every request the receiver saw is a recorded attempt.
-  const attempts = Number((await t.platform.db('attempts').count<{ n: string }[]>('* as n'))[0]!.n);
+  const attempts = Number((await attemptsListed(t.platform.db).count<{ n: string }[]>('* as n'))[0]!.n);
   const duplicates = receiver.requests.length - seen.size;
   console.info(`recovery (${what}): ${EVENTS} deliveries, all succeeded ${recoveredMs} ms after the loss; ${duplicates} duplicate requests`);
   expect(receiver.requests.length).toBe(attempts);

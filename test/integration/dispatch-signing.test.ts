@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEndpoint, settledDelivery } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 import { startReceiver, type ReceivedRequest, type Receiver } from '../helpers/receiver.js';
+import { attemptsListed } from '../helpers/database.js';
 
 const signed = (r: ReceivedRequest) => ({
   'webhook-id': String(r.headers['webhook-id']),
@@ -78,7 +79,7 @@ describe('outbound signing', () => {
     const signatures = receiver.requests.map((r) => String(r.headers['webhook-signature']).slice(3));
     const key = endpoint.secret.slice('whsec_'.length);
     const stored = JSON.stringify([
-      await t.platform.db('attempts').where({ delivery_id: delivery.id }),
+      await attemptsListed(t.platform.db).where({ delivery_id: delivery.id }),
       await t.platform.db('deliveries').where({ id: delivery.id }),
       await t.platform.db('endpoints').where({ id: endpoint.id }),
     ]);

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { renderMetrics, resetMetrics } from '../../src/metrics/registry.js';
 import { createDeliveryClient, type DeliveryClient } from '../../src/outbound/http-client.js';
 import { closedPort, createEndpoint, metricValue, publishMany, rawServer } from '../helpers/dispatch.js';
-import { createTestDatabase } from '../helpers/database.js';
+import { attemptsListed, createTestDatabase } from '../helpers/database.js';
 import { expectNoViolations, metricsOf } from '../helpers/invariants.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
@@ -159,7 +159,7 @@ async function expectEachOnceFirstTime(t: TestPlatform, r: Receiver, endpointId:
   const rows = await deliveryRows(t, endpointId);
   expect(rows).toHaveLength(eventIds.length);
   for (const d of rows) expect({ status: d.status, attempts: d.attempt_count - d.attempt_base }).toEqual({ status: 'succeeded', attempts: 1 });
-  const attempts = await t.platform.db('attempts').whereIn('delivery_id', rows.map((d) => d.id)).select('attempt_number', 'outcome');
+  const attempts = await attemptsListed(t.platform.db).whereIn('delivery_id', rows.map((d) => d.id)).select('attempt_number', 'outcome');
   expect(attempts).toHaveLength(eventIds.length);
   for (const a of attempts) expect(a).toEqual({ attempt_number: 1, outcome: 'success' });
 }

@@ -7,6 +7,7 @@ import { createEndpoint, createSource, expectOutcome, postCallback, readMetrics,
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { automation } from '../helpers/providers.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
+import { attemptsListed } from '../helpers/database.js';
 
 /**
  * Which endpoints an accepted callback reaches, seen at real receivers with the dispatcher running
@@ -66,7 +67,7 @@ describe('fan-out of an accepted callback', () => {
     }, 'three deliveries succeeded');
     expect(byEndpoint[endpoints.disabled]).toMatchObject({ status: 'dead', deadReason: 'endpoint_disabled', attemptCount: 0 });
     expect(receivers.disabled.requests).toHaveLength(0);
-    const attempts = await t.platform.db('attempts').join('deliveries', 'deliveries.id', 'attempts.delivery_id').where('deliveries.endpoint_id', endpoints.disabled).count<{ count: number }[]>('* as count');
+    const attempts = await attemptsListed(t.platform.db).join('deliveries', 'deliveries.id', 'attempts.delivery_id').where('deliveries.endpoint_id', endpoints.disabled).count<{ count: number }[]>('* as count');
     expect(attempts[0]!.count).toBe(0);
     expect(sampleOf(await readMetrics(t.url), 'webhook_deliveries_dead_lettered_total', { reason: 'endpoint_disabled' }) - deadBefore).toBe(1);
   });

@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import type { SourceType } from '../../src/domain/sources.js';
 import { METRIC_NAMES, RECEIPT_OUTCOMES, SOURCE_TYPES } from '../../src/metrics/registry.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
+import { attemptsListed, createTestDatabase, type TestDatabase } from '../helpers/database.js';
 import { createEndpoint, publish, settledDelivery, startWorkerProcess, type WorkerProcess } from '../helpers/dispatch.js';
 import { createSource, type TestSource } from '../helpers/intake.js';
 import { backgroundTraffic, endpointBehaviour, InboundTally, oversized, TYPES } from '../helpers/observability-traffic.js';
@@ -136,7 +136,7 @@ describe('observability: api and worker processes scraped by a real Prometheus',
       15_000,
     );
     replayedFromDead = 3;
-    await eventually(async () => (await db('attempts').where({ delivery_id: okDelivery.id }).count<{ count: number }[]>('* as count'))[0]!.count === 2, 'replay of a succeeded delivery sent');
+    await eventually(async () => (await attemptsListed(db).where({ delivery_id: okDelivery.id }).count<{ count: number }[]>('* as count'))[0]!.count === 2, 'replay of a succeeded delivery sent');
   }
 
   let quiet: Promise<void> | undefined;
@@ -214,13 +214,11 @@ describe('observability: api and worker processes scraped by a real Prometheus',
     await expectEventually(() => sums('sum by (source_type, outcome) (webhook_inbound_receipts_total)', ['source_type', 'outcome']), told);
     expect(await sums('sum by (source_type, outcome) (webhook_inbound_ack_seconds_count)', ['source_type', 'outcome'])).toEqual(told);
 
-    // Platform chain: attempts by outcome and status class, as recorded in the attempts table.
-    const { rows: attempts } = await db.raw<{ rows: Array<{ outcome: string; sc: string; n: number }> }>(
-      `SELECT outcome,
-              CASE WHEN status_code BETWEEN 200 AND 599 THEN (status_code / 100)::text || 'xx' ELSE 'network' END AS sc,
-              count(*)::int AS n
-         FROM attempts GROUP BY 1, 2`,
-    );
+    // Platform chain: attempts by outcome and status class, as recorded (in attempts or in their delivery).
+    const attempts: Array<{ outcome: string; sc: string; n: number }> = await attemptsListed(db)
+      .select('outcome', db.raw(`CASE WHEN status_code BETWEEN 200 AND 599 THEN (status_code / 100)::text || 'xx' ELSE 'network' END AS sc`))
+      .select(db.raw('count(*)::int AS n'))
+      .groupByRaw('1, 2');
     const recorded = Object.fromEntries(attempts.map((r) => [`${r.outcome}|${r.sc}`, r.n]));
     expect(Object.keys(recorded)).toEqual(expect.arrayContaining(['success|2xx', 'retry|5xx', 'terminal|4xx', 'terminal|5xx']));
     await expectEventually(() => sums('sum by (outcome, status_class) (webhook_delivery_attempts_total)', ['outcome', 'status_class']), recorded);
@@ -235,9 +233,7 @@ describe('observability: api and worker processes scraped by a real Prometheus',
 
     // The first-attempt delay (the delivery-latency SLI) observes each delivery's first attempt
     // once: retries and replays add nothing, deliveries never attempted (endpoint_disabled) neither.
-    const [{ n: firstAttempts }] = (
-      await db.raw<{ rows: [{ n: number }] }>(`SELECT count(*)::int AS n FROM attempts WHERE trigger = 'initial' AND attempt_number = 1`)
-    ).rows;
+    const [{ n: firstAttempts }] = await attemptsListed(db).where({ trigger: 'initial', attempt_number: 1 }).select(db.raw('count(*)::int AS n'));
     expect(firstAttempts).toBeGreaterThan(0);
     await expectEventually(async () => (await prom.query('sum(webhook_first_attempt_delay_seconds_count)'))[0]?.value, firstAttempts);
 

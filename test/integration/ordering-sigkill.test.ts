@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startWorkerProcess, statusCounts, type WorkerProcess } from '../helpers/dispatch.js';
 import { expectInOrder, FAIL, messageIds, OK, publishPerMessage, startMessageReceiver, type MessageReceiver } from '../helpers/ordering.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../helpers/platform.js';
+import { attemptsListed } from '../helpers/database.js';
 
 describe('ordered delivery with a worker SIGKILLed mid-run', () => {
   let t: TestPlatform;
@@ -75,7 +76,7 @@ describe('ordered delivery with a worker SIGKILLed mid-run', () => {
     expect(await statusCounts(t, endpointId)).toEqual({ succeeded: 80 });
     // The kill really cut attempts off: they were recorded as lost when their lease ran out, and
     // retried (their message's later events waited for that, which expectInOrder checked).
-    const lost = await t.platform.db('attempts').where({ error_class: 'worker_lost' }).count<{ n: string }[]>('* as n');
+    const lost = await attemptsListed(t.platform.db).where({ error_class: 'worker_lost' }).count<{ n: string }[]>('* as n');
     expect(Number(lost[0]!.n)).toBeGreaterThanOrEqual(1);
     expect(Number(lost[0]!.n)).toBeLessThanOrEqual(8); // maxConcurrency
     // Claimed less than a second before the kill, with an 11 s lease: back no earlier than ~10 s.

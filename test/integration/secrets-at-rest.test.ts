@@ -7,6 +7,7 @@ import { publish } from '../helpers/api.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 import { automation, communication, standard } from '../helpers/providers.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
+import { attemptsListed } from '../helpers/database.js';
 
 const run = promisify(execFile);
 
@@ -103,7 +104,7 @@ describe('secrets at rest', () => {
     }
     await eventually(async () => {
       const unsettled = Number((await t.platform.db('deliveries').whereNot({ status: 'succeeded' }).count({ n: '*' }))[0]?.n);
-      const attempts = Number((await t.platform.db('attempts').count({ n: '*' }))[0]?.n);
+      const attempts = Number((await attemptsListed(t.platform.db).count({ n: '*' }))[0]?.n);
       return unsettled === 0 && attempts > 0;
     }, 'every delivery attempted');
   });

@@ -5,6 +5,7 @@ import { eventually, startTestPlatform, type TestPlatform, type TestTenant } fro
 import { standard } from '../helpers/providers.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
 import { apiKeyId } from '../helpers/replay.js';
+import { attemptsListed } from '../helpers/database.js';
 
 /**
  * Tenant B holds valid credentials and A's ids, and tries every tenant route with them. The list of
@@ -145,7 +146,7 @@ describe('tenant isolation', () => {
     const out: Record<string, unknown> = {};
     for (const table of tables) out[table] = await db(table).where({ tenant_id: a.tenant.id }).orderBy('id');
     // An attempt's tenant is its delivery's.
-    out.attempts = await db('attempts').whereIn('delivery_id', db('deliveries').where({ tenant_id: a.tenant.id }).select('id')).orderBy('id');
+    out.attempts = await attemptsListed(db).whereIn('delivery_id', db('deliveries').where({ tenant_id: a.tenant.id }).select('id')).orderBy('id');
     expect((out.attempts as unknown[]).length).toBeGreaterThan(0);
     out.messages = await db('messages').where({ tenant_id: a.tenant.id }).orderBy('message_id');
     return out;

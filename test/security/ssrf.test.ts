@@ -11,6 +11,7 @@ import { createEndpoint, publish, settledDelivery } from '../helpers/dispatch.js
 import { eventually, startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 import { communication } from '../helpers/providers.js';
 import { startLoopbackListeners, type LoopbackListeners } from './helpers.js';
+import { attemptsListed } from '../helpers/database.js';
 
 /**
  * Outbound DNS for this platform: names under .loopback.test answer with loopback addresses, as a
@@ -117,7 +118,7 @@ describe('SSRF with ALLOW_PRIVATE_TARGETS=false', () => {
     expect(delivery.lastError).not.toContain(String(listeners.port));
 
     // Never retried: the row is final, exactly one attempt exists, and nothing is scheduled.
-    const rows = await t.platform.db('attempts').where({ delivery_id: delivery.id });
+    const rows = await attemptsListed(t.platform.db).where({ delivery_id: delivery.id });
     expect(rows).toHaveLength(1);
     const row = await t.platform.db('deliveries').where({ id: delivery.id }).first();
     expect(row).toMatchObject({ status: 'dead', dead_reason: 'terminal', next_attempt_at: null });
