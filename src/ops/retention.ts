@@ -135,9 +135,14 @@ export class Retention {
         report.held.push({ partition: p.name, reason: 'a delivery made in it is unfinished or inside its window' });
         continue;
       }
-      await drop(p, 'attempts');
-      // Their attempts were the partition just counted (and, unless dry, dropped).
-      count({ ...(await removeDeliveries(db, { ids: p }, cut, { dryRun, batch })), attempts: 0 });
+      // The deliveries' attempts are counted as listed (delivery_attempts): in a dry run that takes
+      // in the partition's rows, still there; otherwise the partition is dropped first (so the
+      // cascade finds nothing), and only the first tries stored in the deliveries remain to list.
+      const rows = dryRun ? 0 : await partitionRows(db, p.name);
+      if (!dryRun) await detachAndDrop(db, p);
+      report.partitions.push(p.name);
+      const r = await removeDeliveries(db, { ids: p }, cut, { dryRun, batch });
+      count({ ...r, attempts: r.attempts + rows });
       droppedDays.push(p);
     }
     // 2. Removable deliveries of days held back, one batch at a time (their attempts cascade).

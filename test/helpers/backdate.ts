@@ -33,7 +33,8 @@ export interface OldEvent {
 
 /**
  * One event made at `at` with a dedupe key claimed in event_keys, a receipt, and a delivery per
- * entry, each with one attempt. Creates the partitions that day needs.
+ * entry, each with one attempt (a success stored in its delivery, as the first try it is). Creates
+ * the partitions that day needs.
  */
 export async function insertOldEvent(
   db: Knex,
@@ -65,10 +66,14 @@ export async function insertOldEvent(
       succeeded_at: d.status === 'succeeded' ? updatedAt : null,
       created_at: at, updated_at: updatedAt,
     });
-    await db('attempts').insert({
-      id: idAt('attempt', at), delivery_id: id, attempt_number: 1, trigger: 'initial', started_at: at, duration_ms: 5,
-      status_code: d.status === 'succeeded' ? 200 : 503, outcome: d.status === 'succeeded' ? 'success' : 'retry',
-    });
+    // Stored where the recording functions store it: a first try that succeeded in its delivery.
+    const attempt = { trigger: 'initial', attempt_number: 1, started_at: at, duration_ms: 5, ...(d.status === 'succeeded' ? { status_code: 200, outcome: 'success' } : { status_code: 503, outcome: 'retry' }) };
+    const { rows } = await db.raw<{ rows: Array<{ inDelivery: boolean }> }>('SELECT attempt_stored_in_delivery(?, ?, ?) AS "inDelivery"', [attempt.trigger, attempt.attempt_number, attempt.outcome]);
+    if (rows[0]!.inDelivery) {
+      await db('deliveries').where({ id }).update({ first_try_started_at: at, first_try_duration_ms: attempt.duration_ms, first_try_status_code: attempt.status_code });
+    } else {
+      await db('attempts').insert({ id: idAt('attempt', at), delivery_id: id, ...attempt });
+    }
     deliveryIds.push(id);
   }
   return { eventId, deliveryIds };
