@@ -5,7 +5,8 @@
 -- there is attempt_stored_in_delivery's to say): listed here as the attempt it was, number 1,
 -- trigger `initial`, outcome `success`, with the id `att_` followed by
 -- the delivery id's suffix (a TypeID's suffix is its UUIDv7, so it parses and sorts as any attempt
--- id). That migration's `down` writes the row back under the same id.
+-- id). That migration's `down` writes the row back with the same id and values, in its own SQL,
+-- which a released migration keeps for ever: these values stay as they are.
 -- Every reader of attempts reads them here, through their deliveries: the API and the portal
 -- (src/store/deliveries-store.ts), endpoint statistics and retention's counts.
 -- Inputs:  a delivery id.
