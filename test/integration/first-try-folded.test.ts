@@ -3,7 +3,9 @@
 // (db/functions/delivery_attempts.sql). Asserted: where the rows are, what the API answers, what
 // endpoint statistics and retention count.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimDelivery, recordAttempt } from '../../src/delivery/sql/attempts.js';
+import type { ClaimedDelivery } from '../../src/delivery/index.js';
+import { claimDelivery, recordAttempt, recordEgressFailure } from '../../src/delivery/sql/attempts.js';
+import { sweep } from '../../src/delivery/sql/sweep.js';
 import { removeDeliveries } from '../../src/store/retention-store.js';
 import { createEndpoint, deliveryOfEvent, getDelivery, publish, settledDelivery, type Delivery } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
@@ -75,32 +77,81 @@ describe('a first try that succeeded', () => {
     expect(counted).toEqual({ deliveries: 1, attempts: 1 });
   });
 
-  it('is stored in its delivery by the single-result path too (record_attempt_v2)', async () => {
-    const api = await startTestPlatform({ role: 'api' }); // no worker: the test plays it
-    try {
-      const tenant = await api.createTenant();
-      const { id: endpointId } = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/never' });
+  describe('recorded by the single-result path (record_attempt_v2), the test playing the worker', () => {
+    let api: TestPlatform;
+    beforeAll(async () => {
+      api = await startTestPlatform({ role: 'api' }); // no worker of its own
+    });
+    afterAll(async () => api.stop());
+
+    /** A delivery of a new event, claimed as a worker claims it. */
+    async function claimed(tenant: TestTenant, endpointId: string) {
       const eventId = await publish(tenant);
       const { id } = await eventually(() => deliveryOfEvent(tenant, eventId), 'the delivery');
-      await api.platform.db('deliveries').where({ id }).update({ status: 'queued' });
-      expect(await claimDelivery(api.platform.db, id, 30_000)).toMatchObject({ id, status: 'in_flight', attempt_count: 1 });
-      const startedAt = new Date(Date.now() - 20);
+      return claimAgain(id, endpointId);
+    }
+    async function claimAgain(id: string, endpointId: string) {
+      await api.platform.db('deliveries').where({ id }).update({ status: 'queued', next_attempt_at: new Date() });
+      const c = await claimDelivery(api.platform.db, id, 30_000);
+      expect(c).toMatchObject({ id, status: 'in_flight', endpoint: { id: endpointId } });
+      return c!;
+    }
+    /** Its success, recorded as deliver.ts records one: the claim's number and trigger. */
+    async function succeed(c: ClaimedDelivery, startedAt: Date) {
       const recorded = await recordAttempt(
         api.platform.db,
         {
-          deliveryId: id, endpointId, attemptNumber: 1, trigger: 'initial', startedAt, durationMs: 12, statusCode: 204, outcome: 'success',
-          errorClass: null, errorMessage: null, responseExcerpt: null, next: { status: 'succeeded' }, endpointFailure: false,
+          deliveryId: c.id, endpointId: c.endpoint.id, attemptNumber: c.attempt_count, trigger: c.next_trigger, startedAt, durationMs: 12,
+          statusCode: 204, outcome: 'success', errorClass: null, errorMessage: null, responseExcerpt: null, next: { status: 'succeeded' },
+          endpointFailure: false,
         },
         { circuitFailureThreshold: 5, circuitCooldownSeconds: 30 },
       );
       expect(recorded.applied).toBe(true);
-      expect(Number((await api.platform.db('attempts').where({ delivery_id: id }).count({ n: '*' }))[0]!.n)).toBe(0);
-      expect((await getDelivery(tenant, id)).attempts).toEqual([
-        expect.objectContaining({ id: listedId(id), attemptNumber: 1, trigger: 'initial', startedAt: startedAt.toISOString(), durationMs: 12, statusCode: 204, outcome: 'success' }),
-      ]);
-    } finally {
-      await api.stop();
     }
+    const rows = async (id: string) => Number((await api.platform.db('attempts').where({ delivery_id: id }).count({ n: '*' }))[0]!.n);
+
+    it('stores a first try that succeeded in its delivery', async () => {
+      const tenant = await api.createTenant();
+      const { id: endpointId } = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/never' });
+      const c = await claimed(tenant, endpointId);
+      const startedAt = new Date(Date.now() - 20);
+      await succeed(c, startedAt);
+      expect(await rows(c.id)).toBe(0);
+      expect((await getDelivery(tenant, c.id)).attempts).toEqual([
+        expect.objectContaining({ id: listedId(c.id), attemptNumber: 1, trigger: 'initial', startedAt: startedAt.toISOString(), durationMs: 12, statusCode: 204, outcome: 'success' }),
+      ]);
+    });
+
+    it('stores it there after an egress failure too: the attempt given back, the next one is still the first', async () => {
+      const tenant = await api.createTenant();
+      const { id: endpointId } = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/never' });
+      const c = await claimed(tenant, endpointId);
+      expect(await recordEgressFailure(api.platform.db, { deliveryId: c.id, attemptNumber: c.attempt_count, nextAt: new Date(), lastError: 'proxy down' })).toBe(true);
+      const again = await claimAgain(c.id, endpointId);
+      expect(again).toMatchObject({ attempt_count: 1, next_trigger: 'initial' });
+      await succeed(again, new Date());
+      expect(await rows(c.id)).toBe(0);
+      expect((await getDelivery(tenant, c.id)).attempts!.map((a) => [a.id, a.attemptNumber, a.outcome])).toEqual([[listedId(c.id), 1, 'success']]);
+    });
+
+    it('keeps a success after a lost first try as a row: it is not the first try', async () => {
+      const tenant = await api.createTenant();
+      const { id: endpointId } = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/never' });
+      const c = await claimed(tenant, endpointId);
+      // The worker died: its lease runs out and the sweep records the try as lost.
+      await api.platform.db('deliveries').where({ id: c.id }).update({ lease_until: new Date(Date.now() - 1_000) });
+      await api.platform.db('delivery_queue').where({ delivery_id: c.id }).update({ lease_until: new Date(Date.now() - 1_000) });
+      expect(await sweep(api.platform.db, { defaultMaxAttempts: 5, autoDisableAfterSeconds: 3_600 })).toMatchObject({ lostInFlight: 1 });
+      const again = await claimAgain(c.id, endpointId);
+      expect(again).toMatchObject({ attempt_count: 2, next_trigger: 'retry' });
+      await succeed(again, new Date());
+      expect(await rows(c.id)).toBe(2);
+      expect((await getDelivery(tenant, c.id)).attempts!.map((a) => [a.attemptNumber, a.trigger, a.outcome, a.errorClass])).toEqual([
+        [1, 'initial', 'retry', 'worker_lost'],
+        [2, 'retry', 'success', null],
+      ]);
+    });
   });
 
   it('is a row like any other when it failed: the first try and the retry that succeeded', async () => {
