@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { countWhereIn } from '../helpers/backdate.js';
+import { attemptsListed } from '../helpers/database.js';
 import { createEndpoint, publishMany } from '../helpers/dispatch.js';
 import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 
@@ -67,14 +69,11 @@ describe("calls with the tenant arguments of release 0.2.0", () => {
     expect(await statusesOf(ep.id)).toEqual({ in_flight: 2, pending: 1, succeeded: 1 });
     // The first try that succeeded is stored in its delivery, under the id its delivery gives it
     // (attempt_stored_in_delivery): the previous release's processes list it through delivery_attempts.
-    const attempts = await call(
-      'SELECT a.id, a.outcome, a.tenant_id FROM deliveries d CROSS JOIN LATERAL delivery_attempts(d.id) a WHERE d.id IN (:a, :b) ORDER BY a.outcome',
-      { a: first.id, b: second.id },
-    );
+    const attempts = await attemptsListed(t.platform.db).whereIn('delivery_id', [first.id, second.id]).orderBy('outcome').select('id', 'outcome', 'tenant_id');
     expect(attempts).toEqual([
       { id: 'att_previous_1', outcome: 'retry', tenant_id: null },
       { id: `att_${second.id.slice('dlv_'.length)}`, outcome: 'success', tenant_id: null },
     ]);
-    expect(await call('SELECT count(*)::int AS n FROM attempts WHERE delivery_id = :b', { b: second.id })).toEqual([{ n: 0 }]);
+    expect(await countWhereIn(t.platform.db, 'attempts', 'delivery_id', [second.id])).toBe(0);
   });
 });

@@ -14,7 +14,7 @@ import { createDb, migrateLatest } from '../../src/infra/db.js';
 import { functionsTable, readFunctionSources } from '../../src/infra/function-sources.js';
 import { snapshotFiles, type ReleaseSnapshotManifest } from '../../scripts/release-fixture.js';
 import { readReleased } from '../../scripts/released-migrations.js';
-import { createEmptyDatabase, createTestDatabase, type TestDatabase } from '../helpers/database.js';
+import { attemptsListed, createEmptyDatabase, createTestDatabase, type TestDatabase } from '../helpers/database.js';
 import { request } from '../helpers/http.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
@@ -25,9 +25,7 @@ const run = promisify(execFile);
 /** Every event's body as it is sent, and every delivery's attempts as they are listed. */
 async function readThroughFunctions(db: Knex) {
   const bodies = await db('events').orderBy('id').select('id', db.raw('event_body(events) AS body'));
-  const { rows: attempts } = await db.raw<{ rows: unknown[] }>(
-    'SELECT a.* FROM deliveries d CROSS JOIN LATERAL delivery_attempts(d.id) a ORDER BY a.delivery_id, a.attempt_number, a.id',
-  );
+  const attempts = await attemptsListed(db).orderBy(['delivery_id', 'attempt_number', 'id']).select('*');
   return { bodies, attempts };
 }
 const release = readReleased();
