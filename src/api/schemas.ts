@@ -7,6 +7,7 @@ import { ENDPOINT_STATUSES, ORDERINGS } from '../domain/endpoints.js';
 import { INTAKE_OUTCOMES } from '../domain/events.js';
 import { REPLAY_KINDS, REPLAY_STATUSES } from '../domain/replays.js';
 import { SIGNATURE_SCHEMES } from '../domain/signing.js';
+import { windowOrderProblem } from '../domain/time-window.js';
 import { endpointHeaders, endpointTls, endpointTlsView, eventFilter } from './endpoint-schemas.js';
 
 export const errorSchema = z
@@ -32,6 +33,19 @@ export const pageQuery = {
 
 const isoDate = z.iso.datetime({ offset: true }).transform((v) => new Date(v));
 export const timeRange = { since: isoDate.optional(), until: isoDate.optional() };
+
+/**
+ * Refines a schema holding `timeRange`: a reversed window is refused (src/domain/time-window.ts).
+ * Zod runs an object's refinement even when one of its fields failed, so the answer still lists
+ * every problem.
+ */
+function windowInOrder(value: { since?: Date; until?: Date }, ctx: z.RefinementCtx): void {
+  const problem = windowOrderProblem(value.since, value.until);
+  if (problem) ctx.addIssue({ code: 'custom', path: [problem.path], message: problem.message });
+}
+
+/** A filter's value: an empty one would silently match everything, as if the filter were absent. */
+const filterValue = (max: number) => z.string().min(1, 'must not be empty; leave it out to filter nothing').max(max);
 
 export const page = <T extends z.ZodType>(item: T) => z.object({ data: z.array(item), nextCursor: z.string().nullable() });
 
@@ -245,12 +259,14 @@ export const publishEventHeaders = z.object({
     .optional()
     .describe('The same key again answers 200 with the first event and sends nothing new; 409 if the request differs'),
 });
-export const listEventsQuery = z.strictObject({
-  ...pageQuery,
-  ...timeRange,
-  type: z.string().max(200).optional().describe('An event type, or a prefix ending in .* as in endpoint subscriptions: invoice.* matches invoice.paid'),
-  messageId: z.string().max(200).optional(),
-});
+export const listEventsQuery = z
+  .strictObject({
+    ...pageQuery,
+    ...timeRange,
+    type: filterValue(200).optional().describe('An event type, or a prefix ending in .* as in endpoint subscriptions: invoice.* matches invoice.paid'),
+    messageId: filterValue(200).optional(),
+  })
+  .superRefine(windowInOrder);
 // Named, so the OpenAPI document (and the portal's generated types) carry each list once.
 export const deliveryStatusSchema = z.enum(DELIVERY_STATUSES).meta({ id: 'DeliveryStatus' });
 export const deadLetterReasonSchema = z.enum(DEAD_LETTER_REASONS).meta({ id: 'DeadLetterReason' });
@@ -283,15 +299,17 @@ export const eventSchema = z
 export const publishedSchema = eventSchema.extend({ duplicate: z.boolean() });
 
 // --- deliveries --------------------------------------------------------------------------------
-export const listDeliveriesQuery = z.strictObject({
-  ...pageQuery,
-  ...timeRange,
-  status: deliveryStatusSchema.optional(),
-  endpointId: z.string().max(100).optional(),
-  eventId: z.string().max(100).optional(),
-  eventType: z.string().max(200).optional().describe('An event type, or a prefix ending in .*'),
-  reason: deadLetterReasonSchema.optional(),
-});
+export const listDeliveriesQuery = z
+  .strictObject({
+    ...pageQuery,
+    ...timeRange,
+    status: deliveryStatusSchema.optional(),
+    endpointId: filterValue(100).optional(),
+    eventId: filterValue(100).optional(),
+    eventType: filterValue(200).optional().describe('An event type, or a prefix ending in .*'),
+    reason: deadLetterReasonSchema.optional(),
+  })
+  .superRefine(windowInOrder);
 export const attemptSchema = z
   .object({
     id: z.string(),
@@ -348,14 +366,15 @@ export const inboundAccepted = z
 
 // --- replay and audit --------------------------------------------------------------------------
 export const replayBody = z.strictObject({ reason: z.string().trim().min(1).max(1000) });
-export const replayFilterSchema = z.strictObject({
-  status: finalStatusSchema.optional(),
-  endpointId: z.string().max(100).optional(),
-  eventType: z.string().max(200).optional().describe('An event type, or a prefix ending in .*'),
-  reason: deadLetterReasonSchema.optional(),
-  since: isoDate.optional(),
-  until: isoDate.optional(),
-});
+export const replayFilterSchema = z
+  .strictObject({
+    status: finalStatusSchema.optional(),
+    endpointId: filterValue(100).optional(),
+    eventType: filterValue(200).optional().describe('An event type, or a prefix ending in .*'),
+    reason: deadLetterReasonSchema.optional(),
+    ...timeRange,
+  })
+  .superRefine(windowInOrder);
 export const bulkReplayBody = z.strictObject({
   filter: replayFilterSchema.default({}),
   reason: z.string().trim().min(1).max(1000),
@@ -375,13 +394,15 @@ export const bulkReplayResult = z
 export const replayProgressSchema = z
   .object({ id: z.string(), kind: z.enum(REPLAY_KINDS).describe('A bulk replay, or a backfill of one endpoint'), status: z.enum(REPLAY_STATUSES), total: z.number(), done: z.number(), failed: z.number(), reason: z.string(), filter: z.unknown(), createdAt: z.string() })
   .meta({ id: 'ReplayProgress' });
-export const auditQuery = z.strictObject({
-  ...pageQuery,
-  ...timeRange,
-  action: z.string().max(100).optional(),
-  targetType: z.string().max(100).optional(),
-  targetId: z.string().max(100).optional(),
-});
+export const auditQuery = z
+  .strictObject({
+    ...pageQuery,
+    ...timeRange,
+    action: filterValue(100).optional(),
+    targetType: filterValue(100).optional(),
+    targetId: filterValue(100).optional(),
+  })
+  .superRefine(windowInOrder);
 export const auditEntrySchema = z
   .object({
     id: z.string(),

@@ -3,6 +3,7 @@
  */
 import type { Problem } from './errors.js';
 import type { RetentionPolicy } from './retention.js';
+import { windowOrderProblem } from './time-window.js';
 
 const dayMs = 86_400_000;
 
@@ -12,7 +13,7 @@ export interface BackfillWindow {
 }
 
 /**
- * Every problem with a backfill's window: `until` must come after `since`, and `since` must lie
+ * Every problem with a backfill's window: `since` must come before `until`, and must lie
  * inside RETENTION_DAYS, because older events are gone or being removed by retention, so a backfill
  * reaching further back would silently deliver only some of them.
  */
@@ -26,6 +27,7 @@ export function backfillWindowProblems(window: BackfillWindow, now: Date, retent
     });
   }
   if (window.since >= now) problems.push({ path: 'since', message: 'must be in the past' });
-  if (window.until !== undefined && window.until <= window.since) problems.push({ path: 'until', message: 'must be after since' });
+  const order = windowOrderProblem(window.since, window.until);
+  if (order) problems.push(order);
   return problems;
 }

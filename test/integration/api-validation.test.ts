@@ -134,6 +134,37 @@ describe('request validation', () => {
     });
   });
 
+  describe('a filter that would match everything, or nothing, is refused', () => {
+    const empty = 'must not be empty; leave it out to filter nothing';
+    const later = '2026-06-02T00:00:00Z';
+    const earlier = '2026-06-01T00:00:00Z';
+    it.each([
+      ['/v1/events?type=&messageId=', [{ path: 'type', message: empty }, { path: 'messageId', message: empty }]],
+      ['/v1/deliveries?endpointId=&eventId=&eventType=', [{ path: 'endpointId', message: empty }, { path: 'eventId', message: empty }, { path: 'eventType', message: empty }]],
+      ['/v1/audit-log?action=&targetType=&targetId=', [{ path: 'action', message: empty }, { path: 'targetType', message: empty }, { path: 'targetId', message: empty }]],
+      [`/v1/events?since=${later}&until=${earlier}`, [{ path: 'since', message: 'must be before until' }]],
+      [`/v1/deliveries?since=${later}&until=${later}`, [{ path: 'since', message: 'must be before until' }]],
+      [`/v1/audit-log?since=${later}&until=${earlier}&action=`, [{ path: 'action', message: empty }, { path: 'since', message: 'must be before until' }]],
+    ])('GET %s answers 400 listing each problem', async (path, details) => {
+      const res = await tenant.call('GET', path);
+      expectError(res, 400, 'validation_failed');
+      expect(res.body.error.details).toEqual(details);
+    });
+
+    it('an empty filter value or a reversed window in a bulk replay replays nothing', async () => {
+      const replays = () => t.platform.db('replays').where({ tenant_id: tenant.id }).count({ n: '*' }).then((r) => Number(r[0]!.n));
+      const before = await replays();
+      const res = await tenant.call('POST', '/v1/replays', { body: { filter: { endpointId: '', eventType: '', since: later, until: earlier }, reason: 'an unset variable' } });
+      expectError(res, 400, 'validation_failed');
+      expect(res.body.error.details).toEqual([
+        { path: 'filter.endpointId', message: empty },
+        { path: 'filter.eventType', message: empty },
+        { path: 'filter.since', message: 'must be before until' },
+      ]);
+      expect(await replays()).toBe(before);
+    });
+  });
+
   describe('unknown query parameters are refused like unknown body fields', () => {
     it.each([
       ['/v1/endpoints?limt=5', 'limt'],

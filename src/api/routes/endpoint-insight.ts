@@ -1,5 +1,6 @@
 import { forbidden, notFound, ValidationError } from '../../domain/errors.js';
 import { matchesEventType } from '../../domain/event-types.js';
+import { windowOrderProblem } from '../../domain/time-window.js';
 import { RawJson } from '../../domain/raw-json.js';
 import { getEndpoint } from '../../store/endpoints-store.js';
 import { endpointStats } from '../../store/endpoint-stats-store.js';
@@ -67,7 +68,8 @@ export function endpointInsightRoutes(routes: ApiRoutes, ctx: ApiContext): void 
       const until = query.until ?? new Date();
       const since = query.since ?? new Date(until.getTime() - 24 * hourMs);
       const problems = [];
-      if (since >= until) problems.push({ path: 'since', message: 'must be before until' });
+      const order = windowOrderProblem(since, until);
+      if (order) problems.push(order);
       else if (until.getTime() - since.getTime() > maxStatsWindowDays * 24 * hourMs) {
         problems.push({ path: 'since', message: `the window may span at most ${maxStatsWindowDays} days` });
       }
