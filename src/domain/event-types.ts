@@ -10,6 +10,23 @@ export function matchesEventType(filters: readonly string[], type: string): bool
   });
 }
 
+/**
+ * Whether every type `filters` matches is matched by `scope` too, both read as endpoint
+ * subscriptions: `order.created` and `order.item.*` are within `order.*`; `order.*` is not within
+ * `order.created`. Empty filters match every type, so only an empty scope holds them.
+ */
+export function typeFiltersWithin(filters: readonly string[], scope: readonly string[]): boolean {
+  if (scope.length === 0) return true;
+  if (filters.length === 0) return false;
+  return filters.every((f) => {
+    const matched = eventTypePrefix(f);
+    return scope.some((s) => {
+      const prefix = eventTypePrefix(s);
+      return prefix === undefined ? matched === undefined && s === f : (matched ?? f).startsWith(prefix);
+    });
+  });
+}
+
 /** `order.*` → `order.` (what a matching type starts with); undefined for an exact type. */
 export function eventTypePrefix(filter: string): string | undefined {
   return filter.endsWith('.*') ? filter.slice(0, -1) : undefined;

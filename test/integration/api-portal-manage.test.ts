@@ -225,4 +225,47 @@ describe('portal sessions managing endpoints and replays', () => {
       expect((await onlyA.call('GET', `/v1/deliveries/${sent.body.deliveryId}`)).body).toMatchObject({ eventType: 'platform.test' });
     });
   });
+
+  describe('changing endpoints from a session limited to event types', () => {
+    const view = async (id: string) => {
+      const { url, status, eventTypes, description } = (await tenant.call('GET', `/v1/endpoints/${id}`)).body;
+      return { url, status, eventTypes, description, secret: (await tenant.call('GET', `/v1/endpoints/${id}/secret`)).body };
+    };
+
+    it('refuses every change to an endpoint that takes other types too, and a look at its secret, changing nothing', async () => {
+      const before = await view(epB.id);
+      for (const [method, path, body] of [
+        ['PATCH', `/v1/endpoints/${epB.id}`, { url: 'https://elsewhere.example/hook' }],
+        ['POST', `/v1/endpoints/${epB.id}/pause`, {}],
+        ['GET', `/v1/endpoints/${epB.id}/secret`, undefined],
+        ['POST', `/v1/endpoints/${epB.id}/secret/rotate`, undefined],
+        ['DELETE', `/v1/endpoints/${epB.id}`, undefined],
+      ] as const) {
+        const res = await onlyOrders.call(method, path, body === undefined ? {} : { body });
+        expect({ method, path, status: res.status }).toEqual({ method, path, status: 403 });
+        expectError(res, 403, 'forbidden');
+        expect(res.body.error.message).toContain('limited to the event types order.*');
+      }
+      expect(await view(epB.id)).toEqual(before);
+    });
+
+    it('changes an endpoint that takes only its types, and keeps what it takes within them', async () => {
+      const orders = await createEndpoint(tenant, { url: `${rx.url}/orders`, eventTypes: ['order.*'] });
+      const changed = await onlyOrders.call('PATCH', `/v1/endpoints/${orders.id}`, { body: { description: 'orders only', eventTypes: ['order.created'] } });
+      expect(changed.status, changed.text).toBe(200);
+      expect(changed.body).toMatchObject({ description: 'orders only', eventTypes: ['order.created'] });
+
+      for (const eventTypes of [[], ['order.created', 'invoice.paid'], ['order.*']]) {
+        const res = await onlyOrders.call('PATCH', `/v1/endpoints/${orders.id}`, { body: { eventTypes } });
+        expect({ eventTypes, status: res.status }).toEqual({ eventTypes, status: eventTypes[0] === 'order.*' ? 200 : 403 });
+        if (res.status === 403) expect(res.body.error.message).toContain('must stay within them');
+      }
+      expect((await view(orders.id)).eventTypes).toEqual(['order.*']);
+
+      expect((await onlyOrders.call('POST', `/v1/endpoints/${orders.id}/pause`, { body: {} })).body.status).toBe('paused');
+      expect((await onlyOrders.call('POST', `/v1/endpoints/${orders.id}/resume`, { body: {} })).body.status).toBe('active');
+      expect((await onlyOrders.call('GET', `/v1/endpoints/${orders.id}/secret`)).body).toEqual({ secret: orders.secret, previousSecretExpiresAt: null });
+      expect((await onlyOrders.call('DELETE', `/v1/endpoints/${orders.id}`)).status).toBe(204);
+    });
+  });
 });

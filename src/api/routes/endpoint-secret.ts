@@ -4,6 +4,7 @@ import { revealEndpointSecret, rotateEndpointSecret } from '../../store/endpoint
 import type { ApiContext } from '../context.js';
 import type { ApiRoutes } from '../route.js';
 import { currentSecretSchema, idParams, secretSchema } from '../schemas.js';
+import { assertMayChangeEndpoint } from './endpoint-view.js';
 
 /**
  * What a receiver needs to verify: an hmac endpoint's shared secret, or an ed25519 endpoint's public
@@ -32,6 +33,7 @@ export function endpointSecretRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       errors: [404],
     },
     async ({ params, scope }) => {
+      await assertMayChangeEndpoint(scope, params.id);
       const revealed = await revealEndpointSecret(scope, ctx.box, params.id);
       if (!revealed) throw notFound('endpoint');
       return {
@@ -55,6 +57,7 @@ export function endpointSecretRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       errors: [404],
     },
     async ({ params, scope }) => {
+      await assertMayChangeEndpoint(scope, params.id);
       const rotated = await rotateEndpointSecret(scope, ctx.box, params.id, (scheme) => generateSigningSecret(scheme).secret);
       if (!rotated) throw notFound('endpoint');
       return {

@@ -3,7 +3,7 @@ import type { EndpointStatus } from '../../domain/endpoints.js';
 import type { ApiContext } from '../context.js';
 import type { ApiRoutes } from '../route.js';
 import { endpointSchema, endpointStatusBody, idParams } from '../schemas.js';
-import { presentEndpoint } from './endpoint-view.js';
+import { assertMayChangeEndpoint, presentEndpoint } from './endpoint-view.js';
 
 /**
  * Pause and resume: shorthands for PATCH {status: "paused" | "active"}, taking the same path (the
@@ -41,6 +41,7 @@ export function endpointStatusRoutes(routes: ApiRoutes, ctx: ApiContext): void {
         errors: [404],
       },
       async ({ params, body, scope }) => {
+        await assertMayChangeEndpoint(scope, params.id);
         const row = await ctx.lifecycle.updateEndpoint(scope, ctx.box, params.id, { status: action.to, statusReason: body?.reason });
         if (!row) throw notFound('endpoint');
         return { status: 200, body: presentEndpoint(ctx.config, ctx.box, row) };

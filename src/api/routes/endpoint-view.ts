@@ -1,5 +1,7 @@
 import type { Config } from '../../config/index.js';
 import { circuitView } from '../../domain/circuit.js';
+import { forbidden, notFound } from '../../domain/errors.js';
+import { typeFiltersWithin } from '../../domain/event-types.js';
 import { healthView } from '../../domain/failure-warnings.js';
 import { maskEndpointHeaders } from '../../domain/endpoint-headers.js';
 import { endpointTlsView } from '../../domain/endpoint-tls.js';
@@ -7,7 +9,29 @@ import { RawJson } from '../../domain/raw-json.js';
 import { resolvePolicy } from '../../domain/retry-policy.js';
 import type { SecretBox } from '../../domain/secret-box.js';
 import { ed25519PrivateKey, ed25519PublicKeyText } from '../../domain/signing.js';
-import { openHeaders, openTls, rowToEndpoint, type EndpointRow } from '../../store/endpoints-store.js';
+import { getEndpoint, openHeaders, openTls, rowToEndpoint, type EndpointRow } from '../../store/endpoints-store.js';
+import type { TenantScope } from '../../store/tenant-scope.js';
+
+/**
+ * Refuses a portal session limited to event types a change of an endpoint (or a look at its
+ * secret) unless the endpoint takes no type beyond the session's, and `eventTypes`, when the change
+ * sets them, stay within them too. An endpoint also carries the events the session may not see:
+ * re-pointing, re-subscribing, pausing or deleting it, or signing as it, would reach those.
+ * Nothing to check for an API key or a session not limited to types.
+ */
+export async function assertMayChangeEndpoint(scope: TenantScope, id: string, eventTypes?: readonly string[]): Promise<void> {
+  const limit = scope.session?.eventTypes;
+  if (limit === undefined) return;
+  const row = await getEndpoint(scope, id);
+  if (!row) throw notFound('endpoint');
+  const types = limit.join(', ');
+  if (!typeFiltersWithin(row.event_types, limit)) {
+    throw forbidden(`this portal link is limited to the event types ${types}, and this endpoint takes others too, so the link cannot change it`);
+  }
+  if (eventTypes !== undefined && !typeFiltersWithin(eventTypes, limit)) {
+    throw forbidden(`this portal link is limited to the event types ${types}: the endpoint's eventTypes must stay within them (an empty list takes every type)`);
+  }
+}
 
 /** The retry policy dispatch applies to this endpoint: the platform defaults merged with its own. */
 export function effectiveRetryPolicy(config: Config, row: EndpointRow) {

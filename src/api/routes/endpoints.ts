@@ -17,7 +17,7 @@ import { endpointBackfillRoutes } from './endpoint-backfill.js';
 import { endpointInsightRoutes } from './endpoint-insight.js';
 import { endpointSecretRoutes } from './endpoint-secret.js';
 import { endpointStatusRoutes } from './endpoint-status.js';
-import { presentEndpoint } from './endpoint-view.js';
+import { assertMayChangeEndpoint, presentEndpoint } from './endpoint-view.js';
 
 /** Every /v1/endpoints route: the endpoint itself here, its status, secret, insight (test, stats) and backfill beside. */
 export function endpointRoutes(routes: ApiRoutes, ctx: ApiContext): void {
@@ -153,6 +153,7 @@ function endpointCrudRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       errors: [404],
     },
     async ({ req, params, body, scope }) => {
+      await assertMayChangeEndpoint(scope, params.id, body.eventTypes);
       withinRetention(body.retryPolicy ?? undefined);
       await sameSignatureScheme(scope, params.id, body.signature?.scheme);
       await tlsNeedsHttps(scope, params.id, body);
@@ -176,6 +177,7 @@ function endpointCrudRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       errors: [404],
     },
     async ({ params, scope }) => {
+      await assertMayChangeEndpoint(scope, params.id);
       if (!(await ctx.lifecycle.deleteEndpoint(scope, params.id))) throw notFound('endpoint');
       return { status: 204 };
     },
