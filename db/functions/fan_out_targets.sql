@@ -2,8 +2,9 @@
 --
 -- Inputs:  p_tenant_id, p_type  the event's tenant and type.
 --          p_body       the event's body (event_body: {id, type, timestamp, messageId, data}), which an
---                       endpoint's content filter (filter_path) is matched against; parsed only
---                       when the tenant has an endpoint with a filter. NULL: filters not applied.
+--                       endpoint's content filter (filter_path) is matched against, as
+--                       filter_document reads it; parsed only when the tenant has an endpoint with a
+--                       filter. NULL: filters not applied.
 -- Outputs: one fan_out_target (endpoint_id, active, per_message, max_age_seconds) per endpoint of
 --          the tenant, not deleted, whose filter matches the type, ordered by endpoint id: the
 --          order in which callers hand out their delivery ids.
@@ -38,7 +39,7 @@ BEGIN
      WHERE e.tenant_id = p_tenant_id AND e.deleted_at IS NULL
        AND endpoint_matches_type(e.event_types, p_type)
        -- The body is parsed once (an InitPlan, run on first use), and only when a filter asks.
-       AND (e.filter_path IS NULL OR p_body IS NULL OR jsonb_path_match((SELECT p_body::jsonb), e.filter_path))
+       AND (e.filter_path IS NULL OR p_body IS NULL OR jsonb_path_match((SELECT filter_document(p_body)), e.filter_path))
   );
 END
 $function$;

@@ -75,7 +75,7 @@ function candidates(scope: TenantScope, ep: TargetEndpoint, request: BackfillReq
     .where('events.created_at', '<', until)
     .where('events.stale', false)
     .whereRaw('endpoint_matches_type(:types::text[], events.type)', { types: ep.event_types });
-  if (ep.filter_path !== null) q.whereRaw('jsonb_path_match(event_body(events)::jsonb, :path::jsonpath)', { path: ep.filter_path });
+  if (ep.filter_path !== null) q.whereRaw('jsonb_path_match(filter_document(event_body(events)), :path::jsonpath)', { path: ep.filter_path });
   for (const narrowing of [request.eventTypes, scope.session?.eventTypes]) {
     if (narrowing) q.whereRaw('endpoint_matches_type(:types::text[], events.type)', { types: narrowing });
   }

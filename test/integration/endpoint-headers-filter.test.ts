@@ -178,4 +178,22 @@ describe('content filters', () => {
     await eventually(async () => received('/intake').length === 1, 'the match arrived');
     expect(received('/intake')[0]!.headers['webhook-id']).toBe(match);
   });
+
+  it('takes payloads holding NUL escapes, published and called back, and forwards them as written', async () => {
+    // jsonb cannot hold U+0000; filters read such an escape as U+FFFD (db/functions/filter_document.sql).
+    const own = await t.createTenant('nul-filters');
+    const source: TestSource = await createSource(own, 'momo-automation');
+    const created = await own.call('POST', '/v1/endpoints', raw(`{"url": "${receiver.url}/nul", "filter": {"data.kind": "nul"}}`));
+    expect(created.status, created.text).toBe(201);
+    const published = await publishRaw('thing.made', '{"kind": "nul", "raw": "a\\u0000b"}', own);
+    const id = randomUUID();
+    const body = `{"id":"${id}","event":"order.created","subject":{"id":"s_${id}","type":"order"},"actor":{"id":"u"},"subscription":{"id":"sub_1"},"data":{"kind":"nul","raw":"\\u0000"}}`;
+    const called = expectOutcome(await postCallback(t, source.id, sign.automation(source.secret, body)), 'accepted').eventId;
+    expect(await deliveredTo(published, own)).toEqual([created.body.id]);
+    expect(await deliveredTo(called, own)).toEqual([created.body.id]);
+    await eventually(async () => received('/nul').length === 2, 'both arrived');
+    const byId = new Map(received('/nul').map((r) => [r.headers['webhook-id'], r.body]));
+    expect(byId.get(published)).toContain('"raw": "a\\u0000b"');
+    expect(byId.get(called)).toContain('"raw":"\\u0000"');
+  });
 });
