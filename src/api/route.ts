@@ -133,6 +133,32 @@ function isObject(value: unknown): boolean {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
+type ZodDef = { type: string; innerType?: ZodType; in?: ZodType; element?: ZodType; shape?: Record<string, ZodType>; valueType?: ZodType };
+const wrappers = new Set(['optional', 'nullable', 'default', 'prefault', 'readonly', 'nonoptional', 'catch']);
+const nulMessage = 'must not contain the NUL character (U+0000), which no text column can hold';
+
+/**
+ * Every string in `value`, and every member name, that holds U+0000: PostgreSQL text cannot, so it
+ * would fail its statement as a 500 instead of being refused with its path. Opaque payloads
+ * (`z.unknown()`, an event's data) are skipped: they are stored as the JSON text received, where
+ * the NUL is an escape.
+ */
+function nulProblems(schema: ZodType | undefined, value: unknown, path: string[]): Problem[] {
+  let def = (schema as { _zod?: { def: ZodDef } } | undefined)?._zod?.def;
+  while (def && (wrappers.has(def.type) || def.type === 'pipe')) {
+    def = ((def.type === 'pipe' ? def.in : def.innerType) as { _zod?: { def: ZodDef } } | undefined)?._zod?.def;
+  }
+  if (def?.type === 'unknown' || def?.type === 'any') return [];
+  const at = (key: string) => [...path, key];
+  if (typeof value === 'string') return value.includes('\u0000') ? [{ path: path.join('.'), message: nulMessage }] : [];
+  if (Array.isArray(value)) return value.flatMap((item, i) => nulProblems(def?.type === 'array' ? def.element : undefined, item, at(String(i))));
+  if (!isObject(value)) return [];
+  return Object.entries(value as Record<string, unknown>).flatMap(([key, item]) => [
+    ...(key.includes('\u0000') ? [{ path: at(key).join('.'), message: nulMessage }] : []),
+    ...nulProblems(def?.type === 'object' ? def.shape?.[key] : def?.type === 'record' ? def.valueType : undefined, item, at(key)),
+  ]);
+}
+
 /** Every problem `schema` finds in `value`, with `where` naming the root (body, query, params, headers). */
 function problemsIn(schema: ZodType, value: unknown, where: 'body' | 'query' | 'params' | 'headers'): { data?: unknown; problems: Problem[] } {
   // A route whose body is optional (e.g. pause, with an optional reason) may be called without one.
@@ -141,14 +167,15 @@ function problemsIn(schema: ZodType, value: unknown, where: 'body' | 'query' | '
     return { problems: [{ path: 'body', message: value === undefined ? 'a JSON object is required' : 'body must be a JSON object' }] };
   }
   const result = schema.safeParse(value, { error: wording });
-  if (result.success) return { data: result.data, problems: [] };
+  const nul = nulProblems(schema, value, []).map((p) => ({ ...p, path: p.path || where }));
+  if (result.success && nul.length === 0) return { data: result.data, problems: [] };
   const unknown = where === 'query' ? 'unknown query parameter' : where === 'headers' ? 'unknown header' : 'unknown field';
-  const problems = result.error.issues.flatMap((issue): Problem[] => {
+  const problems = (result.success ? [] : result.error.issues).flatMap((issue): Problem[] => {
     const at = issue.path.map(String);
     if (issue.code === 'unrecognized_keys') return issue.keys.map((key) => ({ path: [...at, key].join('.'), message: unknown }));
     return [{ path: at.length > 0 ? at.join('.') : where, message: issue.message }];
   });
-  return { problems };
+  return { problems: [...problems, ...nul] };
 }
 
 /** Query parameters are refused when the route does not name them: a typo must not silently widen a search. */

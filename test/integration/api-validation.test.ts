@@ -165,6 +165,30 @@ describe('request validation', () => {
     });
   });
 
+  describe('the NUL character, which no text column can hold, is refused with its path', () => {
+    const nul = 'must not contain the NUL character (U+0000), which no text column can hold';
+    it.each([
+      ['GET', '/v1/endpoints/%00', undefined, [{ path: 'id', message: nul }]],
+      ['GET', '/v1/events?messageId=a%00', undefined, [{ path: 'messageId', message: nul }]],
+      ['POST', '/v1/api-keys', { name: 'a\u0000' }, [{ path: 'name', message: nul }]],
+      ['POST', '/v1/endpoints', { url, description: '\u0000', metadata: { ['k\u0000']: 'v' } }, [{ path: 'metadata', message: 'unknown field' }, { path: 'description', message: nul }, { path: 'metadata.k\u0000', message: nul }]],
+      ['POST', '/v1/events', { type: 'order.created', messageId: '\u0000', data: { note: 'a\u0000b' } }, [{ path: 'messageId', message: nul }]],
+    ])('%s %s answers 400 naming where', async (method, path, body, details) => {
+      const before = await endpoints();
+      const res = await tenant.call(method, path, body === undefined ? {} : { body });
+      expectError(res, 400, 'validation_failed');
+      expect(res.body.error.details).toEqual(details);
+      expect(await endpoints()).toBe(before);
+    });
+
+    it("an event's data is its own: a NUL escape in it is taken, and kept as written", async () => {
+      const res = await tenant.call('POST', '/v1/events', { rawBody: '{"type":"order.created","data":{"note":"a\\u0000b"}}', headers: { 'content-type': 'application/json' } });
+      expect(res.status, res.text).toBe(202);
+      const shown = await tenant.call('GET', `/v1/events/${res.body.id}`);
+      expect(shown.text).toContain('"note":"a\\u0000b"');
+    });
+  });
+
   describe('unknown query parameters are refused like unknown body fields', () => {
     it.each([
       ['/v1/endpoints?limt=5', 'limt'],
