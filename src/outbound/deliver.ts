@@ -212,9 +212,13 @@ async function attemptOnce(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandO
   if (waitMs !== undefined && (await countsTowardObjective(deps, claimed, waitMs / 1000, startedAt))) {
     metrics.firstAttemptDelay.observe(waitMs / 1000, span);
   }
-  // Every attempt in flight may get the 410; only the one that disables the endpoint audits and announces it.
+  // Every attempt in flight may get the 410; only the one that disables the endpoint audits and
+  // announces it. A failure to disable must not cost the record: the next 410 disables it.
   const disabledNow = record.disableEndpoint
-    ? await deps.lifecycle.disableGoneEndpoint({ id: ep.id, tenantId: claimed.tenant_id, reason: record.disableEndpoint })
+    ? await deps.lifecycle.disableGoneEndpoint({ id: ep.id, tenantId: claimed.tenant_id, reason: record.disableEndpoint }).catch((err: unknown) => {
+        deps.logger.warn({ err, endpointId: ep.id, ...traceIds(span) }, 'endpoint answered 410 but could not be disabled; its next 410 tries again');
+        return false;
+      })
     : false;
   const handOff = mayHandOff();
   const { applied, next } =
@@ -244,7 +248,14 @@ async function attemptOnce(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandO
  */
 async function countsTowardObjective(deps: DeliverDeps, claimed: ClaimedDelivery, delaySeconds: number, startedAt: Date): Promise<boolean> {
   if (delaySeconds <= FIRST_ATTEMPT_OBJECTIVE_SECONDS || !deps.endpointHeaders) return true;
-  const { held } = await deps.endpointHeaders.settings(claimed.tenant_id, claimed.endpoint.id, startedAt.getTime());
+  // A metric's read: when it fails, the attempt is left out of the objective, and its result is
+  // still recorded (a throw here would send the delivery again once its lease ran out).
+  const state = await deps.endpointHeaders.settings(claimed.tenant_id, claimed.endpoint.id, startedAt.getTime()).catch((err: unknown) => {
+    deps.logger.warn({ err, deliveryId: claimed.id }, "endpoint state for the latency objective could not be read; this attempt is left out of it");
+    return undefined;
+  });
+  if (!state) return false;
+  const { held } = state;
   const now = deps.now?.() ?? new Date();
   return countsTowardLatencyObjective(delaySeconds, claimed.event_created_at, held, deps.circuitFailureThreshold ?? Number.POSITIVE_INFINITY, now);
 }
