@@ -36,6 +36,32 @@ export class ValidationError extends AppError {
   }
 }
 
+/**
+ * Checks beyond a request's schema, each of which may refuse it with a ValidationError, gathered so
+ * that the request is refused once with every problem they found. The code is the most specific
+ * one among them (a refused URL's, say `private_address`), else `validation_failed`.
+ */
+export class ValidationProblems {
+  private readonly found: ValidationError[] = [];
+
+  /** Runs one check: its result, or undefined when it refused (its problems are kept). */
+  async check<T>(run: () => T | Promise<T>): Promise<T | undefined> {
+    try {
+      return await run();
+    } catch (err) {
+      if (!(err instanceof ValidationError)) throw err;
+      this.found.push(err);
+      return undefined;
+    }
+  }
+
+  throwIfAny(): void {
+    if (this.found.length === 0) return;
+    if (this.found.length === 1) throw this.found[0]!;
+    throw new ValidationError(this.found.flatMap((e) => e.details), this.found.find((e) => e.code !== 'validation_failed')?.code);
+  }
+}
+
 export const badRequest = (code: string, message: string) => new AppError(400, code, message);
 export const unauthorized = (message = 'missing or invalid credentials') => new AppError(401, 'unauthorized', message);
 export const forbidden = (message: string) => new AppError(403, 'forbidden', message);

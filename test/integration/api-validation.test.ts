@@ -127,6 +127,21 @@ describe('request validation', () => {
       });
     });
 
+    it("an endpoint's checks beyond its schema are reported together, under the URL's code", async () => {
+      const before = await endpoints();
+      const body = { url: 'https://user:pw@hooks.example.com/x', retryPolicy: { maxEventAgeSeconds: 315_000_000 } };
+      const created = await tenant.call('POST', '/v1/endpoints', { body });
+      expectError(created, 400, 'credentials_in_url');
+      expect(created.body.error.details.map((d: { path: string }) => d.path)).toEqual(['retryPolicy.maxEventAgeSeconds', 'url']);
+      expect(await endpoints()).toBe(before);
+
+      const id = (await tenant.call('POST', '/v1/endpoints', { body: { url } })).body.id as string;
+      const patched = await tenant.call('PATCH', `/v1/endpoints/${id}`, { body: { ...body, signature: { scheme: 'ed25519' } } });
+      expectError(patched, 400, 'credentials_in_url');
+      expect(patched.body.error.details.map((d: { path: string }) => d.path)).toEqual(['retryPolicy.maxEventAgeSeconds', 'signature.scheme', 'url']);
+      expect((await tenant.call('GET', `/v1/endpoints/${id}`)).body.url).toBe(url);
+    });
+
     it('an endpoint URL refused by the address guard is reported with its path too', async () => {
       const res = await tenant.call('POST', '/v1/endpoints', { body: { url: 'ftp://files.example.com/x' } });
       expectError(res, 400, 'scheme_not_allowed');

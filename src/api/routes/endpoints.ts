@@ -1,6 +1,6 @@
 import type { Request } from 'express';
 import { z } from 'zod';
-import { notFound, ValidationError } from '../../domain/errors.js';
+import { notFound, ValidationError, ValidationProblems } from '../../domain/errors.js';
 import { compileEventFilter } from '../../domain/event-filter.js';
 import { parseExactJson } from '../../domain/exact-json.js';
 import { maxAgeProblem } from '../../domain/retention.js';
@@ -91,10 +91,14 @@ function endpointCrudRoutes(routes: ApiRoutes, ctx: ApiContext): void {
       success: { status: 201, description: 'Created', schema: endpointSchema },
     },
     async ({ req, body, scope }) => {
-      withinRetention(body.retryPolicy);
-      await tlsNeedsHttps(scope, undefined, body);
+      const problems = new ValidationProblems();
+      await problems.check(() => withinRetention(body.retryPolicy));
+      await problems.check(() => tlsNeedsHttps(scope, undefined, body));
+      const url = await problems.check(() => validUrl(body.url));
+      const filter = await problems.check(() => exactFilter(req, body.filter));
+      problems.throwIfAny();
       const { secret, publicKey } = generateSigningSecret(body.signature?.scheme ?? 'hmac');
-      const input = { ...body, url: validUrl(body.url), filter: exactFilter(req, body.filter) };
+      const input = { ...body, url: url!, filter };
       const row = await insertEndpoint(scope, ctx.box, input, secret, ctx.config.endpointMaxConcurrency);
       // An ed25519 endpoint's private key stays with the platform: the view carries its public key.
       return { status: 201, body: publicKey === null ? { ...present(row), secret } : present(row) };
@@ -154,10 +158,14 @@ function endpointCrudRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     },
     async ({ req, params, body, scope }) => {
       await assertMayChangeEndpoint(scope, params.id, body.eventTypes);
-      withinRetention(body.retryPolicy ?? undefined);
-      await sameSignatureScheme(scope, params.id, body.signature?.scheme);
-      await tlsNeedsHttps(scope, params.id, body);
-      const input = { ...body, url: body.url === undefined ? undefined : validUrl(body.url), filter: exactFilter(req, body.filter) };
+      const problems = new ValidationProblems();
+      await problems.check(() => withinRetention(body.retryPolicy ?? undefined));
+      await problems.check(() => sameSignatureScheme(scope, params.id, body.signature?.scheme));
+      await problems.check(() => tlsNeedsHttps(scope, params.id, body));
+      const url = body.url === undefined ? undefined : await problems.check(() => validUrl(body.url!));
+      const filter = await problems.check(() => exactFilter(req, body.filter));
+      problems.throwIfAny();
+      const input = { ...body, url, filter };
       const row = await ctx.lifecycle.updateEndpoint(scope, ctx.box, params.id, input);
       if (!row) throw notFound('endpoint');
       return { status: 200, body: present(row) };
