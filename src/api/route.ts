@@ -159,8 +159,11 @@ function nulProblems(schema: ZodType | undefined, value: unknown, path: string[]
   ]);
 }
 
+/** A problem, with the error code it answers with when it is the most specific one of a request (invalid_cursor, say). */
+type CodedProblem = Problem & { code?: string };
+
 /** Every problem `schema` finds in `value`, with `where` naming the root (body, query, params, headers). */
-function problemsIn(schema: ZodType, value: unknown, where: 'body' | 'query' | 'params' | 'headers'): { data?: unknown; problems: Problem[] } {
+function problemsIn(schema: ZodType, value: unknown, where: 'body' | 'query' | 'params' | 'headers'): { data?: unknown; problems: CodedProblem[] } {
   // A route whose body is optional (e.g. pause, with an optional reason) may be called without one.
   if (where === 'body' && value === undefined && schema.safeParse(undefined).success) return { data: undefined, problems: [] };
   if (where === 'body' && !isObject(value)) {
@@ -170,10 +173,11 @@ function problemsIn(schema: ZodType, value: unknown, where: 'body' | 'query' | '
   const nul = nulProblems(schema, value, []).map((p) => ({ ...p, path: p.path || where }));
   if (result.success && nul.length === 0) return { data: result.data, problems: [] };
   const unknown = where === 'query' ? 'unknown query parameter' : where === 'headers' ? 'unknown header' : 'unknown field';
-  const problems = (result.success ? [] : result.error.issues).flatMap((issue): Problem[] => {
+  const problems = (result.success ? [] : result.error.issues).flatMap((issue): CodedProblem[] => {
     const at = issue.path.map(String);
     if (issue.code === 'unrecognized_keys') return issue.keys.map((key) => ({ path: [...at, key].join('.'), message: unknown }));
-    return [{ path: at.length > 0 ? at.join('.') : where, message: issue.message }];
+    const code = issue.code === 'custom' ? (issue.params as { code?: string } | undefined)?.code : undefined;
+    return [{ path: at.length > 0 ? at.join('.') : where, message: issue.message, ...(code && { code }) }];
   });
   return { problems: [...problems, ...nul] };
 }
@@ -232,7 +236,7 @@ export class ApiRoutes {
         body: spec.body ? problemsIn(spec.body, req.body, 'body') : { data: req.body as unknown, problems: [] },
       };
       const problems = Object.values(parts).flatMap((part) => part.problems);
-      if (problems.length > 0) throw new ValidationError(problems);
+      if (problems.length > 0) throw new ValidationError(problems.map(({ path, message }) => ({ path, message })), problems.find((p) => p.code)?.code);
       const run = (scope: TenantScope) =>
         handler({
           req,

@@ -8,6 +8,7 @@ import { INTAKE_OUTCOMES } from '../domain/events.js';
 import { REPLAY_KINDS, REPLAY_STATUSES } from '../domain/replays.js';
 import { SIGNATURE_SCHEMES } from '../domain/signing.js';
 import { windowOrderProblem } from '../domain/time-window.js';
+import { invalidCursor, isCursor } from '../store/pagination.js';
 import { endpointHeaders, endpointTls, endpointTlsView, eventFilter } from './endpoint-schemas.js';
 
 export const errorSchema = z
@@ -28,7 +29,11 @@ export const idParams = z.object({ id: z.string().min(1).max(100) });
 /** Spread into z.strictObject: a query parameter a route does not name is refused. */
 export const pageQuery = {
   limit: z.coerce.number().int().min(1).max(500).default(50),
-  cursor: z.string().max(200).optional(),
+  cursor: z
+    .string()
+    .max(200)
+    .refine((c) => c === '' || isCursor(c), { message: invalidCursor.message, params: { code: invalidCursor.code } })
+    .optional(),
 };
 
 const isoDate = z.iso.datetime({ offset: true }).transform((v) => new Date(v));

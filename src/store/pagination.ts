@@ -1,4 +1,4 @@
-import { badRequest } from '../domain/errors.js';
+import { ValidationError } from '../domain/errors.js';
 import type { Knex } from 'knex';
 
 export interface Page<T> {
@@ -6,11 +6,21 @@ export interface Page<T> {
   nextCursor: string | null;
 }
 
+export const invalidCursor = { path: 'cursor', message: 'cursor is not valid', code: 'invalid_cursor' } as const;
+
 /** Cursors are opaque to clients; inside they are the last id seen (ids sort by creation time). */
+function cursorId(cursor: string): string | undefined {
+  const id = Buffer.from(cursor, 'base64url').toString('utf8');
+  return /^[a-z]+_[0-9a-z]{26}$/.test(id) ? id : undefined;
+}
+
+/** Whether a page query's cursor is one this API gave out (the query schemas ask, beside every other check). */
+export const isCursor = (cursor: string): boolean => cursorId(cursor) !== undefined;
+
 export function decodeCursor(cursor: string | undefined): string | undefined {
   if (!cursor) return undefined;
-  const id = Buffer.from(cursor, 'base64url').toString('utf8');
-  if (!/^[a-z]+_[0-9a-z]{26}$/.test(id)) throw badRequest('invalid_cursor', 'cursor is not valid');
+  const id = cursorId(cursor);
+  if (id === undefined) throw new ValidationError([{ path: invalidCursor.path, message: invalidCursor.message }], invalidCursor.code);
   return id;
 }
 

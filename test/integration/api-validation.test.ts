@@ -166,6 +166,15 @@ describe('request validation', () => {
       expect(res.body.error.details).toEqual(details);
     });
 
+    it('a bad cursor is listed with the query\'s other problems, and alone keeps its own code', async () => {
+      const both = await tenant.call('GET', '/v1/deliveries?cursor=bad&status=bogus');
+      expectError(both, 400, 'invalid_cursor');
+      expect(both.body.error.details.map((d: { path: string }) => d.path)).toEqual(['cursor', 'status']);
+      const alone = await tenant.call('GET', '/v1/endpoints?cursor=bad');
+      expectError(alone, 400, 'invalid_cursor');
+      expect(alone.body.error.details).toEqual([{ path: 'cursor', message: 'cursor is not valid' }]);
+    });
+
     it('an empty filter value or a reversed window in a bulk replay replays nothing', async () => {
       const replays = () => t.platform.db('replays').where({ tenant_id: tenant.id }).count({ n: '*' }).then((r) => Number(r[0]!.n));
       const before = await replays();

@@ -1,4 +1,4 @@
-import { AppError, conflict, notFound } from '../../domain/errors.js';
+import { conflict, notFound, ValidationError } from '../../domain/errors.js';
 import { rowToAudit, searchAuditLogQuery, type AuditRow } from '../../store/audit-store.js';
 import { rowToDelivery } from '../../store/deliveries-store.js';
 import { paginate } from '../../store/pagination.js';
@@ -52,7 +52,7 @@ export function replayRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     async ({ res, body, scope }) => {
       const max = ctx.config.replayMaxLimit;
       if (body.limit !== undefined && body.limit > max) {
-        throw new AppError(400, 'limit_too_large', `limit may be at most ${max}`);
+        throw new ValidationError([{ path: 'limit', message: `may be at most ${max} (REPLAY_MAX_LIMIT)` }], 'limit_too_large');
       }
       const limit = body.limit ?? max;
       if (body.dryRun) {
