@@ -20,7 +20,11 @@ export const migrationsDirectory = fileURLToPath(existsSync(builtMigrations) ? b
 export interface DbOptions {
   url: string;
   poolMax?: number;
-  /** Bounds every wait on PostgreSQL so an outage becomes a 503, never a hung request. */
+  /**
+   * Bounds every wait on PostgreSQL so an outage becomes a 503, never a hung request: a connection
+   * within it, a statement within twice it as the client waits, and within one and a half times it
+   * as the server lets the statement run (see createDb).
+   */
   timeoutMs?: number;
   /**
    * Where knex's own warnings go ("Connection Error", "Acquire connection error" with a stack,
@@ -33,6 +37,9 @@ export interface DbOptions {
   /** Run on every new pooled connection before its first use (see WarmUp in sql.ts). */
   warmUps?: readonly WarmUp[];
 }
+
+/** How long the server lets one statement run, for a pool whose waits are bounded by `timeoutMs`. */
+export const statementTimeoutMs = (timeoutMs: number) => Math.round(timeoutMs * 1.5);
 
 export function createDb({ url, poolMax = 20, poolMin = 0, timeoutMs = 5_000, logger, warmUps = [] }: DbOptions): Knex {
   return knexFactory({
@@ -50,19 +57,24 @@ export function createDb({ url, poolMax = 20, poolMin = 0, timeoutMs = 5_000, lo
       min: Math.min(poolMin, poolMax),
       max: poolMax,
       idleTimeoutMillis: 30_000,
-      // Also for connections made later under load: each is warm before its first statement.
-      ...(warmUps.length > 0 && {
-        afterCreate: (conn: pg.Client, done: (err: Error | null, conn: pg.Client) => void) => {
-          warmConnection(conn, warmUps).then(
+      // The server cancels a statement before the client stops waiting for it: a statement the
+      // client gave up on would otherwise still commit, unseen, such as an admission whose
+      // deliveries then sit in flight for no process until their lease runs out and costs them an
+      // attempt. Set with SET, not as a startup parameter, which PgBouncer refuses by default.
+      // Each connection made later under load is also warm before its first statement.
+      afterCreate: (conn: pg.Client, done: (err: Error | null, conn: pg.Client) => void) => {
+        conn
+          .query(`SET statement_timeout = ${statementTimeoutMs(timeoutMs)}`)
+          .then(() => warmConnection(conn, warmUps))
+          .then(
             (failed) => {
               if (failed) logger?.warn({ err: failed }, 'warming a database connection failed; it is used unwarmed');
               done(null, conn);
             },
-            // BEGIN or ROLLBACK failed: the connection is broken, so it is closed, not pooled.
+            // SET, BEGIN or ROLLBACK failed: the connection is broken, so it is closed, not pooled.
             (err: Error) => void conn.end().catch(() => undefined).finally(() => done(err, conn)),
           );
-        },
-      }),
+      },
     },
     acquireConnectionTimeout: timeoutMs,
     migrations: { migrationSource: new DirectoryMigrationSource(migrationsDirectory) },
