@@ -5,6 +5,7 @@ import { forbidden, ValidationError, type Problem } from '../domain/errors.js';
 import type { PortalCapability } from '../domain/portal.js';
 import type { ReadTolerance } from '../domain/read-consistency.js';
 import { stringifyJson } from '../domain/raw-json.js';
+import { holdsNul, NUL_REFUSAL } from '../domain/text.js';
 import type { TenantScope } from '../store/tenant-scope.js';
 import { errorSchema } from './schemas.js';
 
@@ -135,7 +136,6 @@ function isObject(value: unknown): boolean {
 
 type ZodDef = { type: string; innerType?: ZodType; in?: ZodType; element?: ZodType; shape?: Record<string, ZodType>; valueType?: ZodType };
 const wrappers = new Set(['optional', 'nullable', 'default', 'prefault', 'readonly', 'nonoptional', 'catch']);
-const nulMessage = 'must not contain the NUL character (U+0000), which no text column can hold';
 
 /**
  * Every string in `value`, and every member name, that holds U+0000: PostgreSQL text cannot, so it
@@ -150,11 +150,11 @@ function nulProblems(schema: ZodType | undefined, value: unknown, path: string[]
   }
   if (def?.type === 'unknown' || def?.type === 'any') return [];
   const at = (key: string) => [...path, key];
-  if (typeof value === 'string') return value.includes('\u0000') ? [{ path: path.join('.'), message: nulMessage }] : [];
+  if (typeof value === 'string') return holdsNul(value) ? [{ path: path.join('.'), message: NUL_REFUSAL }] : [];
   if (Array.isArray(value)) return value.flatMap((item, i) => nulProblems(def?.type === 'array' ? def.element : undefined, item, at(String(i))));
   if (!isObject(value)) return [];
   return Object.entries(value as Record<string, unknown>).flatMap(([key, item]) => [
-    ...(key.includes('\u0000') ? [{ path: at(key).join('.'), message: nulMessage }] : []),
+    ...(holdsNul(key) ? [{ path: at(key).join('.'), message: NUL_REFUSAL }] : []),
     ...nulProblems(def?.type === 'object' ? def.shape?.[key] : def?.type === 'record' ? def.valueType : undefined, item, at(key)),
   ]);
 }

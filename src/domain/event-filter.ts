@@ -1,5 +1,6 @@
 import type { Problem } from './errors.js';
 import { JsonNumber, type ExactJson } from './exact-json.js';
+import { holdsNul } from './text.js';
 
 /**
  * An endpoint's content filter: a small JSON language over an event's `type` and `data`, compiled
@@ -152,7 +153,7 @@ function scalarLiteral(value: ExactJson): string | undefined {
 
 /** PostgreSQL refuses NUL in jsonb and jsonpath, and a lone surrogate is not a character. */
 const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-const validText = (s: string) => !s.includes('\u0000') && !loneSurrogate.test(s);
+const validText = (s: string) => !holdsNul(s) && !loneSurrogate.test(s);
 
 /**
  * A jsonpath string literal: jsonpath reads the escapes JSON writes (\" \\ \n \uXXXX ...), so

@@ -1,5 +1,6 @@
 import { documentSpan, memberSpan } from '../../domain/json-span.js';
 import { RawJson } from '../../domain/raw-json.js';
+import { holdsNul, NUL_REFUSAL } from '../../domain/text.js';
 import type { InboundRequest, ParseResult, VerifyResult } from '../adapter.js';
 import type { ParsedEvent } from '../../domain/events.js';
 import { digestHex } from '../../domain/dedupe.js';
@@ -134,7 +135,7 @@ export function optionalString(object: JsonObject, field: string, path = field):
   if (value.length > MAX_FIELD_LENGTH) throw new ParseFailure('invalid_field', `${path} is longer than ${MAX_FIELD_LENGTH} characters`);
   // PostgreSQL text cannot hold U+0000: stored as an id or type it would fail the insert (a 500,
   // retried forever by the provider) instead of being refused as the bad input it is.
-  if (value.includes('\u0000')) throw new ParseFailure('invalid_field', `${path} must not contain NUL characters`);
+  if (holdsNul(value)) throw new ParseFailure('invalid_field', `${path} ${NUL_REFUSAL}`);
   return value;
 }
 
