@@ -29,6 +29,7 @@ export const idParams = z.object({ id: z.string().min(1).max(100) });
 /** Spread into z.strictObject: a query parameter a route does not name is refused. */
 export const pageQuery = {
   limit: z.coerce.number().int().min(1).max(500).default(50),
+  // Empty is the first page, as absent is; anything else must be a cursor this API gave out.
   cursor: z
     .string()
     .max(200)
