@@ -70,7 +70,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   // A channel is not a key: on a cluster every node relays a PUBLISH to its subscribers, whatever
   // the name, so the channel needs no hash tag.
   const wakeChannel = `${prefix}:wake`;
-  const { db, redis, box, retention } = await openStorage(config, role, logger);
+  const { db, maintenanceDb, redis, box, retention } = await openStorage(config, role, logger);
   const reads = await openReadReplica(config, role, db, logger);
 
   // New work wakes this process's dispatcher directly, or (api role) the workers through Redis. An api
@@ -98,7 +98,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   await dispatcher?.ready();
   server.listen(config.port, '0.0.0.0');
   const listenFailure = await once(server, 'listening').then(() => undefined, (err: unknown) => err);
-  const stop = shutdown({ server, dispatcher, reconciler: polling?.reconciler, reconcileClient: polling?.client, retention, subscriber, redis, reads, db });
+  const stop = shutdown({ server, dispatcher, reconciler: polling?.reconciler, reconcileClient: polling?.client, retention, subscriber, redis, reads, db, maintenanceDb });
   if (listenFailure !== undefined) {
     // Everything built so far is let go of, so the process can exit with the one line below.
     await stop();
@@ -125,26 +125,30 @@ const hotStatements: Record<Role, readonly WarmUp[]> = {
  * its first second; docs/performance.md, latency.coldP99Ms).
  */
 async function openStorage(config: Config, role: Role, logger: Logger) {
-  const db = createDb({ url: config.databaseUrl, poolMax: config.dbPoolMax, poolMin: config.dbPoolMin, warmUps: hotStatements[role], logger });
+  const db = createDb({ url: config.databaseUrl, poolMax: config.dbPoolMax, poolMin: config.dbPoolMin, cancelOnServer: true, warmUps: hotStatements[role], logger });
   const redis = connectRedis(config, 'request');
   redis.on('error', (err) => logger.debug({ err }, 'redis connection error'));
   const box = new SecretBox(config.secretsKey);
   setBacklogSource(() => backlogSnapshot(db));
   // Intake needs today's partitions before it can store anything: created (if missing) before the
   // server listens, then kept ahead hourly; the worker role also removes what has expired.
-  const retention = new Retention({ db, policy: config.retention, logger });
+  // Retention's statements grow with a day's rows, so it has a pool of its own that the server does
+  // not cancel (DbOptions.cancelOnServer): one that finishes after its client stopped waiting is
+  // still progress.
+  const maintenanceDb = createDb({ url: config.databaseUrl, poolMax: 2, logger });
+  const retention = new Retention({ db: maintenanceDb, policy: config.retention, logger });
   try {
     await checkSecretsKey(db, box);
   } catch (err) {
     redis.disconnect();
-    await db.destroy();
+    await Promise.all([db.destroy(), maintenanceDb.destroy()]);
     throw err;
   }
   await retention.ensureAhead();
   await warmPool(db, config.dbPoolMin);
   retention.start({ remove: role !== 'api' });
   if (role !== 'api') await warnWithoutAutovacuum(db, logger).catch((err: unknown) => logger.debug({ err }, 'could not read the autovacuum setting'));
-  return { db, redis, box, retention };
+  return { db, maintenanceDb, redis, box, retention };
 }
 
 /**
@@ -167,7 +171,7 @@ async function openReadReplica(config: Config, role: Role, db: Knex, logger: Log
   const settings = role === 'worker' ? undefined : config.readReplica;
   const reads = new ReadReplica({
     primary: db,
-    replica: settings && createDb({ url: settings.url, poolMax: config.dbPoolMax, logger }),
+    replica: settings && createDb({ url: settings.url, poolMax: config.dbPoolMax, cancelOnServer: true, logger }),
     maxLagSeconds: settings?.maxLagSeconds ?? 0,
     logger,
     onLag: (seconds) => metrics.readReplicaLag.set(seconds),
@@ -284,8 +288,9 @@ function shutdown(parts: {
   redis: RedisClient;
   reads: ReadReplica;
   db: Knex;
+  maintenanceDb: Knex;
 }): () => Promise<void> {
-  const { server, dispatcher, reconciler, reconcileClient, retention, subscriber, redis, reads, db } = parts;
+  const { server, dispatcher, reconciler, reconcileClient, retention, subscriber, redis, reads, db, maintenanceDb } = parts;
   let stopping: Promise<void> | undefined;
   return () =>
     (stopping ??= (async () => {
@@ -306,7 +311,7 @@ function shutdown(parts: {
       setBacklogSource(undefined);
       await redis.quit().catch(() => undefined);
       await reads.stop();
-      await db.destroy();
+      await Promise.all([db.destroy(), maintenanceDb.destroy()]);
     })());
 }
 

@@ -20,12 +20,17 @@ export const migrationsDirectory = fileURLToPath(existsSync(builtMigrations) ? b
 export interface DbOptions {
   url: string;
   poolMax?: number;
-  /**
-   * Bounds every wait on PostgreSQL so an outage becomes a 503, never a hung request: a connection
-   * within it, a statement within twice it as the client waits, and within one and a half times it
-   * as the server lets the statement run (see createDb).
-   */
+  /** Bounds every wait on PostgreSQL so an outage becomes a 503, never a hung request: a connection within it, a statement within twice it. */
   timeoutMs?: number;
+  /**
+   * The server cancels a statement at one and a half times `timeoutMs`, before the client stops
+   * waiting for it: a statement the client gave up on would otherwise still commit, unseen, such
+   * as an admission whose deliveries then sit in flight for no process until their lease runs out
+   * and costs each an attempt never made. For the pools of requests and dispatch, whose statements
+   * are short by design; not for maintenance (retention), where a long statement that finishes
+   * after its client stopped waiting is still progress.
+   */
+  cancelOnServer?: boolean;
   /**
    * Where knex's own warnings go ("Connection Error", "Acquire connection error" with a stack,
    * once per failed connection during an outage). Without it knex writes them to the console,
@@ -38,10 +43,11 @@ export interface DbOptions {
   warmUps?: readonly WarmUp[];
 }
 
-/** How long the server lets one statement run, for a pool whose waits are bounded by `timeoutMs`. */
+/** How long the server lets one statement run in a pool that cancels on the server (DbOptions). */
 export const statementTimeoutMs = (timeoutMs: number) => Math.round(timeoutMs * 1.5);
 
-export function createDb({ url, poolMax = 20, poolMin = 0, timeoutMs = 5_000, logger, warmUps = [] }: DbOptions): Knex {
+export function createDb({ url, poolMax = 20, poolMin = 0, timeoutMs = 5_000, cancelOnServer = false, logger, warmUps = [] }: DbOptions): Knex {
+  const setUp = cancelOnServer ? `SET statement_timeout = ${statementTimeoutMs(timeoutMs)}` : undefined;
   return knexFactory({
     ...(logger && {
       log: {
@@ -57,14 +63,10 @@ export function createDb({ url, poolMax = 20, poolMin = 0, timeoutMs = 5_000, lo
       min: Math.min(poolMin, poolMax),
       max: poolMax,
       idleTimeoutMillis: 30_000,
-      // The server cancels a statement before the client stops waiting for it: a statement the
-      // client gave up on would otherwise still commit, unseen, such as an admission whose
-      // deliveries then sit in flight for no process until their lease runs out and costs them an
-      // attempt. Set with SET, not as a startup parameter, which PgBouncer refuses by default.
-      // Each connection made later under load is also warm before its first statement.
+      // The statement timeout with SET, not as a startup parameter, which PgBouncer refuses by
+      // default. Each connection made later under load is also warm before its first statement.
       afterCreate: (conn: pg.Client, done: (err: Error | null, conn: pg.Client) => void) => {
-        conn
-          .query(`SET statement_timeout = ${statementTimeoutMs(timeoutMs)}`)
+        (setUp ? conn.query(setUp) : Promise.resolve())
           .then(() => warmConnection(conn, warmUps))
           .then(
             (failed) => {

@@ -3,11 +3,13 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, isStorageUnavailable, statementTimeoutMs } from '../../src/infra/db.js';
 import { createEmptyDatabase, type TestDatabase } from '../helpers/database.js';
+import { startTestPlatform } from '../helpers/platform.js';
 
 /**
  * A statement the client stops waiting for must not commit later, unseen: the server cancels it
- * first. Here a row lock held by another session blocks an UPDATE past the pool's timeouts; once
- * the lock is let go, the row must be as it was.
+ * first, in the pools of requests and dispatch. Here a row lock held by another session blocks an
+ * UPDATE past the pool's timeouts; once the lock is let go, the row must be as it was. A
+ * maintenance pool (retention) is the opposite case, kept as it was.
  */
 describe("the server cancels a statement before the client stops waiting", () => {
   const timeoutMs = 200;
@@ -17,7 +19,7 @@ describe("the server cancels a statement before the client stops waiting", () =>
 
   beforeAll(async () => {
     database = await createEmptyDatabase();
-    db = createDb({ url: database.url, poolMax: 2, timeoutMs });
+    db = createDb({ url: database.url, poolMax: 2, timeoutMs, cancelOnServer: true });
     await db.raw('CREATE TABLE scratch (id int PRIMARY KEY, v int NOT NULL)');
     await db.raw('INSERT INTO scratch VALUES (1, 1)');
     holder = new pg.Client({ connectionString: database.url });
@@ -47,5 +49,34 @@ describe("the server cancels a statement before the client stops waiting", () =>
     // The lock is gone: had the server kept the UPDATE, it would have committed by now.
     const { rows } = await db.raw<{ rows: Array<{ v: number }> }>('SELECT v FROM scratch WHERE id = 1 FOR UPDATE');
     expect(rows).toEqual([{ v: 1 }]);
+  });
+
+  it('a maintenance pool (retention) lets the server finish what its client stopped waiting for', async () => {
+    const maintenance = createDb({ url: database.url, poolMax: 1, timeoutMs });
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT * FROM scratch WHERE id = 1 FOR UPDATE');
+      const failure = await maintenance.raw('UPDATE scratch SET v = 3 WHERE id = 1').then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      await holder.query('COMMIT');
+      expect(String(failure)).toContain('Query read timeout');
+      // Once the lock is let go, the server completes the UPDATE: a long retention step makes progress.
+      const { rows } = await db.raw<{ rows: Array<{ v: number }> }>('SELECT v FROM scratch WHERE id = 1 FOR UPDATE');
+      expect(rows).toEqual([{ v: 3 }]);
+    } finally {
+      await maintenance.destroy();
+    }
+  });
+
+  it("the platform's own pool cancels on the server", async () => {
+    const t = await startTestPlatform({ role: 'api' });
+    try {
+      const { rows } = await t.platform.db.raw<{ rows: Array<{ statement_timeout: string }> }>('SHOW statement_timeout');
+      expect(rows).toEqual([{ statement_timeout: `${statementTimeoutMs(5_000)}ms` }]);
+    } finally {
+      await t.stop();
+    }
   });
 });
