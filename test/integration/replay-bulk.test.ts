@@ -4,7 +4,7 @@ import { createEndpoint, publish } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
 import { dispatchedMarker } from '../helpers/marker.js';
-import { answer, apiKeyId, bulkReplay, completed, deliveryIds, gate, metric, progress, settledOn } from '../helpers/replay.js';
+import { answer, apiKeyId, bulkReplay, completed, deliveryIds, gate, metric, progress, replayOne, settledOn } from '../helpers/replay.js';
 
 /**
  * POST /v1/replays against nine dead deliveries on two endpoints, with the cap set to 5:
@@ -27,6 +27,8 @@ describe('bulk replay', () => {
   const ev: string[] = [];
   /** The replay that took the first five deliveries; later replays take some of them over. */
   let firstReplay: string;
+  /** The replay of Y's five deliveries, one of which then fails again. */
+  let yReplay: string;
 
   const dlv = async (eventIndex: number, endpointId: string) => (await deliveryIds(t, { event_id: ev[eventIndex - 1], endpoint_id: endpointId }))[0]!;
   const allDead = () => deliveryIds(t, { tenant_id: a.id, status: 'dead' });
@@ -182,6 +184,20 @@ describe('bulk replay', () => {
     expect(res.body.count).toBe(5);
     expect(await completed(a, res.body.id)).toMatchObject({ status: 'completed', total: 5, done: 4, failed: 1 });
     expect(await allDead()).toEqual([await dlv(3, epY)]);
+    yReplay = res.body.id;
+  });
+
+  it("a single replay of one of its deliveries leaves a bulk replay's progress alone", async () => {
+    const held = gate();
+    ry.setResponder(held);
+    const id = await dlv(3, epY);
+    const res = await replayOne(a, id, 'the invoice endpoint is fixed');
+    expect(res.status, res.text).toBe(202);
+    await eventually(async () => held.held >= 1, 'the single replay held at the receiver');
+    // Its delivery is out again, but it is no longer that replay's work.
+    expect(await progress(a, yReplay)).toMatchObject({ status: 'completed', total: 5, done: 4, failed: 0 });
+    held.release();
+    await eventually(async () => (await a.call('GET', `/v1/deliveries/${id}`)).body.status === 'succeeded', 'the single replay delivered');
   });
 
   it('an earlier replay whose deliveries a later one took over still reads as completed', async () => {

@@ -26,9 +26,13 @@ const restart = (startAt: string) => `
   dead_reason = NULL, attempt_base = d.attempt_count, replayed_at = now(), updated_at = now(), trace_parent = :traceParent,
   deadline_at = ${startAt} + make_interval(secs => COALESCE((ep.retry_policy->>'maxEventAgeSeconds')::int, :maxAge))`;
 
-/** Restarts one delivery now. The caller has checked (under a row lock) that it is final. */
+/**
+ * Restarts one delivery now. The caller has checked (under a row lock) that it is final. It leaves
+ * the bulk replay that last took it, as a later bulk replay takes it over: that replay's progress
+ * is its deliveries' (replayProgress), and this one is not its work.
+ */
 export async function restartDelivery(trx: Knex.Transaction, id: string, defaultMaxAgeSeconds: number, traceParent: string | null): Promise<void> {
-  await trx.raw(`UPDATE deliveries d SET ${restart('now()')} FROM endpoints ep WHERE d.id = :id AND ep.id = d.endpoint_id`, {
+  await trx.raw(`UPDATE deliveries d SET ${restart('now()')}, replay_id = NULL FROM endpoints ep WHERE d.id = :id AND ep.id = d.endpoint_id`, {
     id,
     maxAge: defaultMaxAgeSeconds,
     traceParent,
