@@ -74,6 +74,8 @@ function candidates(scope: TenantScope, ep: TargetEndpoint, request: BackfillReq
     .where('events.created_at', '>=', request.since)
     .where('events.created_at', '<', until)
     .where('events.stale', false)
+    // Another endpoint's test event is not the tenant's event (migration 20261204000046).
+    .whereNull('events.test_endpoint_id')
     .whereRaw('endpoint_matches_type(:types::text[], events.type)', { types: ep.event_types });
   if (ep.filter_path !== null) q.whereRaw('jsonb_path_match(filter_document(event_body(events)), :path::jsonpath)', { path: ep.filter_path });
   for (const narrowing of [request.eventTypes, scope.session?.eventTypes]) {

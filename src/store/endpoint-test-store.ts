@@ -41,6 +41,7 @@ export async function sendTestEvent(
       type: input.type,
       data: stringifyJson(input.data) ?? null,
       created_at: now,
+      test_endpoint_id: endpointId,
     });
     const maxAge = (ep.retry_policy as Record<string, unknown>).maxEventAgeSeconds;
     // Composed, not built: a call of a PL/pgSQL function with a row constructor.

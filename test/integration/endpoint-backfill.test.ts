@@ -197,6 +197,27 @@ describe('endpoint backfill', () => {
     }
   });
 
+  it("leaves out another endpoint's test events: they were sent to that endpoint only", async () => {
+    const c = await t.createTenant('tests');
+    const rx = await startReceiver();
+    try {
+      const tested = (await createEndpoint(c, { url: `${rx.url}/tested` })).id;
+      const sent = await c.call('POST', `/v1/endpoints/${tested}/test`, { body: { type: 'order.created', data: { test: true } } });
+      expect(sent.status, sent.text).toBe(202);
+      const real = await publish(c, 'order.created');
+      await eventually(async () => rx.eventIds().size === 2, 'the test and the real event at the tested endpoint');
+      const later = (await createEndpoint(c, { url: `${rx.url}/later` })).id;
+      const dry = await backfill(c, later, { dryRun: true });
+      expect(dry.body).toMatchObject({ total: 1, sample: [{ id: real }] });
+      const res = await backfill(c, later, {});
+      expect(res.body.total).toBe(1);
+      await completed(c, res.body.id);
+      expect(await t.platform.db('deliveries').where({ endpoint_id: later }).pluck('event_id')).toEqual([real]);
+    } finally {
+      await rx.close();
+    }
+  });
+
   it('a portal link needs manage, stays within its endpoints, and backfills only its event types', async () => {
     const session = async (body: Record<string, unknown>) => {
       const created = await a.call('POST', '/v1/portal-sessions', { body });
