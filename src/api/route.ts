@@ -138,10 +138,11 @@ type ZodDef = { type: string; innerType?: ZodType; in?: ZodType; element?: ZodTy
 const wrappers = new Set(['optional', 'nullable', 'default', 'prefault', 'readonly', 'nonoptional', 'catch']);
 
 /**
- * Every string in `value`, and every member name, that holds U+0000: PostgreSQL text cannot, so it
- * would fail its statement as a 500 instead of being refused with its path. Opaque payloads
- * (`z.unknown()`, an event's data) are skipped: they are stored as the JSON text received, where
- * the NUL is an escape.
+ * Every string in `value` that holds U+0000: PostgreSQL text cannot, so it would fail its statement
+ * as a 500 instead of being refused with its path. Opaque payloads (`z.unknown()`, an event's data)
+ * are skipped: they are stored as the JSON text received, where the NUL is an escape. So are
+ * members an object does not name, which are refused as unknown already; a member name is never
+ * stored as text but by the field it names (a record's names have their own rules: headers, filters).
  */
 function nulProblems(schema: ZodType | undefined, value: unknown, path: string[]): Problem[] {
   let def = (schema as { _zod?: { def: ZodDef } } | undefined)?._zod?.def;
@@ -153,10 +154,10 @@ function nulProblems(schema: ZodType | undefined, value: unknown, path: string[]
   if (typeof value === 'string') return holdsNul(value) ? [{ path: path.join('.'), message: NUL_REFUSAL }] : [];
   if (Array.isArray(value)) return value.flatMap((item, i) => nulProblems(def?.type === 'array' ? def.element : undefined, item, at(String(i))));
   if (!isObject(value)) return [];
-  return Object.entries(value as Record<string, unknown>).flatMap(([key, item]) => [
-    ...(holdsNul(key) ? [{ path: at(key).join('.'), message: NUL_REFUSAL }] : []),
-    ...nulProblems(def?.type === 'object' ? def.shape?.[key] : def?.type === 'record' ? def.valueType : undefined, item, at(key)),
-  ]);
+  return Object.entries(value as Record<string, unknown>).flatMap(([key, item]) => {
+    if (def?.type === 'object' && !def.shape?.[key]) return [];
+    return nulProblems(def?.type === 'object' ? def.shape?.[key] : def?.type === 'record' ? def.valueType : undefined, item, at(key));
+  });
 }
 
 /** A problem, with the error code it answers with when it is the most specific one of a request (invalid_cursor, say). */

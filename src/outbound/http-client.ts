@@ -16,6 +16,7 @@ import type { EndpointTls } from '../domain/endpoint-tls.js';
 import { createProxyRoutes, ProxyFailureError, ProxyRejectedError, type EgressProxyOptions } from './egress-proxy.js';
 import { EndpointTlsAgents, type AttemptTls } from './tls-agents.js';
 import { classifyError, classifyMutualTlsError, SsrfRefusedError } from './error-classes.js';
+import { holdsNul } from '../domain/text.js';
 
 export interface LookupAddress {
   address: string;
@@ -304,7 +305,7 @@ export function excerptOf(chunks: Buffer[], excerptBytes: number): string {
   if (chunks.length === 0 || excerptBytes <= 0) return '';
   const head = (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)).subarray(0, excerptBytes);
   const text = head.toString('utf8', 0, completeUtf8Length(head));
-  return text.includes('\u0000') ? text.replaceAll('\u0000', '') : text;
+  return holdsNul(text) ? text.replaceAll('\u0000', '') : text;
 }
 
 /** Length of `buf` without a UTF-8 sequence that its end cuts short. */

@@ -160,6 +160,7 @@ describe('request validation', () => {
       [`/v1/events?since=${later}&until=${earlier}`, [{ path: 'since', message: 'must be before until' }]],
       [`/v1/deliveries?since=${later}&until=${later}`, [{ path: 'since', message: 'must be before until' }]],
       [`/v1/audit-log?since=${later}&until=${earlier}&action=`, [{ path: 'action', message: empty }, { path: 'since', message: 'must be before until' }]],
+      [`/v1/deliveries?status=bogus&since=${later}&until=${earlier}`, [{ path: 'status', message: expect.stringContaining('Invalid option') }, { path: 'since', message: 'must be before until' }]],
     ])('GET %s answers 400 listing each problem', async (path, details) => {
       const res = await tenant.call('GET', path);
       expectError(res, 400, 'validation_failed');
@@ -195,7 +196,7 @@ describe('request validation', () => {
       ['GET', '/v1/endpoints/%00', undefined, [{ path: 'id', message: nul }]],
       ['GET', '/v1/events?messageId=a%00', undefined, [{ path: 'messageId', message: nul }]],
       ['POST', '/v1/api-keys', { name: 'a\u0000' }, [{ path: 'name', message: nul }]],
-      ['POST', '/v1/endpoints', { url, description: '\u0000', metadata: { ['k\u0000']: 'v' } }, [{ path: 'metadata', message: 'unknown field' }, { path: 'description', message: nul }, { path: 'metadata.k\u0000', message: nul }]],
+      ['POST', '/v1/endpoints', { url, description: '\u0000', metadata: { k: 'v\u0000' } }, [{ path: 'metadata', message: 'unknown field' }, { path: 'description', message: nul }]],
       ['POST', '/v1/events', { type: 'order.created', messageId: '\u0000', data: { note: 'a\u0000b' } }, [{ path: 'messageId', message: nul }]],
     ])('%s %s answers 400 naming where', async (method, path, body, details) => {
       const before = await endpoints();
