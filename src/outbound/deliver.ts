@@ -248,13 +248,14 @@ async function attemptOnce(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandO
  */
 async function countsTowardObjective(deps: DeliverDeps, claimed: ClaimedDelivery, delaySeconds: number, startedAt: Date): Promise<boolean> {
   if (delaySeconds <= FIRST_ATTEMPT_OBJECTIVE_SECONDS || !deps.endpointHeaders) return true;
-  // A metric's read: when it fails, the attempt is left out of the objective, and its result is
-  // still recorded (a throw here would send the delivery again once its lease ran out).
+  // A metric's read: when it fails (a saturated pool, when attempts are late), the late attempt
+  // counts, as it would for an endpoint not held back, and its result is still recorded (a throw
+  // here would send the delivery again once its lease ran out).
   const state = await deps.endpointHeaders.settings(claimed.tenant_id, claimed.endpoint.id, startedAt.getTime()).catch((err: unknown) => {
-    deps.logger.warn({ err, deliveryId: claimed.id }, "endpoint state for the latency objective could not be read; this attempt is left out of it");
+    deps.logger.warn({ err, deliveryId: claimed.id }, 'endpoint state for the latency objective could not be read; this late attempt counts');
     return undefined;
   });
-  if (!state) return false;
+  if (!state) return true;
   const { held } = state;
   const now = deps.now?.() ?? new Date();
   return countsTowardLatencyObjective(delaySeconds, claimed.event_created_at, held, deps.circuitFailureThreshold ?? Number.POSITIVE_INFINITY, now);
