@@ -40,10 +40,11 @@ const cases: Case[] = [
   { name: 'type mismatch never matches', filter: '{"data.n": {"$gt": "5"}}', matches: [['t', '{"n": "6"}']], misses: [['t', '{"n": 6}']] },
   { name: '$and / $or', filter: '{"$or": [{"type": "a"}, {"$and": [{"type": "b"}, {"data.x": {"$gte": 10}}]}]}', matches: [['a', '{}'], ['b', '{"x": 10}']], misses: [['b', '{"x": 9}'], ['c', '{"x": 11}']] },
   { name: 'data that is not an object', filter: '{"data.a": 1}', matches: [], misses: [['t', '[1, 2]'], ['t', '"text"'], ['t', 'null']] },
-  // jsonb cannot hold U+0000: a NUL escape reads as U+FFFD (filter_document), not as a failed publish.
+  // jsonb refuses a NUL escape and a lone surrogate: each reads as U+FFFD (filter_document), not as a failed publish.
   { name: 'NUL escapes in the payload', filter: '{"data.kind": "x"}', matches: [['t', '{"kind": "x", "raw": "a\\u0000b"}'], ['t', '{"raw": ["\\u0000\\u0000"], "kind": "x"}']], misses: [['t', '{"kind": "y", "raw": "\\u0000"}']] },
   { name: 'a NUL escape read as U+FFFD, an escaped backslash before u0000 kept', filter: '{"data.raw": {"$startsWith": "\\\\u0000"}}', matches: [['t', '{"raw": "\\\\u0000z"}']], misses: [['t', '{"raw": "\\u0000z"}'], ['t', '{"raw": "\\ufffdz"}']] },
-  { name: 'a NUL read as U+FFFD', filter: '{"data.raw": "a\\ufffdb"}', matches: [['t', '{"raw": "a\\u0000b"}']], misses: [['t', '{"raw": "ab"}']] },
+  { name: 'a NUL or a lone surrogate read as U+FFFD', filter: '{"data.raw": "a\\ufffdb"}', matches: [['t', '{"raw": "a\\u0000b"}'], ['t', '{"raw": "a\\ud800b"}'], ['t', '{"raw": "a\\udfffb"}']], misses: [['t', '{"raw": "ab"}']] },
+  { name: 'a surrogate pair kept beside a lone one', filter: '{"data.raw": "\\ud83d\\ude00\\ufffd"}', matches: [['t', '{"raw": "\\ud83d\\ude00\\udc00"}'], ['t', '{"raw": "😀\\ud83d"}']], misses: [['t', '{"raw": "\\ufffd\\ufffd\\ufffd"}']] },
 ];
 
 let t: TestPlatform;
