@@ -44,7 +44,10 @@ export interface PlatformOptions {
 export interface Platform {
   url: string;
   port: number;
+  /** Requests and dispatch; the server cancels a statement before the client stops waiting. */
   db: Knex;
+  /** Retention's own pool, which the server does not cancel. */
+  maintenanceDb: Knex;
   redis: RedisClient;
   lifecycle: DeliveryLifecycle;
   dispatcher?: Dispatcher;
@@ -108,7 +111,7 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
   polling?.reconciler.start();
   const port = (server.address() as AddressInfo).port;
   logger.info({ role, port }, 'listening');
-  return { url: `http://127.0.0.1:${port}`, port, db, redis, lifecycle, dispatcher, reconciler: polling?.reconciler, retention, stop };
+  return { url: `http://127.0.0.1:${port}`, port, db, maintenanceDb, redis, lifecycle, dispatcher, reconciler: polling?.reconciler, retention, stop };
 }
 
 /** The statements each role runs per event or per attempt: run once on every new pooled connection. */
