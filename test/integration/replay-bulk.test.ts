@@ -187,7 +187,7 @@ describe('bulk replay', () => {
     yReplay = res.body.id;
   });
 
-  it("a single replay of one of its deliveries leaves a bulk replay's progress alone", async () => {
+  it('a single replay takes one of its deliveries over: the bulk replay stays completed, without it in its counts', async () => {
     const held = gate();
     ry.setResponder(held);
     const id = await dlv(3, epY);
