@@ -42,16 +42,16 @@ export const timeRange = { since: isoDate.optional(), until: isoDate.optional() 
 
 /**
  * Refines a schema holding `timeRange`: a reversed window is refused (src/domain/time-window.ts).
- * Given with `always`: zod skips an object's refinement once a field failed in a way it cannot go
- * past (an unknown enum value), and the answer must still list every problem. A field that failed
- * is not a Date, which windowOrderProblem ignores.
+ * Given with `onAnyObject`: zod skips an object's refinement once a field failed in a way it cannot go
+ * past (an unknown enum value), and the answer must still list every problem. It runs for any
+ * object, then; a field that failed is not a Date, which windowOrderProblem ignores.
  */
 function windowInOrder(value: { since?: Date; until?: Date }, ctx: z.RefinementCtx): void {
   const problem = windowOrderProblem(value.since, value.until);
   if (problem) ctx.addIssue({ code: 'custom', path: [problem.path], message: problem.message });
 }
 
-const always = { when: () => true };
+const onAnyObject = { when: (payload: { value: unknown }) => typeof payload.value === 'object' && payload.value !== null };
 
 /** A filter's value: an empty one would silently match everything, as if the filter were absent. */
 const filterValue = (max: number) => z.string().min(1, 'must not be empty; leave it out to filter nothing').max(max);
@@ -275,7 +275,7 @@ export const listEventsQuery = z
     type: filterValue(200).optional().describe('An event type, or a prefix ending in .* as in endpoint subscriptions: invoice.* matches invoice.paid'),
     messageId: filterValue(200).optional(),
   })
-  .superRefine(windowInOrder, always);
+  .superRefine(windowInOrder, onAnyObject);
 // Named, so the OpenAPI document (and the portal's generated types) carry each list once.
 export const deliveryStatusSchema = z.enum(DELIVERY_STATUSES).meta({ id: 'DeliveryStatus' });
 export const deadLetterReasonSchema = z.enum(DEAD_LETTER_REASONS).meta({ id: 'DeadLetterReason' });
@@ -318,7 +318,7 @@ export const listDeliveriesQuery = z
     eventType: filterValue(200).optional().describe('An event type, or a prefix ending in .*'),
     reason: deadLetterReasonSchema.optional(),
   })
-  .superRefine(windowInOrder, always);
+  .superRefine(windowInOrder, onAnyObject);
 export const attemptSchema = z
   .object({
     id: z.string(),
@@ -383,7 +383,7 @@ export const replayFilterSchema = z
     reason: deadLetterReasonSchema.optional(),
     ...timeRange,
   })
-  .superRefine(windowInOrder, always);
+  .superRefine(windowInOrder, onAnyObject);
 export const bulkReplayBody = z.strictObject({
   filter: replayFilterSchema.default({}),
   reason: z.string().trim().min(1).max(1000),
@@ -411,7 +411,7 @@ export const auditQuery = z
     targetType: filterValue(100).optional(),
     targetId: filterValue(100).optional(),
   })
-  .superRefine(windowInOrder, always);
+  .superRefine(windowInOrder, onAnyObject);
 export const auditEntrySchema = z
   .object({
     id: z.string(),
