@@ -306,7 +306,7 @@ describe('GET /v1/endpoints/:id/stats', () => {
     const now = Date.now();
     const backwards = await tenant.call('GET', `/v1/endpoints/${ep.id}/stats?since=${at(now)}&until=${at(now - 1000)}`);
     expectError(backwards, 400, 'validation_failed');
-    expect(backwards.body.error.details).toEqual([{ path: 'since', message: 'must be before until' }]);
+    expect(backwards.body.error.details).toEqual([{ path: 'since', message: 'must not be after until' }]);
     const long = await tenant.call('GET', `/v1/endpoints/${ep.id}/stats?since=${at(now - 32 * 86_400_000)}&until=${at(now)}`);
     expectError(long, 400, 'validation_failed');
     expect(long.body.error.message).toContain('31 days');

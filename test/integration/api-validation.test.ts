@@ -157,10 +157,10 @@ describe('request validation', () => {
       ['/v1/events?type=&messageId=', [{ path: 'type', message: empty }, { path: 'messageId', message: empty }]],
       ['/v1/deliveries?endpointId=&eventId=&eventType=', [{ path: 'endpointId', message: empty }, { path: 'eventId', message: empty }, { path: 'eventType', message: empty }]],
       ['/v1/audit-log?action=&targetType=&targetId=', [{ path: 'action', message: empty }, { path: 'targetType', message: empty }, { path: 'targetId', message: empty }]],
-      [`/v1/events?since=${later}&until=${earlier}`, [{ path: 'since', message: 'must be before until' }]],
-      [`/v1/deliveries?since=${later}&until=${later}`, [{ path: 'since', message: 'must be before until' }]],
-      [`/v1/audit-log?since=${later}&until=${earlier}&action=`, [{ path: 'action', message: empty }, { path: 'since', message: 'must be before until' }]],
-      [`/v1/deliveries?status=bogus&since=${later}&until=${earlier}`, [{ path: 'status', message: expect.stringContaining('Invalid option') }, { path: 'since', message: 'must be before until' }]],
+      [`/v1/events?since=${later}&until=${earlier}`, [{ path: 'since', message: 'must not be after until' }]],
+      [`/v1/deliveries?since=${later}&until=${earlier}`, [{ path: 'since', message: 'must not be after until' }]],
+      [`/v1/audit-log?since=${later}&until=${earlier}&action=`, [{ path: 'action', message: empty }, { path: 'since', message: 'must not be after until' }]],
+      [`/v1/deliveries?status=bogus&since=${later}&until=${earlier}`, [{ path: 'status', message: expect.stringContaining('Invalid option') }, { path: 'since', message: 'must not be after until' }]],
     ])('GET %s answers 400 listing each problem', async (path, details) => {
       const res = await tenant.call('GET', path);
       expectError(res, 400, 'validation_failed');
@@ -184,7 +184,7 @@ describe('request validation', () => {
       expect(res.body.error.details).toEqual([
         { path: 'filter.endpointId', message: empty },
         { path: 'filter.eventType', message: empty },
-        { path: 'filter.since', message: 'must be before until' },
+        { path: 'filter.since', message: 'must not be after until' },
       ]);
       expect(await replays()).toBe(before);
     });

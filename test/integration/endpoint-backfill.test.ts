@@ -70,7 +70,7 @@ describe('endpoint backfill', () => {
     expectError(window, 400, 'validation_failed');
     expect(window.body.error.details).toEqual([
       { path: 'since', message: expect.stringContaining('RETENTION_DAYS (30 days)') },
-      { path: 'since', message: 'must be before until' },
+      { path: 'since', message: 'must not be after until' },
     ]);
   });
 
