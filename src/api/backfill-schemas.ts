@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { createEndpointBody, eventSchema, replayBody, timeRange } from './schemas.js';
+import { replayBody } from './replay-schemas.js';
+import { createEndpointBody, eventSchema, timeRange } from './schemas.js';
 
 // Schemas of POST /v1/endpoints/:id/backfill.
 

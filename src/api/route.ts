@@ -1,7 +1,7 @@
 import { Router, type Request, type Response } from 'express';
 import type { OpenAPIRegistry, ResponseConfig, RouteConfig } from '@asteasolutions/zod-to-openapi';
 import { z, type ZodType } from 'zod';
-import { forbidden, ValidationError, type Problem } from '../domain/errors.js';
+import { forbidden, refusal, type CodedProblem, type Problem } from '../domain/errors.js';
 import type { PortalCapability } from '../domain/portal.js';
 import type { ReadTolerance } from '../domain/read-consistency.js';
 import { stringifyJson } from '../domain/raw-json.js';
@@ -160,9 +160,6 @@ function nulProblems(schema: ZodType | undefined, value: unknown, path: string[]
   });
 }
 
-/** A problem, with the error code it answers with when it is the most specific one of a request (invalid_cursor, say). */
-type CodedProblem = Problem & { code?: string };
-
 /** Every problem `schema` finds in `value`, with `where` naming the root (body, query, params, headers). */
 function problemsIn(schema: ZodType, value: unknown, where: 'body' | 'query' | 'params' | 'headers'): { data?: unknown; problems: CodedProblem[] } {
   // A route whose body is optional (e.g. pause, with an optional reason) may be called without one.
@@ -237,7 +234,7 @@ export class ApiRoutes {
         body: spec.body ? problemsIn(spec.body, req.body, 'body') : { data: req.body as unknown, problems: [] },
       };
       const problems = Object.values(parts).flatMap((part) => part.problems);
-      if (problems.length > 0) throw new ValidationError(problems.map(({ path, message }) => ({ path, message })), problems.find((p) => p.code)?.code);
+      if (problems.length > 0) throw refusal(problems);
       const run = (scope: TenantScope) =>
         handler({
           req,

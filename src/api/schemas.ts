@@ -5,11 +5,9 @@ import { ATTEMPT_OUTCOMES, DEAD_LETTER_REASONS, DELIVERY_STATUSES, FINAL_STATUSE
 import { MASKED_HEADER_VALUE } from '../domain/endpoint-headers.js';
 import { ENDPOINT_STATUSES, ORDERINGS } from '../domain/endpoints.js';
 import { INTAKE_OUTCOMES } from '../domain/events.js';
-import { REPLAY_KINDS, REPLAY_STATUSES } from '../domain/replays.js';
 import { SIGNATURE_SCHEMES } from '../domain/signing.js';
-import { windowOrderProblem } from '../domain/time-window.js';
-import { invalidCursor, isCursor } from '../store/pagination.js';
 import { endpointHeaders, endpointTls, endpointTlsView, eventFilter } from './endpoint-schemas.js';
+import { filterValue, isoDate, pageQuery, timeRange, withOrderedWindow } from './query-schemas.js';
 
 export const errorSchema = z
   .object({
@@ -26,35 +24,7 @@ export const errorSchema = z
 
 export const idParams = z.object({ id: z.string().min(1).max(100) });
 
-/** Spread into z.strictObject: a query parameter a route does not name is refused. */
-export const pageQuery = {
-  limit: z.coerce.number().int().min(1).max(500).default(50),
-  // Empty is the first page, as absent is; anything else must be a cursor this API gave out.
-  cursor: z
-    .string()
-    .max(200)
-    .refine((c) => c === '' || isCursor(c), { message: invalidCursor.message, params: { code: invalidCursor.code } })
-    .optional(),
-};
-
-const isoDate = z.iso.datetime({ offset: true }).transform((v) => new Date(v));
-export const timeRange = { since: isoDate.optional(), until: isoDate.optional() };
-
-/**
- * Refines a schema holding `timeRange`: a reversed window is refused (src/domain/time-window.ts).
- * Given with `onAnyObject`: zod skips an object's refinement once a field failed in a way it cannot go
- * past (an unknown enum value), and the answer must still list every problem. It runs for any
- * object, then; a field that failed is not a Date, which windowOrderProblem ignores.
- */
-function windowInOrder(value: { since?: Date; until?: Date }, ctx: z.RefinementCtx): void {
-  const problem = windowOrderProblem(value.since, value.until);
-  if (problem) ctx.addIssue({ code: 'custom', path: [problem.path], message: problem.message });
-}
-
-const onAnyObject = { when: (payload: { value: unknown }) => typeof payload.value === 'object' && payload.value !== null };
-
-/** A filter's value: an empty one would silently match everything, as if the filter were absent. */
-const filterValue = (max: number) => z.string().min(1, 'must not be empty; leave it out to filter nothing').max(max);
+export { pageQuery, timeRange } from './query-schemas.js';
 
 export const page = <T extends z.ZodType>(item: T) => z.object({ data: z.array(item), nextCursor: z.string().nullable() });
 
@@ -268,14 +238,14 @@ export const publishEventHeaders = z.object({
     .optional()
     .describe('The same key again answers 200 with the first event and sends nothing new; 409 if the request differs'),
 });
-export const listEventsQuery = z
-  .strictObject({
+export const listEventsQuery = withOrderedWindow(
+  z.strictObject({
     ...pageQuery,
     ...timeRange,
     type: filterValue(200).optional().describe('An event type, or a prefix ending in .* as in endpoint subscriptions: invoice.* matches invoice.paid'),
     messageId: filterValue(200).optional(),
-  })
-  .superRefine(windowInOrder, onAnyObject);
+  }),
+);
 // Named, so the OpenAPI document (and the portal's generated types) carry each list once.
 export const deliveryStatusSchema = z.enum(DELIVERY_STATUSES).meta({ id: 'DeliveryStatus' });
 export const deadLetterReasonSchema = z.enum(DEAD_LETTER_REASONS).meta({ id: 'DeadLetterReason' });
@@ -308,8 +278,8 @@ export const eventSchema = z
 export const publishedSchema = eventSchema.extend({ duplicate: z.boolean() });
 
 // --- deliveries --------------------------------------------------------------------------------
-export const listDeliveriesQuery = z
-  .strictObject({
+export const listDeliveriesQuery = withOrderedWindow(
+  z.strictObject({
     ...pageQuery,
     ...timeRange,
     status: deliveryStatusSchema.optional(),
@@ -317,8 +287,8 @@ export const listDeliveriesQuery = z
     eventId: filterValue(100).optional(),
     eventType: filterValue(200).optional().describe('An event type, or a prefix ending in .*'),
     reason: deadLetterReasonSchema.optional(),
-  })
-  .superRefine(windowInOrder, onAnyObject);
+  }),
+);
 export const attemptSchema = z
   .object({
     id: z.string(),
@@ -373,53 +343,4 @@ export const inboundAccepted = z
   .object({ status: z.enum(INTAKE_OUTCOMES), receiptId: z.string(), eventId: z.string() })
   .meta({ id: 'InboundResult' });
 
-// --- replay and audit --------------------------------------------------------------------------
-export const replayBody = z.strictObject({ reason: z.string().trim().min(1).max(1000) });
-export const replayFilterSchema = z
-  .strictObject({
-    status: finalStatusSchema.optional(),
-    endpointId: filterValue(100).optional(),
-    eventType: filterValue(200).optional().describe('An event type, or a prefix ending in .*'),
-    reason: deadLetterReasonSchema.optional(),
-    ...timeRange,
-  })
-  .superRefine(windowInOrder, onAnyObject);
-export const bulkReplayBody = z.strictObject({
-  filter: replayFilterSchema.default({}),
-  reason: z.string().trim().min(1).max(1000),
-  limit: z.number().int().min(1).optional(),
-  dryRun: z.boolean().optional(),
-});
-export const replayAccepted = z.object({ status: z.literal('replaying'), deliveryId: z.string() }).meta({ id: 'ReplayAccepted' });
-export const bulkReplayResult = z
-  .object({
-    id: z.string().optional().describe('The replay, to follow with GET /v1/replays/{id}; absent on a dry run'),
-    count: z.number().describe('Deliveries replayed (or, on a dry run, that would be): at most the limit'),
-    dryRun: z.boolean(),
-    matching: z.number().optional().describe('Dry run only: every delivery the filter matches, before the limit'),
-    sample: z.array(deliverySchema).optional().describe('Dry run only: the first deliveries the replay would take'),
-  })
-  .meta({ id: 'BulkReplayResult' });
-export const replayProgressSchema = z
-  .object({ id: z.string(), kind: z.enum(REPLAY_KINDS).describe('A bulk replay, or a backfill of one endpoint'), status: z.enum(REPLAY_STATUSES), total: z.number(), done: z.number(), failed: z.number(), reason: z.string(), filter: z.unknown(), createdAt: z.string() })
-  .meta({ id: 'ReplayProgress' });
-export const auditQuery = z
-  .strictObject({
-    ...pageQuery,
-    ...timeRange,
-    action: filterValue(100).optional(),
-    targetType: filterValue(100).optional(),
-    targetId: filterValue(100).optional(),
-  })
-  .superRefine(windowInOrder, onAnyObject);
-export const auditEntrySchema = z
-  .object({
-    id: z.string(),
-    actor: z.object({ type: z.string(), id: z.string().nullable() }),
-    action: z.string(),
-    target: z.object({ type: z.string(), id: z.string() }),
-    reason: z.string().nullable(),
-    details: z.unknown(),
-    createdAt: z.string(),
-  })
-  .meta({ id: 'AuditEntry' });
+// --- replay and audit: in replay-schemas.ts ----------------------------------------------------

@@ -38,8 +38,8 @@ export class ValidationError extends AppError {
 
 /**
  * Checks beyond a request's schema, each of which may refuse it with a ValidationError, gathered so
- * that the request is refused once with every problem they found. The code is the most specific
- * one among them (a refused URL's, say `private_address`), else `validation_failed`.
+ * that the request is refused once with every problem they found (see `refusal` for its code: a
+ * refused URL's, say `private_address`).
  */
 export class ValidationProblems {
   private readonly found: ValidationError[] = [];
@@ -58,8 +58,16 @@ export class ValidationProblems {
   throwIfAny(): void {
     if (this.found.length === 0) return;
     if (this.found.length === 1) throw this.found[0]!;
-    throw new ValidationError(this.found.flatMap((e) => e.details), this.found.find((e) => e.code !== 'validation_failed')?.code);
+    throw refusal(this.found.flatMap((e) => e.details.map((p) => ({ ...p, ...(e.code !== 'validation_failed' && { code: e.code }) }))));
   }
+}
+
+/** A problem, with the error code its answer takes when it is the most specific one of a request (invalid_cursor, say). */
+export type CodedProblem = Problem & { code?: string };
+
+/** One refusal listing every problem, under the first specific code among them, else `validation_failed`. */
+export function refusal(problems: readonly CodedProblem[]): ValidationError {
+  return new ValidationError(problems.map(({ path, message }) => ({ path, message })), problems.find((p) => p.code)?.code);
 }
 
 export const badRequest = (code: string, message: string) => new AppError(400, code, message);

@@ -5,7 +5,8 @@ import { paginate } from '../../store/pagination.js';
 import { previewReplay, replayProgress } from '../../store/replays-store.js';
 import type { ApiContext } from '../context.js';
 import type { ApiRoutes } from '../route.js';
-import { auditEntrySchema, auditQuery, bulkReplayBody, bulkReplayResult, idParams, page, replayAccepted, replayBody, replayProgressSchema } from '../schemas.js';
+import { auditEntrySchema, auditQuery, bulkReplayBody, bulkReplayResult, replayAccepted, replayBody, replayProgressSchema } from '../replay-schemas.js';
+import { idParams, page } from '../schemas.js';
 import { requestSpan } from '../server-spans.js';
 
 export function replayRoutes(routes: ApiRoutes, ctx: ApiContext): void {
