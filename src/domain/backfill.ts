@@ -7,6 +7,13 @@ import { windowOrderProblem } from './time-window.js';
 
 const dayMs = 86_400_000;
 
+/**
+ * The most of its window's events a backfill reads, for each event it may take (REPLAY_MAX_LIMIT):
+ * a window of millions would otherwise run into the statement timeout after seconds of the
+ * database's time and answer 503; past this bound it is refused at once with where to split it.
+ */
+export const windowReadsPerEvent = 10;
+
 export interface BackfillWindow {
   since: Date;
   until?: Date;

@@ -18,6 +18,8 @@ export interface BackfillPacing {
   defaultMaxAgeSeconds: number;
   /** The most events one backfill may take (REPLAY_MAX_LIMIT, as for a bulk replay). */
   maxEvents: number;
+  /** The most events of its window one backfill reads (domain/backfill.ts, windowReadsPerEvent). */
+  windowReadLimit: number;
 }
 
 export type BackfillRefusal = 'not_found' | 'deleted' | 'disabled';
@@ -57,6 +59,30 @@ async function targetEndpoint(scope: TenantScope, endpointId: string, lock: bool
 }
 
 /**
+ * The tenant's events accepted in [since, until): what a backfill reads. The whole tenant's events:
+ * a portal session sees an event through its deliveries to the session's endpoints, and the events
+ * a backfill takes have none by definition. The endpoint itself was found through the session's
+ * scope, and a session's event types narrow `candidates`.
+ */
+function windowEvents(scope: TenantScope, request: BackfillRequest, until: Date): Knex.QueryBuilder {
+  return scope
+    .fromWholeTenant('events')
+    .where('events.id', '>=', scope.expression(`typeid_floor('evt', :at::timestamptz)`, { at: new Date(request.since.getTime() - idSlackMs) }))
+    .where('events.id', '<', scope.expression(`typeid_floor('evt', :at::timestamptz)`, { at: new Date(until.getTime() + idSlackMs) }))
+    .where('events.created_at', '>=', request.since)
+    .where('events.created_at', '<', until);
+}
+
+/**
+ * Refuses a window holding more than `limit` events, before reading them all: answers where its
+ * first `limit` end, the time to split it at.
+ */
+async function assertWindowWithin(scope: TenantScope, request: BackfillRequest, until: Date, limit: number): Promise<void> {
+  const beyond: { created_at: Date } | undefined = await windowEvents(scope, request, until).orderBy('events.id').offset(limit).first('events.created_at');
+  if (beyond) throw new BackfillWindowTooLarge(limit, beyond.created_at);
+}
+
+/**
  * The events a backfill of `ep` takes: the tenant's events accepted in [since, until) whose type the
  * endpoint's filter takes (endpoint_matches_type, the rule fan-out asks) and the request's
  * eventTypes too, whose body the endpoint's content filter takes (as fan_out_targets evaluates
@@ -64,15 +90,7 @@ async function targetEndpoint(scope: TenantScope, endpointId: string, lock: bool
  * delivery to this endpoint yet. Oldest first.
  */
 function candidates(scope: TenantScope, ep: TargetEndpoint, request: BackfillRequest, until: Date): Knex.QueryBuilder {
-  // The whole tenant's events: a portal session sees an event through its deliveries to the
-  // session's endpoints, and these have none by definition. The endpoint itself was found through
-  // the session's scope, and a session's event types narrow the walk below.
-  const q = scope
-    .fromWholeTenant('events')
-    .where('events.id', '>=', scope.expression(`typeid_floor('evt', :at::timestamptz)`, { at: new Date(request.since.getTime() - idSlackMs) }))
-    .where('events.id', '<', scope.expression(`typeid_floor('evt', :at::timestamptz)`, { at: new Date(until.getTime() + idSlackMs) }))
-    .where('events.created_at', '>=', request.since)
-    .where('events.created_at', '<', until)
+  const q = windowEvents(scope, request, until)
     .where('events.stale', false)
     // Another endpoint's test event is not the tenant's event (migration 20261204000046).
     .whereNull('events.test_endpoint_id')
@@ -87,10 +105,11 @@ function candidates(scope: TenantScope, ep: TargetEndpoint, request: BackfillReq
 }
 
 /** What a backfill would create, changing nothing: how many deliveries, and the first events. */
-export async function previewBackfill(scope: TenantScope, endpointId: string, request: BackfillRequest) {
+export async function previewBackfill(scope: TenantScope, endpointId: string, request: BackfillRequest, windowReadLimit: number) {
   const ep = await targetEndpoint(scope, endpointId, false);
   if (typeof ep === 'string') return ep;
   const until = request.until ?? new Date();
+  await assertWindowWithin(scope, request, until, windowReadLimit);
   const [{ count }] = await candidates(scope, ep, request, until).count({ count: '*' });
   const sample: EventRow[] = await candidates(scope, ep, request, until).select(eventColumns(scope)).orderBy('events.id').limit(sampleSize);
   return { total: Number(count), sample };
@@ -99,6 +118,16 @@ export async function previewBackfill(scope: TenantScope, endpointId: string, re
 export class BackfillTooLarge extends Error {
   constructor(readonly max: number) {
     super(`more than ${max} events match`);
+  }
+}
+
+/** More events in the window than a backfill reads; `splitAt` is when the first `limit` of them end. */
+export class BackfillWindowTooLarge extends Error {
+  constructor(
+    readonly limit: number,
+    readonly splitAt: Date,
+  ) {
+    super(`more than ${limit} events in the window`);
   }
 }
 
@@ -121,6 +150,7 @@ export async function startBackfill(
     const ep = await targetEndpoint(s, endpointId, true);
     if (typeof ep === 'string') return ep;
     const until = request.until ?? new Date();
+    await assertWindowWithin(s, request, until, pacing.windowReadLimit);
     const eventIds: string[] = await candidates(s, ep, request, until)
       .orderBy('events.id')
       .limit(pacing.maxEvents + 1)

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError } from '../helpers/api.js';
-import { createEndpoint, publish } from '../helpers/dispatch.js';
+import { createEndpoint, publish, publishMany } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
 import { createSource, expectOutcome, postCallback, sign } from '../helpers/intake.js';
@@ -253,6 +253,39 @@ describe('endpoint backfill', () => {
       await completed(a, orders.body.id);
       expect(rx.eventIds().size).toBe(6);
       expect(rx.requests).toHaveLength(6);
+    } finally {
+      await rx.close();
+    }
+  });
+
+  it('refuses a window holding more events than a backfill reads, whatever it takes of them, and names where to split it', async () => {
+    // 10 × REPLAY_MAX_LIMIT = 40 events read at most: 41 in the window, two of them of the type the endpoint takes.
+    const c = await t.createTenant('wide window');
+    const windowStart = new Date(Date.now() - 1_000).toISOString();
+    const kept = [await publish(c, 'audit.kept')];
+    await publishMany(c, 39, 4, 'audit.noise');
+    kept.push(await publish(c, 'audit.kept'));
+    const rx = await startReceiver();
+    try {
+      const ep = (await createEndpoint(c, { url: `${rx.url}/wide`, eventTypes: ['audit.kept'] })).id;
+      const cBackfill = (body: Record<string, unknown>) => backfill(c, ep, { since: windowStart, ...body });
+      for (const dryRun of [true, false]) {
+        const refused = await cBackfill({ dryRun });
+        expectError(refused, 400, 'backfill_too_large');
+        expect(refused.body.error.details).toEqual([{ path: 'until', message: expect.stringContaining('the window holds more than 40 events (10 × REPLAY_MAX_LIMIT)') }]);
+      }
+      expect(await deliveriesTo(ep)).toEqual([]);
+
+      const splitAt = /backfill until (\S+) first/.exec((await cBackfill({ dryRun: true })).body.error.details[0].message)![1]!;
+      const first = await cBackfill({ until: splitAt });
+      expect(first.status, first.text).toBe(202);
+      const rest = await cBackfill({ since: splitAt });
+      expect(rest.status, rest.text).toBe(202);
+      expect([first.body.total, rest.body.total]).toEqual([1, 1]);
+      await completed(c, first.body.id);
+      await completed(c, rest.body.id);
+      expect(rx.eventIds()).toEqual(new Set(kept));
+      expect(rx.requests).toHaveLength(2);
     } finally {
       await rx.close();
     }

@@ -1,6 +1,6 @@
-import { backfillWindowProblems } from '../../domain/backfill.js';
+import { backfillWindowProblems, windowReadsPerEvent } from '../../domain/backfill.js';
 import { conflict, notFound, ValidationError } from '../../domain/errors.js';
-import { BackfillTooLarge, previewBackfill, type BackfillRefusal } from '../../store/backfill-store.js';
+import { BackfillTooLarge, BackfillWindowTooLarge, previewBackfill, type BackfillRefusal } from '../../store/backfill-store.js';
 import { rowToEvent } from '../../store/events-store.js';
 import type { ApiContext } from '../context.js';
 import type { ApiRoutes } from '../route.js';
@@ -11,6 +11,18 @@ function refused(why: BackfillRefusal): Error {
   if (why === 'not_found') return notFound('endpoint');
   if (why === 'deleted') return conflict('endpoint_deleted', 'the endpoint is deleted');
   return conflict('endpoint_disabled', 'the endpoint is disabled; enable it (PATCH status: active) before backfilling it');
+}
+
+/** A backfill too large for one job, as the 400 that says how to split it. */
+function tooLarge(err: BackfillTooLarge | BackfillWindowTooLarge): ValidationError {
+  const problem =
+    err instanceof BackfillTooLarge
+      ? { path: 'since', message: `more than ${err.max} events match (REPLAY_MAX_LIMIT); narrow since/until or eventTypes and backfill in parts: a later part never repeats an earlier one` }
+      : {
+          path: 'until',
+          message: `the window holds more than ${err.limit} events (${windowReadsPerEvent} × REPLAY_MAX_LIMIT), more than one backfill reads; backfill until ${err.splitAt.toISOString()} first, then from there: a later part never repeats an earlier one`,
+        };
+  return new ValidationError([problem], 'backfill_too_large');
 }
 
 /** POST /v1/endpoints/:id/backfill: deliveries for past events an endpoint never got. */
@@ -37,26 +49,25 @@ export function endpointBackfillRoutes(routes: ApiRoutes, ctx: ApiContext): void
       const problems = backfillWindowProblems(body, new Date(), ctx.config.retention);
       if (problems.length > 0) throw new ValidationError(problems);
       const request = { since: body.since, until: body.until, eventTypes: body.eventTypes, reason: body.reason };
-      if (body.dryRun) {
-        const preview = await previewBackfill(scope, params.id, request);
-        if (typeof preview === 'string') throw refused(preview);
-        return { status: 200, body: { total: preview.total, sample: preview.sample.map((e) => rowToEvent(e)) } };
-      }
       const max = ctx.config.replayMaxLimit;
+      const windowReadLimit = max * windowReadsPerEvent;
       try {
+        if (body.dryRun) {
+          const preview = await previewBackfill(scope, params.id, request, windowReadLimit);
+          if (typeof preview === 'string') throw refused(preview);
+          return { status: 200, body: { total: preview.total, sample: preview.sample.map((e) => rowToEvent(e)) } };
+        }
         const started = await ctx.lifecycle.backfill(scope, params.id, request, {
           ratePerSecond: ctx.config.replayRatePerSecond,
           defaultMaxAgeSeconds: ctx.config.retry.maxEventAgeSeconds,
           maxEvents: max,
+          windowReadLimit,
         });
         if (typeof started === 'string') throw refused(started);
         return { status: 202, body: started };
       } catch (err) {
-        if (!(err instanceof BackfillTooLarge)) throw err;
-        throw new ValidationError(
-          [{ path: 'since', message: `more than ${max} events match (REPLAY_MAX_LIMIT); narrow since/until or eventTypes and backfill in parts: a later part never repeats an earlier one` }],
-          'backfill_too_large',
-        );
+        if (err instanceof BackfillTooLarge || err instanceof BackfillWindowTooLarge) throw tooLarge(err);
+        throw err;
       }
     },
   );
