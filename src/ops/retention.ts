@@ -21,6 +21,7 @@ import {
   deliveriesAllRemovable,
   deliveriesReferenceEvents,
   detachAndDrop,
+  databaseNow,
   dropDetachedLeftovers,
   ensurePartitions,
   listPartitions,
@@ -57,11 +58,11 @@ export class Retention {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<unknown> | undefined;
 
-  constructor(private readonly deps: { db: Knex; policy: RetentionPolicy; logger: Logger; now?: () => Date }) {}
+  constructor(private readonly deps: { db: Knex; policy: RetentionPolicy; logger: Logger }) {}
 
   /** Creates the partitions the next days need; every role calls it at start. */
   async ensureAhead(): Promise<number> {
-    const now = this.now();
+    const now = await databaseNow(this.deps.db);
     return ensurePartitions(this.deps.db, new Date(now.getTime() - dayMs), new Date(now.getTime() + daysAhead * dayMs));
   }
 
@@ -102,13 +103,9 @@ export class Retention {
     });
   }
 
-  private now(): Date {
-    return this.deps.now?.() ?? new Date();
-  }
-
   private async removeExpired(dryRun: boolean): Promise<RetentionReport> {
     const { db, policy } = this.deps;
-    const now = this.now();
+    const now = await databaseNow(db);
     const cut = cutoffs(policy, now);
     const removed = Object.fromEntries(RETAINED_TABLES.map((t) => [t, 0])) as Record<RetainedTable, number>;
     const report: RetentionReport = { dryRun, removed, partitions: [], held: [], partitionsCreated: dryRun ? 0 : await this.ensureAhead() };

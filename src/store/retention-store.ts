@@ -40,6 +40,15 @@ export async function withAdvisoryLock<T>(db: Knex, key: number, work: () => Pro
 }
 
 /** Creates the partitions that cover [from, to) and are missing; answers how many it made. */
+/**
+ * PostgreSQL's clock: the one every row's timestamps and replay's retention window are read with,
+ * so that a process whose clock runs ahead does not remove what a replay still takes.
+ */
+export async function databaseNow(db: Knex): Promise<Date> {
+  const { rows } = await db.raw<{ rows: Array<{ now: Date }> }>('SELECT now() AS now');
+  return rows[0]!.now;
+}
+
 export async function ensurePartitions(db: Knex, from: Date, to: Date): Promise<number> {
   const { rows } = await db.raw<{ rows: Array<{ made: number }> }>('SELECT ensure_time_partitions(:from, :to) AS made', { from, to });
   return rows[0]?.made ?? 0;

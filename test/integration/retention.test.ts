@@ -5,13 +5,13 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import type { Knex } from 'knex';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { loadConfig } from '../../src/config/index.js';
 import { createDb } from '../../src/infra/db.js';
 import { renderMetrics } from '../../src/metrics/registry.js';
 import type { RetentionReport } from '../../src/ops/retention.js';
 import { expectError } from '../helpers/api.js';
-import { countWhereIn, daysAgo, insertOldEvent, type OldEvent } from '../helpers/backdate.js';
+import { countWhereIn, dayMs, daysAgo, insertOldEvent, type OldEvent } from '../helpers/backdate.js';
 import { ensurePartitions } from '../../src/store/retention-store.js';
 import { metricValue } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
@@ -197,6 +197,23 @@ describe('retention limits', () => {
     expect(res.body.error.message).toContain('RETENTION_DAYS');
     const patched = await tenant.call('PATCH', `/v1/endpoints/${epA}`, { body: { retryPolicy: { maxEventAgeSeconds: 40 * 86_400 } } });
     expectError(patched, 400, 'validation_failed');
+  });
+
+  it("counts the window by PostgreSQL's clock, as replay does, not by a process clock running a day ahead", async () => {
+    // Finished 29.5 days ago by PostgreSQL's clock: inside RETENTION_DAYS (30), so a replay takes
+    // it; a cutoff from this process's clock, a day ahead, would fall after it.
+    const inside = await insertOldEvent(db, {
+      tenantId: tenant.id, sourceId: source.id, at: daysAgo(31), dedupeKey: 'msg_skew',
+      deliveries: [{ endpointId: epA, status: 'succeeded', updatedAt: daysAgo(29.5) }],
+    });
+    vi.useFakeTimers({ toFake: ['Date'], now: Date.now() + dayMs, shouldAdvanceTime: true });
+    try {
+      await runRetention();
+    } finally {
+      vi.useRealTimers();
+    }
+    expect(await db('deliveries').where({ id: inside.deliveryIds[0] }).first('status')).toEqual({ status: 'succeeded' });
+    expect(await db('events').where({ id: inside.eventId }).first('id')).toEqual({ id: inside.eventId });
   });
 
   it('a dead letter can be replayed within DEAD_LETTER_RETENTION_DAYS of its death, not after', async () => {
