@@ -39,7 +39,7 @@ async function slot(first: ClaimedDelivery): Promise<void> {
     const r = await batcher.submit({
       handOff: true,
       record: {
-        deliveryId: d.id, endpointId: d.endpoint.id, attemptNumber: d.attempt_count, trigger: d.next_trigger,
+        deliveryId: d.id, endpointId: d.endpoint.id, attemptNumber: d.attempt_count, leaseToken: d.lease_token, trigger: d.next_trigger,
         startedAt: new Date(), durationMs: 1, statusCode: 200, outcome: 'success', errorClass: null, errorMessage: null,
         responseExcerpt: 'ok', next: { status: 'succeeded' }, endpointFailure: false,
       },

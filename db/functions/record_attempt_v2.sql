@@ -1,32 +1,8 @@
--- record_attempt_v2: one attempt's result, its consequence, and the slot's hand-off.
---
--- in_flight -> succeeded | pending (a retry at p_next_at) | dead (p_dead_reason), the attempt's row
--- (or, for a first try that succeeded, its columns on the delivery: attempt_stored_in_delivery),
--- the endpoint's circuit (endpoint_health_after_attempts), then, with p_hand_off_lease_ms, the
--- endpoint's next due delivery straight to in_flight for the same slot (hand_off_v2). The statements
--- run in order, so the hand-off is judged on the circuit as this result left it: the failure that
--- opens the circuit, or a 410 that disabled the endpoint before this was recorded, hands nothing
--- on. A retry back to pending still holds its message's line.
---
--- Inputs:  the attempt (p_delivery_id, p_attempt_number, outcome, timing, status code, error,
---          excerpt), the delivery's next state, p_failure (counts against the endpoint),
---          p_threshold and p_cooldown_seconds (circuit), p_hand_off_lease_ms (NULL: no hand-off).
---          p_tenant_id is not read (since release 0.3.0, which passes NULL): an attempt's tenant is
---          its delivery's. The column stays, unwritten, because the down step of migration
---          20261201000015 copies attempts back by column position (docs/architecture.md).
--- Outputs: a first row whose `applied` says whether the result was taken (false when the
---          delivery is no longer in flight on this attempt: a late result changes nothing); when
---          a delivery was handed on, that row carries it (columns as src/delivery/sql/claimed.ts).
--- Effects: deliveries (first_try_* for an attempt stored there), attempts, endpoints (circuit), and
---          the handed delivery.
--- Locks:   events first (see the body), then the delivery's row, the endpoint's row (only when its
---          health changes), the handed row.
--- Plans:   generic, with sequential scans priced out, as hand_off_v2 (see its header).
---
--- The columns of a delivery in flight are those of src/delivery/sql/claimed.ts, ending with the
--- stored trace contexts (its event's fan-out, and a replay's own), so an attempt's span needs no
--- read of its own. They are why this is a new function (release 0.2.0): the one without `_v2`,
--- with release 0.1.0's columns, went in 0.3.0 (docs/operations/functions.md).
+-- record_attempt_v2: release 0.4.0's signature, kept for its processes while a rolling deploy
+-- replaces them. The rule is record_attempt_v3 (see its file); this records by the attempt number
+-- alone (no claim token, see claim_held) and returns the same rows without the token. The release
+-- after the one that brings record_attempt_v3 drops it (docs/operations/functions.md, "expand, then
+-- contract").
 CREATE OR REPLACE FUNCTION record_attempt_v2(
   p_delivery_id text, p_attempt_number integer, p_status text, p_next_at timestamptz, p_dead_reason text,
   p_status_code integer, p_last_error text, p_attempt_id text, p_tenant_id text, p_trigger text,
@@ -40,42 +16,12 @@ RETURNS TABLE (
   ep_id text, url text, ep_status text, retry_policy jsonb, secret_enc text, previous_secret_enc text,
   previous_secret_expires_at timestamptz, deleted_at timestamptz, event_trace_parent text, trace_parent text
 )
-LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
-#variable_conflict use_column
-DECLARE
-  v_in_delivery boolean := attempt_stored_in_delivery(p_trigger, p_attempt_number, p_outcome);
-BEGIN
-  -- The hand-off at the end reads events. Its lock is taken first, as every writer takes it
-  -- (events, receipts, deliveries, attempts: lock_for_new_partition), so creating a partition
-  -- of events cannot deadlock with a result being recorded.
-  PERFORM 1 FROM events WHERE false;
-  UPDATE deliveries d SET
-    status = p_status, next_attempt_at = p_next_at, lease_until = NULL, next_trigger = 'retry',
-    dead_reason = p_dead_reason, last_status_code = p_status_code, last_error = p_last_error,
-    succeeded_at = CASE WHEN p_status = 'succeeded' THEN COALESCE(d.succeeded_at, now()) ELSE d.succeeded_at END,
-    updated_at = now(),
-    first_try_started_at = CASE WHEN v_in_delivery THEN p_started_at ELSE d.first_try_started_at END,
-    first_try_duration_ms = CASE WHEN v_in_delivery THEN p_duration_ms ELSE d.first_try_duration_ms END,
-    first_try_status_code = CASE WHEN v_in_delivery THEN p_status_code ELSE d.first_try_status_code END,
-    first_try_excerpt = CASE WHEN v_in_delivery THEN p_response_excerpt ELSE d.first_try_excerpt END
-   WHERE d.id = p_delivery_id AND d.status = 'in_flight' AND d.attempt_count = p_attempt_number;
-  applied := FOUND;
-  IF NOT applied THEN
-    RETURN NEXT;
-    RETURN;
-  END IF;
-  IF NOT v_in_delivery THEN
-    INSERT INTO attempts (id, delivery_id, attempt_number, trigger, started_at, duration_ms, status_code,
-                          outcome, error_class, error_message, response_excerpt, next_attempt_at)
-    VALUES (p_attempt_id, p_delivery_id, p_attempt_number, p_trigger, p_started_at, p_duration_ms, p_status_code,
-            p_outcome, p_error_class, p_error_message, p_response_excerpt, p_next_at);
-  END IF;
-  PERFORM endpoint_health_after_attempts(ARRAY[p_endpoint_id], p_failure, p_threshold, p_cooldown_seconds);
-  IF p_hand_off_lease_ms IS NOT NULL THEN
-    RETURN QUERY SELECT true, h.* FROM hand_off_v2(ARRAY[p_endpoint_id], ARRAY[1], p_threshold, p_hand_off_lease_ms) h;
-    IF FOUND THEN
-      RETURN;
-    END IF;
-  END IF;
-  RETURN NEXT;
-END $$;
+LANGUAGE sql VOLATILE AS $$
+  SELECT applied, id, tenant_id, status, attempt_count, attempt_base, replayed_at, next_trigger, deadline_at, succeeded_at,
+         event_id, event_type, event_created_at, body, ep_id, url, ep_status, retry_policy, secret_enc,
+         previous_secret_enc, previous_secret_expires_at, deleted_at, event_trace_parent, trace_parent
+    FROM record_attempt_v3(p_delivery_id, p_attempt_number, p_status, p_next_at, p_dead_reason, p_status_code, p_last_error,
+                           p_attempt_id, p_tenant_id, p_trigger, p_started_at, p_duration_ms, p_outcome, p_error_class,
+                           p_error_message, p_response_excerpt, p_endpoint_id, p_failure, p_threshold, p_cooldown_seconds,
+                           p_hand_off_lease_ms, NULL)
+$$;

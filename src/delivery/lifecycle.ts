@@ -17,10 +17,10 @@
  * Which delivery an endpoint may start next is one SQL function, `next_due`
  * (db/functions/next_due.sql), asked by admission and by both hand-offs. The SQL of each step:
  *
- *   sql/admit.ts         pending → queued | in_flight          db/functions/admit_due_v2.sql
+ *   sql/admit.ts         pending → queued | in_flight          db/functions/admit_due_v3.sql
  *   sql/attempts.ts      queued → in_flight (claim); in_flight → succeeded | pending | dead (record),
- *                        then pending → in_flight (hand-off)   db/functions/record_attempt_v2.sql,
- *                                                              record_successes_v2.sql, hand_off_v2.sql
+ *                        then pending → in_flight (hand-off)   db/functions/record_attempt_v3.sql,
+ *                                                              record_successes_v3.sql, hand_off_v3.sql
  *                        in_flight → pending, attempt given back (egressFailed: the proxy failed)
  *   sql/sweep.ts         lost leases back to pending; max age and disabled endpoints to dead
  *   sql/mirror-vacuum.ts keeps delivery_queue (the mirror of unfinished deliveries that every

@@ -182,6 +182,7 @@ async function attemptOnce(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandO
     deliveryId,
     endpointId: ep.id,
     attemptNumber: claimed.attempt_count,
+    leaseToken: claimed.lease_token,
     trigger: claimed.next_trigger,
     startedAt,
     durationMs: result.durationMs,
@@ -271,6 +272,7 @@ async function egressFailed(deps: DeliverDeps, claimed: ClaimedDelivery, failure
   const applied = await deps.lifecycle.egressFailed({
     deliveryId: claimed.id,
     attemptNumber: claimed.attempt_count,
+    leaseToken: claimed.lease_token,
     nextAt: proxyRetryAt((deps.now ?? (() => new Date()))(), deps.random ?? Math.random),
     lastError: `egress_proxy_${failure.reason}: ${failure.message}`,
   });

@@ -37,11 +37,11 @@ async function mirror(endpointId: string) {
   return { deliveries, queue };
 }
 
-function success(d: { id: string; tenant_id: string; attempt_count: number; endpoint: { id: string } }): SuccessItem {
+function success(d: { id: string; tenant_id: string; attempt_count: number; lease_token: string; endpoint: { id: string } }): SuccessItem {
   return {
     handOff: true,
     record: {
-      deliveryId: d.id, endpointId: d.endpoint.id, attemptNumber: d.attempt_count, trigger: 'initial',
+      deliveryId: d.id, endpointId: d.endpoint.id, attemptNumber: d.attempt_count, leaseToken: d.lease_token, trigger: 'initial',
       startedAt: new Date(), durationMs: 2, statusCode: 200, outcome: 'success', errorClass: null, errorMessage: null,
       responseExcerpt: 'ok', next: { status: 'succeeded' }, endpointFailure: false,
     },

@@ -22,14 +22,14 @@ afterAll(async () => {
   await t?.stop();
 });
 
-type InFlight = { id: string; tenant_id: string; order_key: string | null };
+type InFlight = { id: string; tenant_id: string; order_key: string | null; lease_token: string };
 
 /** Takes the endpoint's oldest `n` pending deliveries in flight, as a claim would. */
 async function takeInFlight(endpointId: string, n: number): Promise<InFlight[]> {
   const { rows } = await t.platform.db.raw(
     `UPDATE deliveries SET status = 'in_flight', attempt_count = attempt_count + 1, lease_until = now() + interval '30 seconds'
       WHERE id IN (SELECT id FROM deliveries WHERE endpoint_id = ? AND status = 'pending' ORDER BY next_attempt_at, id LIMIT ?)
-     RETURNING id, tenant_id, order_key`,
+     RETURNING id, tenant_id, order_key, lease_token(lease_until) AS lease_token`,
     [endpointId, n],
   );
   return rows;
@@ -37,7 +37,7 @@ async function takeInFlight(endpointId: string, n: number): Promise<InFlight[]> 
 
 function failure(d: InFlight, endpointId: string, extra: Partial<AttemptRecord> = {}): AttemptRecord {
   return {
-    deliveryId: d.id, endpointId, attemptNumber: 1, trigger: 'initial', startedAt: new Date(), durationMs: 3,
+    deliveryId: d.id, endpointId, attemptNumber: 1, leaseToken: d.lease_token, trigger: 'initial', startedAt: new Date(), durationMs: 3,
     statusCode: 500, outcome: 'retry', errorClass: 'http_500', errorMessage: null, responseExcerpt: null,
     next: { status: 'pending', at: new Date(Date.now() + 60_000) }, endpointFailure: true, ...extra,
   };
@@ -108,8 +108,13 @@ describe('a failure hands its slot on', () => {
     // Dead releases the line: m1's second event may go next.
     const { rows } = await t.platform.db.raw(`SELECT id FROM deliveries WHERE endpoint_id = ? AND order_key = ? AND status = 'pending' ORDER BY order_seq`, [ep.id, head!.order_key]);
     await t.platform.db('deliveries').where({ id: retried.next!.id }).update({ status: 'succeeded', lease_until: null });
-    await t.platform.db('deliveries').where({ id: head!.id }).update({ status: 'in_flight', attempt_count: 2, next_attempt_at: new Date() });
-    const dead = await recordAttempt(t.platform.db, failure(head!, ep.id, { attemptNumber: 2, outcome: 'terminal', next: { status: 'dead', reason: 'max_attempts' } }), health, lease);
+    const again = await t.platform.db.raw(
+      `UPDATE deliveries SET status = 'in_flight', attempt_count = 2, next_attempt_at = now(), lease_until = now() + interval '30 seconds'
+        WHERE id = ? RETURNING lease_token(lease_until) AS lease_token`,
+      [head!.id],
+    );
+    const second = { attemptNumber: 2, leaseToken: again.rows[0].lease_token, outcome: 'terminal', next: { status: 'dead', reason: 'max_attempts' } } as const;
+    const dead = await recordAttempt(t.platform.db, failure(head!, ep.id, second), health, lease);
     expect(dead.next?.id).toBe(rows[1]!.id);
   });
 });

@@ -78,7 +78,7 @@ describe('a first try that succeeded', () => {
     expect(counted).toEqual({ deliveries: 1, attempts: 1 });
   });
 
-  describe('recorded by the single-result path (record_attempt_v2), the test playing the worker', () => {
+  describe('recorded by the single-result path (record_attempt_v3), the test playing the worker', () => {
     let api: TestPlatform;
     beforeAll(async () => {
       api = await startTestPlatform({ role: 'api' }); // no worker of its own
@@ -102,7 +102,7 @@ describe('a first try that succeeded', () => {
       const recorded = await recordAttempt(
         api.platform.db,
         {
-          deliveryId: c.id, endpointId: c.endpoint.id, attemptNumber: c.attempt_count, trigger: c.next_trigger, startedAt, durationMs: 12,
+          deliveryId: c.id, endpointId: c.endpoint.id, attemptNumber: c.attempt_count, leaseToken: c.lease_token, trigger: c.next_trigger, startedAt, durationMs: 12,
           statusCode: 204, outcome: 'success', errorClass: null, errorMessage: null, responseExcerpt: null, next: { status: 'succeeded' },
           endpointFailure: false,
         },
@@ -128,7 +128,7 @@ describe('a first try that succeeded', () => {
       const tenant = await api.createTenant();
       const { id: endpointId } = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/never' });
       const c = await claimed(tenant, endpointId);
-      expect(await recordEgressFailure(api.platform.db, { deliveryId: c.id, attemptNumber: c.attempt_count, nextAt: new Date(), lastError: 'proxy down' })).toBe(true);
+      expect(await recordEgressFailure(api.platform.db, { deliveryId: c.id, attemptNumber: c.attempt_count, leaseToken: c.lease_token, nextAt: new Date(), lastError: 'proxy down' })).toBe(true);
       const again = await claimAgain(c.id, endpointId);
       expect(again).toMatchObject({ attempt_count: 1, next_trigger: 'initial' });
       await succeed(again, new Date());

@@ -38,7 +38,7 @@ afterAll(async () => {
 
 function success(d: ClaimedDelivery): AttemptRecord {
   return {
-    deliveryId: d.id, endpointId: d.endpoint.id, attemptNumber: d.attempt_count, trigger: d.next_trigger,
+    deliveryId: d.id, endpointId: d.endpoint.id, attemptNumber: d.attempt_count, leaseToken: d.lease_token, trigger: d.next_trigger,
     startedAt: new Date(), durationMs: 3, statusCode: 200, outcome: 'success', errorClass: null, errorMessage: null,
     responseExcerpt: null, next: { status: 'succeeded' }, endpointFailure: false,
   };

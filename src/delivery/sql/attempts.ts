@@ -6,7 +6,7 @@
  * egressFailed: in_flight → pending, the attempt given back (the egress proxy failed, not the endpoint)
  *
  * Inputs and outputs are named on each statement. Every statement here is guarded by the status it
- * expects (and by the attempt number for results), so a late or repeated call changes nothing.
+ * expects (and, for results, by the claim: claim_held), so a late or repeated call changes nothing.
  */
 import type { Knex } from 'knex';
 import type { AttemptOutcome, DeadLetterReason, Trigger } from '../../domain/delivery-status.js';
@@ -46,7 +46,7 @@ export const warmAttempts: WarmUp = async (run) => {
   await run(claimStatement, { lease: 0, id: 'dlv_warm_up' });
   await run(successesStatement, {
     deliveryIds: [], attemptNumbers: [], attemptIds: [], triggers: [], startedAts: [],
-    durations: [], statusCodes: [], excerpts: [], endpointIds: [], handOffs: [], threshold: 1, lease: 0,
+    durations: [], statusCodes: [], excerpts: [], endpointIds: [], handOffs: [], threshold: 1, lease: 0, leaseTokens: [],
   });
 };
 
@@ -59,6 +59,8 @@ export interface AttemptRecord {
   deliveryId: string;
   endpointId: string;
   attemptNumber: number;
+  /** The token of the claim the attempt was made under (ClaimedDelivery.lease_token). */
+  leaseToken: string;
   trigger: Trigger;
   startedAt: Date;
   durationMs: number;
@@ -90,17 +92,18 @@ export interface Recorded {
   next?: ClaimedDelivery;
 }
 
-/** The SQL function `record_attempt_v2` (db/functions/record_attempt_v2.sql): one round trip, plans cached. */
+/** The SQL function `record_attempt_v3` (db/functions/record_attempt_v3.sql): one round trip, plans cached. */
 const recordStatement = statement(
   'record_attempt',
-  `SELECT * FROM record_attempt_v2(:deliveryId, :attemptNumber, :status, :nextAt, :deadReason, :statusCode, :lastError,
+  `SELECT * FROM record_attempt_v3(:deliveryId, :attemptNumber, :status, :nextAt, :deadReason, :statusCode, :lastError,
                                 :attemptId, NULL, :trigger, :startedAt, :durationMs, :outcome, :errorClass,
-                                :errorMessage, :responseExcerpt, :endpointId, :failure, :threshold, :cooldown, :handOffLeaseMs)`,
+                                :errorMessage, :responseExcerpt, :endpointId, :failure, :threshold, :cooldown, :handOffLeaseMs,
+                                :leaseToken)`,
 );
 
 /**
- * Records one attempt and its consequence in one call. The guard on status and attempt number
- * makes a late result (from a worker whose lease was taken back) change nothing.
+ * Records one attempt and its consequence in one call. The guard on the claim (claim_held) makes
+ * a late result (from a worker whose lease was taken back) change nothing.
  *
  * With `handOffLeaseMs`, the slot is handed on whatever the outcome: the endpoint's next due
  * delivery goes straight to in_flight when `next_due` (the rule admission uses too) gives the
@@ -117,6 +120,7 @@ export async function recordAttempt(db: Knex, a: AttemptRecord, limits: HealthLi
     lastError: next.status === 'succeeded' ? null : lastError,
     deliveryId: a.deliveryId,
     attemptNumber: a.attemptNumber,
+    leaseToken: a.leaseToken,
     attemptId: newId('attempt'),
     trigger: a.trigger,
     startedAt: a.startedAt,
@@ -142,11 +146,11 @@ export interface SuccessItem {
   handOff: boolean;
 }
 
-/** The SQL function `record_successes_v2` (db/functions/record_successes_v2.sql). */
+/** The SQL function `record_successes_v3` (db/functions/record_successes_v3.sql). */
 const successesStatement = statement(
   'record_successes',
-  `SELECT * FROM record_successes_v2(:deliveryIds, :attemptNumbers, :attemptIds, NULL, :triggers, :startedAts,
-                                  :durations, :statusCodes, :excerpts, :endpointIds, :handOffs, :threshold, :lease)`,
+  `SELECT * FROM record_successes_v3(:deliveryIds, :attemptNumbers, :attemptIds, NULL, :triggers, :startedAts,
+                                  :durations, :statusCodes, :excerpts, :endpointIds, :handOffs, :threshold, :lease, :leaseTokens)`,
 );
 
 /**
@@ -169,6 +173,7 @@ export async function recordSuccesses(db: Knex, items: SuccessItem[], limits: He
     handOffs: items.map((i) => i.handOff),
     threshold: limits.circuitFailureThreshold,
     lease: Math.round(handOffLeaseMs),
+    leaseTokens: rs.map((r) => r.leaseToken),
   });
   // The first row says which items were applied; the rest are the handed deliveries.
   const applied = new Set<number>(((rows[0]?.applied ?? []) as Array<number | string>).map(Number));
@@ -188,14 +193,14 @@ export async function recordSuccesses(db: Knex, items: SuccessItem[], limits: He
  * The egress proxy failed before the target was reached: the claim's attempt is given back
  * (attempt_count - 1, so the next try carries the same `webhook-attempt` and the endpoint's budget
  * is whole), no attempt row is written and endpoint health is not touched. `next_trigger` stays as
- * it was: the try that did not happen keeps its name. Guarded like `record_attempt_v2`.
+ * it was: the try that did not happen keeps its name. Guarded like `record_attempt_v3` (claim_held).
  */
 const egressFailedStatement = statement(
   'egress_failed',
   `UPDATE deliveries d
       SET status = 'pending', attempt_count = d.attempt_count - 1, lease_until = NULL,
           next_attempt_at = :nextAt, last_error = :lastError, updated_at = now()
-    WHERE d.id = :deliveryId AND d.status = 'in_flight' AND d.attempt_count = :attemptNumber
+    WHERE d.id = :deliveryId AND claim_held(d.status, d.attempt_count, d.lease_until, :attemptNumber, :leaseToken)
    RETURNING d.id`,
 );
 
@@ -203,12 +208,20 @@ export interface EgressFailure {
   deliveryId: string;
   /** The attempt number the claim gave the delivery (its attempt_count while in flight). */
   attemptNumber: number;
+  /** The claim's token (ClaimedDelivery.lease_token). */
+  leaseToken: string;
   nextAt: Date;
   lastError: string;
 }
 
 /** Answers whether the delivery was still in flight on that attempt (false: nothing changed). */
 export async function recordEgressFailure(db: Knex, f: EgressFailure): Promise<boolean> {
-  const rows = await run(db, egressFailedStatement, { deliveryId: f.deliveryId, attemptNumber: f.attemptNumber, nextAt: f.nextAt, lastError: f.lastError.slice(0, 300) });
+  const rows = await run(db, egressFailedStatement, {
+    deliveryId: f.deliveryId,
+    attemptNumber: f.attemptNumber,
+    leaseToken: f.leaseToken,
+    nextAt: f.nextAt,
+    lastError: f.lastError.slice(0, 300),
+  });
   return rows.length > 0;
 }

@@ -1,7 +1,7 @@
 /**
  * What an attempt needs of a delivery, its event and its endpoint, as every statement that puts a
  * delivery in flight returns it: the claim, admission straight to a local slot, and slot hand-off
- * (the SQL functions admit_due_v2, hand_off_v2, record_attempt_v2 and record_successes_v2 return
+ * (the SQL functions admit_due_v3, hand_off_v3, record_attempt_v3 and record_successes_v3 return
  * the same columns).
  */
 import type { EndpointRow } from '../../store/endpoints-store.js';
@@ -30,13 +30,19 @@ export interface ClaimedDelivery {
   event_trace_parent: string | null;
   /** A replay's own span, null for a delivery never replayed (src/outbound/attempt-spans.ts). */
   trace_parent: string | null;
+  /**
+   * The claim's token (db/functions/lease_token.sql): its result is recorded under it, so that a
+   * claim lost in a crash of PostgreSQL cannot record over the claim made after it. A bigint, as text.
+   */
+  lease_token: string;
   endpoint: Pick<EndpointRow, 'id' | 'url' | 'status' | 'retry_policy' | 'secret_enc' | 'previous_secret_enc' | 'previous_secret_expires_at' | 'deleted_at'>;
 }
 
 export const claimedColumns = `d.id, d.tenant_id, d.status, d.attempt_count, d.attempt_base, d.replayed_at, d.next_trigger, d.deadline_at, d.succeeded_at,
             ev.id AS event_id, ev.type AS event_type, ev.created_at AS event_created_at, event_body(ev) AS body,
             ep.id AS ep_id, ep.url, ep.status AS ep_status, ep.retry_policy, ep.secret_enc, ep.previous_secret_enc,
-            ep.previous_secret_expires_at, ep.deleted_at, ev.trace_parent AS event_trace_parent, d.trace_parent`;
+            ep.previous_secret_expires_at, ep.deleted_at, ev.trace_parent AS event_trace_parent, d.trace_parent,
+            lease_token(d.lease_until) AS lease_token`;
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export function rowToClaimed(r: any): ClaimedDelivery {
@@ -56,6 +62,7 @@ export function rowToClaimed(r: any): ClaimedDelivery {
     body: r.body,
     event_trace_parent: r.event_trace_parent,
     trace_parent: r.trace_parent,
+    lease_token: r.lease_token,
     endpoint: {
       id: r.ep_id,
       url: r.url,

@@ -1,0 +1,16 @@
+-- lease_token: the token of a claim, read from the lease the claim set.
+--
+-- Every claim of a delivery for an attempt (admit_due_v3, hand_off_v3, the claim of a queued
+-- delivery in src/delivery/sql/attempts.ts) sets lease_until to now() plus the lease, now() being
+-- the start of its transaction, so two claims of one delivery never share a token. A result is
+-- recorded only under the token of the claim still current (claim_held): after a crash of
+-- PostgreSQL loses a claim's asynchronous commit, the delivery is claimed again under the same
+-- attempt number, and the lost claim's late answer must not be taken for the new one's.
+--
+-- Inputs:  a delivery's lease_until.
+-- Outputs: microseconds since the epoch. A number, not a timestamp: a JavaScript Date keeps only
+--          milliseconds, and the token makes a round trip through the worker.
+CREATE OR REPLACE FUNCTION lease_token(p_lease_until timestamptz) RETURNS bigint
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+  SELECT (extract(epoch FROM p_lease_until) * 1000000)::bigint
+$$;
