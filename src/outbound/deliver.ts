@@ -53,6 +53,12 @@ export function firstAttemptWaitMs(claimed: ClaimedDelivery, atMs: number): numb
 
 /** Deliveries one job may carry through slot hand-off before it lets admission decide again. */
 const maxHandOffs = 500;
+/**
+ * How long one chain of hand-offs may hold its endpoint's slot before admission decides again. At
+ * 100 ms an answer, 500 hand-offs held a slot for 50 s, so a worker that joined a backlog could
+ * wait that long for its first share of it.
+ */
+const maxChainMs = 5_000;
 
 const userAgent = 'webhook-relay/1.0';
 
@@ -103,11 +109,15 @@ export async function runSlot(deps: DeliverDeps, first: ClaimedDelivery): Promis
   const leave = deps.fairShare?.enter(tenantId, endpoint.id, first.id);
   try {
     let claimed: ClaimedDelivery | undefined = first;
+    const until = performance.now() + maxChainMs;
     for (let handOffs = 0; claimed; handOffs++) {
       // Asked when the attempt is done, so a shutdown signalled meanwhile stops the hand-off, and
       // work of another tenant that came in meanwhile gets this slot (fair-share.ts).
       const mayHandOff = () =>
-        handOffs < maxHandOffs && (deps.mayContinue?.() ?? true) && (deps.fairShare?.mayHandOff(tenantId, endpoint.id) ?? true);
+        handOffs < maxHandOffs &&
+        performance.now() < until &&
+        (deps.mayContinue?.() ?? true) &&
+        (deps.fairShare?.mayHandOff(tenantId, endpoint.id) ?? true);
       claimed = await attemptClaimed(deps, claimed, mayHandOff);
     }
   } finally {

@@ -173,7 +173,8 @@ describe('worker processes', { timeout: 90_000 }, () => {
     // a loaded CI host started the second worker so late that the first had drained nearly all.
     // The first worker counts itself alone and runs every slot itself; each slot would hand on to
     // the endpoint's next delivery hundreds of times. Once it counts the second worker, its slots
-    // end their chains and admission shares the endpoint through Redis.
+    // end their chains and admission shares the endpoint through Redis; a chain started since ends
+    // within 5 s, so one that Redis gave the first worker again is shared again soon.
     const receiver = await startReceiver(slowResponder(100));
     const tenant = await t.createTenant();
     const ep = await endpointFor(tenant, receiver, 5);
