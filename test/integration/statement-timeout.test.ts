@@ -3,7 +3,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, isStorageUnavailable, statementTimeoutMs } from '../../src/infra/db.js';
 import { createEmptyDatabase, type TestDatabase } from '../helpers/database.js';
-import { startTestPlatform } from '../helpers/platform.js';
+import { eventually, startTestPlatform } from '../helpers/platform.js';
 
 /**
  * A statement the client stops waiting for must not commit later, unseen: the server cancels it
@@ -62,9 +62,10 @@ describe("the server cancels a statement before the client stops waiting", () =>
       );
       await holder.query('COMMIT');
       expect(String(failure)).toContain('Query read timeout');
-      // Once the lock is let go, the server completes the UPDATE: a long retention step makes progress.
-      const { rows } = await db.raw<{ rows: Array<{ v: number }> }>('SELECT v FROM scratch WHERE id = 1 FOR UPDATE');
-      expect(rows).toEqual([{ v: 3 }]);
+      // Once the lock is let go, the server completes the UPDATE: a long retention step makes
+      // progress. Waited for: the read may take the row before the woken UPDATE does.
+      const v = async () => (await db.raw<{ rows: Array<{ v: number }> }>('SELECT v FROM scratch WHERE id = 1')).rows[0]?.v;
+      await eventually(async () => (await v()) === 3, 'the UPDATE the client gave up on, committed by the server');
     } finally {
       await maintenance.destroy();
     }
