@@ -21,19 +21,13 @@ export interface RetentionPolicy {
 
 export const defaultRetention: RetentionPolicy = { retentionDays: 30, deadLetterRetentionDays: 30, auditRetentionDays: 365 };
 
-const dayMs = 86_400_000;
-
+/** Where each retention window begins (db/functions/retention_cutoff.sql computes them). */
 export interface Cutoffs {
   /** Finished before this, a succeeded delivery (and an event with nothing left) may go. */
   succeeded: Date;
   /** Died before this, a dead delivery may go and can no longer be replayed. */
   dead: Date;
   audit: Date;
-}
-
-export function cutoffs(policy: RetentionPolicy, now: Date): Cutoffs {
-  const before = (days: number) => new Date(now.getTime() - days * dayMs);
-  return { succeeded: before(policy.retentionDays), dead: before(policy.deadLetterRetentionDays), audit: before(policy.auditRetentionDays) };
 }
 
 /**

@@ -15,13 +15,13 @@
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
-import { cutoffs, RETAINED_TABLES, typeIdFloor, typeIdTime, type RetainedTable, type RetentionPolicy } from '../domain/retention.js';
+import { RETAINED_TABLES, typeIdFloor, typeIdTime, type RetainedTable, type RetentionPolicy } from '../domain/retention.js';
 import { metrics } from '../metrics/registry.js';
 import {
   deliveriesAllRemovable,
   deliveriesReferenceEvents,
   detachAndDrop,
-  databaseNow,
+  databaseCutoffs,
   dropDetachedLeftovers,
   ensurePartitions,
   listPartitions,
@@ -62,7 +62,7 @@ export class Retention {
 
   /** Creates the partitions the next days need; every role calls it at start. */
   async ensureAhead(): Promise<number> {
-    const now = await databaseNow(this.deps.db);
+    const { now } = await databaseCutoffs(this.deps.db, this.deps.policy);
     return ensurePartitions(this.deps.db, new Date(now.getTime() - dayMs), new Date(now.getTime() + daysAhead * dayMs));
   }
 
@@ -105,8 +105,7 @@ export class Retention {
 
   private async removeExpired(dryRun: boolean): Promise<RetentionReport> {
     const { db, policy } = this.deps;
-    const now = await databaseNow(db);
-    const cut = cutoffs(policy, now);
+    const { now, cut } = await databaseCutoffs(db, policy);
     const removed = Object.fromEntries(RETAINED_TABLES.map((t) => [t, 0])) as Record<RetainedTable, number>;
     const report: RetentionReport = { dryRun, removed, partitions: [], held: [], partitionsCreated: dryRun ? 0 : await this.ensureAhead() };
     if (!dryRun) report.partitions.push(...(await dropDetachedLeftovers(db)));

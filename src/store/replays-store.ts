@@ -27,9 +27,9 @@ export interface ReplayPacing {
   retention: RetentionPolicy;
 }
 
-/** SQL: the delivery (aliased `deliveries`) is still inside its retention window. */
-const withinWindow = `((deliveries.status = 'dead' AND deliveries.updated_at >= now() - make_interval(days => :deadDays))
-  OR (deliveries.status = 'succeeded' AND deliveries.updated_at >= now() - make_interval(days => :succeededDays)))`;
+/** SQL: the delivery (aliased `deliveries`) is still inside its retention window (db/functions/retention_cutoff.sql). */
+const withinWindow = `((deliveries.status = 'dead' AND deliveries.updated_at >= retention_cutoff(:deadDays))
+  OR (deliveries.status = 'succeeded' AND deliveries.updated_at >= retention_cutoff(:succeededDays)))`;
 const windowBindings = (r: RetentionPolicy) => ({ deadDays: r.deadLetterRetentionDays, succeededDays: r.retentionDays });
 
 /**

@@ -7,7 +7,7 @@
  * is one text shared by every statement that needs it.
  */
 import type { Knex } from 'knex';
-import type { Cutoffs } from '../domain/retention.js';
+import type { Cutoffs, RetentionPolicy } from '../domain/retention.js';
 import type { TenantScope } from './tenant-scope.js';
 
 export interface PartitionBounds {
@@ -39,16 +39,21 @@ export async function withAdvisoryLock<T>(db: Knex, key: number, work: () => Pro
   }
 }
 
-/** Creates the partitions that cover [from, to) and are missing; answers how many it made. */
 /**
- * PostgreSQL's clock: the one every row's timestamps and replay's retention window are read with,
- * so that a process whose clock runs ahead does not remove what a replay still takes.
+ * PostgreSQL's clock, and where each retention window begins by it (db/functions/retention_cutoff.sql,
+ * the rule a replay's window check asks too), so that a process whose clock runs ahead does not
+ * remove what a replay still takes.
  */
-export async function databaseNow(db: Knex): Promise<Date> {
-  const { rows } = await db.raw<{ rows: Array<{ now: Date }> }>('SELECT now() AS now');
-  return rows[0]!.now;
+export async function databaseCutoffs(db: Knex, policy: RetentionPolicy): Promise<{ now: Date; cut: Cutoffs }> {
+  const { rows } = await db.raw<{ rows: Array<{ now: Date } & Cutoffs> }>(
+    'SELECT now() AS now, retention_cutoff(:succeeded) AS succeeded, retention_cutoff(:dead) AS dead, retention_cutoff(:audit) AS audit',
+    { succeeded: policy.retentionDays, dead: policy.deadLetterRetentionDays, audit: policy.auditRetentionDays },
+  );
+  const { now, succeeded, dead, audit } = rows[0]!;
+  return { now, cut: { succeeded, dead, audit } };
 }
 
+/** Creates the partitions that cover [from, to) and are missing; answers how many it made. */
 export async function ensurePartitions(db: Knex, from: Date, to: Date): Promise<number> {
   const { rows } = await db.raw<{ rows: Array<{ made: number }> }>('SELECT ensure_time_partitions(:from, :to) AS made', { from, to });
   return rows[0]?.made ?? 0;
