@@ -109,13 +109,14 @@ export async function runSlot(deps: DeliverDeps, first: ClaimedDelivery): Promis
   const leave = deps.fairShare?.enter(tenantId, endpoint.id, first.id);
   try {
     let claimed: ClaimedDelivery | undefined = first;
-    const until = performance.now() + maxChainMs;
+    const now = deps.now ?? (() => new Date());
+    const until = now().getTime() + maxChainMs;
     for (let handOffs = 0; claimed; handOffs++) {
       // Asked when the attempt is done, so a shutdown signalled meanwhile stops the hand-off, and
       // work of another tenant that came in meanwhile gets this slot (fair-share.ts).
       const mayHandOff = () =>
         handOffs < maxHandOffs &&
-        performance.now() < until &&
+        now().getTime() < until &&
         (deps.mayContinue?.() ?? true) &&
         (deps.fairShare?.mayHandOff(tenantId, endpoint.id) ?? true);
       claimed = await attemptClaimed(deps, claimed, mayHandOff);
