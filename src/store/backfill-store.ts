@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { windowReadsPerEvent } from '../domain/backfill.js';
 import { newId } from '../domain/ids.js';
 import { audit } from './audit-store.js';
 import { eventColumns, type EventRow } from './events-store.js';
@@ -18,8 +19,6 @@ export interface BackfillPacing {
   defaultMaxAgeSeconds: number;
   /** The most events one backfill may take (REPLAY_MAX_LIMIT, as for a bulk replay). */
   maxEvents: number;
-  /** The most events of its window one backfill reads (domain/backfill.ts, windowReadsPerEvent). */
-  windowReadLimit: number;
 }
 
 export type BackfillRefusal = 'not_found' | 'deleted' | 'disabled';
@@ -74,10 +73,11 @@ function windowEvents(scope: TenantScope, request: BackfillRequest, until: Date)
 }
 
 /**
- * Refuses a window holding more than `limit` events, before reading them all: answers where its
- * first `limit` end, the time to split it at.
+ * Refuses a window holding more events than a backfill may read (domain/backfill.ts), before
+ * reading them all: answers where the first that many end, the time to split it at.
  */
-async function assertWindowWithin(scope: TenantScope, request: BackfillRequest, until: Date, limit: number): Promise<void> {
+async function assertWindowWithin(scope: TenantScope, request: BackfillRequest, until: Date, maxEvents: number): Promise<void> {
+  const limit = maxEvents * windowReadsPerEvent;
   const beyond: { created_at: Date } | undefined = await windowEvents(scope, request, until).orderBy('events.id').offset(limit).first('events.created_at');
   if (beyond) throw new BackfillWindowTooLarge(limit, beyond.created_at);
 }
@@ -105,11 +105,11 @@ function candidates(scope: TenantScope, ep: TargetEndpoint, request: BackfillReq
 }
 
 /** What a backfill would create, changing nothing: how many deliveries, and the first events. */
-export async function previewBackfill(scope: TenantScope, endpointId: string, request: BackfillRequest, windowReadLimit: number) {
+export async function previewBackfill(scope: TenantScope, endpointId: string, request: BackfillRequest, maxEvents: number) {
   const ep = await targetEndpoint(scope, endpointId, false);
   if (typeof ep === 'string') return ep;
   const until = request.until ?? new Date();
-  await assertWindowWithin(scope, request, until, windowReadLimit);
+  await assertWindowWithin(scope, request, until, maxEvents);
   const [{ count }] = await candidates(scope, ep, request, until).count({ count: '*' });
   const sample: EventRow[] = await candidates(scope, ep, request, until).select(eventColumns(scope)).orderBy('events.id').limit(sampleSize);
   return { total: Number(count), sample };
@@ -150,7 +150,7 @@ export async function startBackfill(
     const ep = await targetEndpoint(s, endpointId, true);
     if (typeof ep === 'string') return ep;
     const until = request.until ?? new Date();
-    await assertWindowWithin(s, request, until, pacing.windowReadLimit);
+    await assertWindowWithin(s, request, until, pacing.maxEvents);
     const eventIds: string[] = await candidates(s, ep, request, until)
       .orderBy('events.id')
       .limit(pacing.maxEvents + 1)

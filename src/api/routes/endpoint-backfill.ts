@@ -14,15 +14,16 @@ function refused(why: BackfillRefusal): Error {
 }
 
 /** A backfill too large for one job, as the 400 that says how to split it. */
-function tooLarge(err: BackfillTooLarge | BackfillWindowTooLarge): ValidationError {
-  const problem =
-    err instanceof BackfillTooLarge
-      ? { path: 'since', message: `more than ${err.max} events match (REPLAY_MAX_LIMIT); narrow since/until or eventTypes and backfill in parts: a later part never repeats an earlier one` }
-      : {
-          path: 'until',
-          message: `the window holds more than ${err.limit} events (${windowReadsPerEvent} × REPLAY_MAX_LIMIT), more than one backfill reads; backfill until ${err.splitAt.toISOString()} first, then from there: a later part never repeats an earlier one`,
-        };
-  return new ValidationError([problem], 'backfill_too_large');
+function tooLarge(err: BackfillTooLarge | BackfillWindowTooLarge, since: Date): ValidationError {
+  const refuse = (path: string, message: string) => new ValidationError([{ path, message }], 'backfill_too_large');
+  const inParts = 'a later part never repeats an earlier one';
+  if (err instanceof BackfillTooLarge) {
+    return refuse('since', `more than ${err.max} events match (REPLAY_MAX_LIMIT); narrow since/until or eventTypes and backfill in parts: ${inParts}`);
+  }
+  const reads = `the window holds more than ${err.limit} events (${windowReadsPerEvent} × REPLAY_MAX_LIMIT), more than one backfill reads`;
+  // So many events at the very instant of since that no earlier split exists.
+  if (err.splitAt <= since) return refuse('until', `${reads}, all at ${since.toISOString()}: raise REPLAY_MAX_LIMIT to backfill them`);
+  return refuse('until', `${reads}; backfill until ${err.splitAt.toISOString()} first, then from there: ${inParts}`);
 }
 
 /** POST /v1/endpoints/:id/backfill: deliveries for past events an endpoint never got. */
@@ -50,10 +51,9 @@ export function endpointBackfillRoutes(routes: ApiRoutes, ctx: ApiContext): void
       if (problems.length > 0) throw new ValidationError(problems);
       const request = { since: body.since, until: body.until, eventTypes: body.eventTypes, reason: body.reason };
       const max = ctx.config.replayMaxLimit;
-      const windowReadLimit = max * windowReadsPerEvent;
       try {
         if (body.dryRun) {
-          const preview = await previewBackfill(scope, params.id, request, windowReadLimit);
+          const preview = await previewBackfill(scope, params.id, request, max);
           if (typeof preview === 'string') throw refused(preview);
           return { status: 200, body: { total: preview.total, sample: preview.sample.map((e) => rowToEvent(e)) } };
         }
@@ -61,12 +61,11 @@ export function endpointBackfillRoutes(routes: ApiRoutes, ctx: ApiContext): void
           ratePerSecond: ctx.config.replayRatePerSecond,
           defaultMaxAgeSeconds: ctx.config.retry.maxEventAgeSeconds,
           maxEvents: max,
-          windowReadLimit,
         });
         if (typeof started === 'string') throw refused(started);
         return { status: 202, body: started };
       } catch (err) {
-        if (err instanceof BackfillTooLarge || err instanceof BackfillWindowTooLarge) throw tooLarge(err);
+        if (err instanceof BackfillTooLarge || err instanceof BackfillWindowTooLarge) throw tooLarge(err, body.since);
         throw err;
       }
     },
