@@ -7,13 +7,13 @@
 -- PostgreSQL lost before the delivery was claimed again under the same number, changes nothing.
 --
 -- Inputs:  the delivery's status, attempt_count and lease_until; the attempt's number and its
---          claim's token. A NULL token checks the number alone: the release 0.4 callers of the
---          _v2 functions carry none.
+--          claim's token. A NULL token holds no claim: a caller that lost its token records nothing.
+--          (The _v2 wrappers, for release 0.4.0's processes, which carry no token, pass the
+--          delivery's current one: the attempt number alone decides for them, as before.)
 -- Inlined by the planner: a plain SQL expression of its arguments.
 CREATE OR REPLACE FUNCTION claim_held(
   p_status text, p_attempt_count integer, p_lease_until timestamptz, p_attempt_number integer, p_token bigint
 ) RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE AS $$
-  SELECT p_status = 'in_flight' AND p_attempt_count = p_attempt_number
-         AND (p_token IS NULL OR lease_token(p_lease_until) = p_token)
+  SELECT p_status = 'in_flight' AND p_attempt_count = p_attempt_number AND lease_token(p_lease_until) = p_token
 $$;

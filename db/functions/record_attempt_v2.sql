@@ -1,8 +1,8 @@
 -- record_attempt_v2: release 0.4.0's signature, kept for its processes while a rolling deploy
--- replaces them. The rule is record_attempt_v3 (see its file); this records by the attempt number
--- alone (no claim token, see claim_held) and returns the same rows without the token. The release
--- after the one that brings record_attempt_v3 drops it (docs/operations/functions.md, "expand, then
--- contract").
+-- replaces them. The rule is record_attempt_v3 (see its file). Its callers carry no claim token:
+-- this passes the delivery's current one, so the attempt number alone decides, as it did in 0.4.0,
+-- and returns the same rows without the token. The release after the one that brings
+-- record_attempt_v3 drops it (docs/operations/functions.md, "expand, then contract").
 CREATE OR REPLACE FUNCTION record_attempt_v2(
   p_delivery_id text, p_attempt_number integer, p_status text, p_next_at timestamptz, p_dead_reason text,
   p_status_code integer, p_last_error text, p_attempt_id text, p_tenant_id text, p_trigger text,
@@ -23,5 +23,5 @@ LANGUAGE sql VOLATILE AS $$
     FROM record_attempt_v3(p_delivery_id, p_attempt_number, p_status, p_next_at, p_dead_reason, p_status_code, p_last_error,
                            p_attempt_id, p_tenant_id, p_trigger, p_started_at, p_duration_ms, p_outcome, p_error_class,
                            p_error_message, p_response_excerpt, p_endpoint_id, p_failure, p_threshold, p_cooldown_seconds,
-                           p_hand_off_lease_ms, NULL)
+                           p_hand_off_lease_ms, (SELECT lease_token(d.lease_until) FROM deliveries d WHERE d.id = p_delivery_id))
 $$;

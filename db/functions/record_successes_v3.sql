@@ -13,7 +13,8 @@
 --
 -- Inputs:  parallel arrays, one element per success (delivery, attempt number and id, tenant,
 --          trigger, start, duration, status code, excerpt, endpoint, whether its slot goes on, its
---          claim's token: claim_held; a NULL array checks the attempt numbers alone),
+--          claim's token: claim_held; a token missing records nothing, arrays of other lengths
+--          are refused),
 --          p_threshold (circuit), p_lease_ms (lease of a handed attempt). p_tenant_ids is not read
 --          (since release 0.3.0, which passes NULL): an attempt's tenant is its delivery's. The
 --          column stays, unwritten, because the down step of migration 20261201000015 copies
@@ -55,11 +56,14 @@ BEGIN
   -- (events, receipts, deliveries, attempts: lock_for_new_partition), so creating a partition
   -- of events cannot deadlock with a result being recorded.
   PERFORM 1 FROM events WHERE false;
+  IF cardinality(p_lease_tokens) IS DISTINCT FROM cardinality(p_delivery_ids) THEN
+    RAISE EXCEPTION 'record_successes_v3: % claim tokens for % deliveries', cardinality(p_lease_tokens), cardinality(p_delivery_ids);
+  END IF;
   PERFORM set_config('synchronous_commit', 'off', true);
   WITH input AS (
     SELECT i.*, attempt_stored_in_delivery(i.trigger, i.attempt_number, 'success') AS in_delivery
       FROM unnest(p_delivery_ids, p_attempt_numbers, p_attempt_ids, p_triggers, p_started_ats,
-                  p_durations, p_status_codes, p_excerpts, COALESCE(p_lease_tokens, '{}'))
+                  p_durations, p_status_codes, p_excerpts, p_lease_tokens)
            WITH ORDINALITY AS i(delivery_id, attempt_number, attempt_id, trigger, started_at, duration_ms,
                                 status_code, response_excerpt, lease_token, n)
   ), done AS (

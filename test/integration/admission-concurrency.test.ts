@@ -130,7 +130,7 @@ describe('what a round costs', () => {
     await t.platform.db.raw('ANALYZE endpoints');
     // In one transaction, so its own scan counters say how the round read the table.
     const { admitted, scans } = await t.platform.db.transaction(async (trx) => {
-      const { rows } = await trx.raw('SELECT * FROM admit_due_v2(3, 500, 30, 0, 0, false)');
+      const { rows } = await trx.raw('SELECT * FROM admit_due_v3(3, 500, 30, 0, 0, false)');
       const { rows: stats } = await trx.raw(`SELECT seq_scan, idx_scan FROM pg_stat_xact_user_tables WHERE relname = 'endpoints'`);
       return { admitted: rows as Array<{ ep_id: string | null }>, scans: stats[0] as { seq_scan: string; idx_scan: string } };
     });
@@ -150,7 +150,7 @@ describe('what a round costs', () => {
     // One round in a transaction, which still holds the advisory locks the round took.
     const round = () =>
       t.platform.db.transaction(async (trx) => {
-        const { rows } = await trx.raw('SELECT * FROM admit_due_v2(3, 500, 30, 0, 0, false)');
+        const { rows } = await trx.raw('SELECT * FROM admit_due_v3(3, 500, 30, 0, 0, false)');
         const { rows: locks } = await trx.raw(
           `SELECT count(*)::int AS n FROM pg_locks
             WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND classid = 727002

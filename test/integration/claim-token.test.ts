@@ -78,3 +78,21 @@ describe('a claim lost in a crash of PostgreSQL', () => {
     expect(delivery.attempts).toEqual([expect.objectContaining({ attemptNumber: 1, statusCode: 200, durationMs: 34, outcome: 'success' })]);
   });
 });
+
+describe('a delivery handed on by a record', () => {
+  it('carries its own claim token, which its result is recorded under and no other is', async () => {
+    const endpointId = (await createEndpoint(tenant, { url: 'http://127.0.0.1:9/handed', maxConcurrency: 1 })).id;
+    for (let i = 0; i < 2; i++) await publish(tenant);
+    await eventually(async () => (await t.platform.db('deliveries').where({ endpoint_id: endpointId }).count({ n: '*' }))[0]!.n === 2, 'both deliveries');
+    const first = (await admitDue(t.platform.db, admission, { count: 10, inFlightLeaseMs: 30_000, mode: 'all' })).claimed.find((c) => c.endpoint.id === endpointId)!;
+    const [recorded] = await recordSuccesses(t.platform.db, [{ record: answer(first, 200, 5), handOff: true }], limits, 30_000);
+    const handed = recorded!.next!;
+    expect(handed).toMatchObject({ status: 'in_flight', attempt_count: 1, endpoint: { id: endpointId } });
+    expect(handed.lease_token).toEqual(expect.any(Number));
+
+    const forged = { ...answer(handed, 200, 6), leaseToken: handed.lease_token + 1 };
+    expect(await recordSuccesses(t.platform.db, [{ record: forged, handOff: false }], limits, 30_000)).toEqual([{ applied: false }]);
+    expect(await recordAttempt(t.platform.db, answer(handed, 200, 7), limits)).toEqual({ applied: true, next: undefined });
+    expect(await t.platform.db('deliveries').where({ endpoint_id: endpointId }).pluck('status')).toEqual(['succeeded', 'succeeded']);
+  });
+});

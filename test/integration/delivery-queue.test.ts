@@ -37,7 +37,7 @@ async function mirror(endpointId: string) {
   return { deliveries, queue };
 }
 
-function success(d: { id: string; tenant_id: string; attempt_count: number; lease_token: string; endpoint: { id: string } }): SuccessItem {
+function success(d: { id: string; tenant_id: string; attempt_count: number; lease_token: number; endpoint: { id: string } }): SuccessItem {
   return {
     handOff: true,
     record: {

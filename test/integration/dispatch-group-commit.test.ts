@@ -23,7 +23,7 @@ afterAll(async () => {
 });
 
 /** Takes the endpoint's oldest `n` pending deliveries in flight, as a claim would. */
-async function takeInFlight(endpointId: string, n: number): Promise<Array<{ id: string; tenant_id: string; lease_token: string }>> {
+async function takeInFlight(endpointId: string, n: number): Promise<Array<{ id: string; tenant_id: string; lease_token: number }>> {
   const { rows } = await t.platform.db.raw(
     `UPDATE deliveries SET status = 'in_flight', attempt_count = attempt_count + 1, lease_until = now() + interval '30 seconds'
       WHERE id IN (SELECT id FROM deliveries WHERE endpoint_id = ? AND status = 'pending' ORDER BY next_attempt_at, id LIMIT ?)
@@ -33,7 +33,7 @@ async function takeInFlight(endpointId: string, n: number): Promise<Array<{ id: 
   return rows;
 }
 
-function success(d: { id: string; tenant_id: string; lease_token: string }, endpointId: string, attemptNumber = 1): AttemptRecord {
+function success(d: { id: string; tenant_id: string; lease_token: number }, endpointId: string, attemptNumber = 1): AttemptRecord {
   return {
     deliveryId: d.id, endpointId, attemptNumber, leaseToken: d.lease_token, trigger: 'initial', startedAt: new Date(), durationMs: 3,
     statusCode: 200, outcome: 'success', errorClass: null, errorMessage: null, responseExcerpt: 'ok', next: { status: 'succeeded' }, endpointFailure: false,

@@ -22,7 +22,7 @@ afterAll(async () => {
   await t?.stop();
 });
 
-type InFlight = { id: string; tenant_id: string; order_key: string | null; lease_token: string };
+type InFlight = { id: string; tenant_id: string; order_key: string | null; lease_token: number };
 
 /** Takes the endpoint's oldest `n` pending deliveries in flight, as a claim would. */
 async function takeInFlight(endpointId: string, n: number): Promise<InFlight[]> {

@@ -21,7 +21,7 @@ describe('an attempt whose side steps fail is still recorded', () => {
     status: 'in_flight',
     attempt_count: 1,
     attempt_base: 0,
-    lease_token: '1764892800000000',
+    lease_token: 1764892800000000,
     replayed_at: null,
     next_trigger: 'initial',
     deadline_at: new Date(Date.now() + 86_400_000),

@@ -60,7 +60,7 @@ export interface AttemptRecord {
   endpointId: string;
   attemptNumber: number;
   /** The token of the claim the attempt was made under (ClaimedDelivery.lease_token). */
-  leaseToken: string;
+  leaseToken: number;
   trigger: Trigger;
   startedAt: Date;
   durationMs: number;
@@ -209,7 +209,7 @@ export interface EgressFailure {
   /** The attempt number the claim gave the delivery (its attempt_count while in flight). */
   attemptNumber: number;
   /** The claim's token (ClaimedDelivery.lease_token). */
-  leaseToken: string;
+  leaseToken: number;
   nextAt: Date;
   lastError: string;
 }

@@ -32,10 +32,11 @@ export interface ClaimedDelivery {
   trace_parent: string | null;
   /**
    * The claim's token (db/functions/lease_token.sql): its result is recorded under it, so that a
-   * claim lost in a crash of PostgreSQL cannot record over the claim made after it. A bigint, as
-   * text; null only beside a `status` other than `in_flight`, a claim that makes no attempt.
+   * claim lost in a crash of PostgreSQL cannot record over the claim made after it (microseconds;
+   * int8 is parsed as a number, src/infra/db.ts). Null only beside a `status` other than
+   * `in_flight`, a claim that makes no attempt.
    */
-  lease_token: string;
+  lease_token: number;
   endpoint: Pick<EndpointRow, 'id' | 'url' | 'status' | 'retry_policy' | 'secret_enc' | 'previous_secret_enc' | 'previous_secret_expires_at' | 'deleted_at'>;
 }
 
