@@ -60,9 +60,12 @@ export class Retention {
 
   constructor(private readonly deps: { db: Knex; policy: RetentionPolicy; logger: Logger }) {}
 
-  /** Creates the partitions the next days need; every role calls it at start. */
-  async ensureAhead(): Promise<number> {
-    const { now } = await databaseCutoffs(this.deps.db, this.deps.policy);
+  /**
+   * Creates the partitions the next days need; every role calls it at start. `now` is PostgreSQL's
+   * clock when the caller has read it already (a retention run has).
+   */
+  async ensureAhead(now?: Date): Promise<number> {
+    now ??= (await databaseCutoffs(this.deps.db, this.deps.policy)).now;
     return ensurePartitions(this.deps.db, new Date(now.getTime() - dayMs), new Date(now.getTime() + daysAhead * dayMs));
   }
 
@@ -107,7 +110,7 @@ export class Retention {
     const { db, policy } = this.deps;
     const { now, cut } = await databaseCutoffs(db, policy);
     const removed = Object.fromEntries(RETAINED_TABLES.map((t) => [t, 0])) as Record<RetainedTable, number>;
-    const report: RetentionReport = { dryRun, removed, partitions: [], held: [], partitionsCreated: dryRun ? 0 : await this.ensureAhead() };
+    const report: RetentionReport = { dryRun, removed, partitions: [], held: [], partitionsCreated: dryRun ? 0 : await this.ensureAhead(now) };
     if (!dryRun) report.partitions.push(...(await dropDetachedLeftovers(db)));
     const partitions = await listPartitions(db);
     const of = (parent: string) => partitions.filter((p): p is PartitionBounds & { upper: string } => p.parent === parent && p.upper !== null);
