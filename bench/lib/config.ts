@@ -173,6 +173,8 @@ export const benchConfig = {
   retention: {
     /** Attempt rows removed each way (one partition dropped, the same number DELETEd); reported per million. */
     rows: int('BENCH_RETENTION_ROWS', 1_000_000),
+    /** Pairs of days removed (one dropped, one deleted each); each side is their median. */
+    pairs: int('BENCH_RETENTION_PAIRS', 3),
   },
   tracing: {
     /** Alternating off/on pairs of each measurement. */
