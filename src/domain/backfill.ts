@@ -2,10 +2,7 @@
  * What a backfill may ask for, checked before any row is read. Pure: the caller passes the clock.
  */
 import type { Problem } from './errors.js';
-import type { RetentionPolicy } from './retention.js';
 import { windowOrderProblem } from './time-window.js';
-
-const dayMs = 86_400_000;
 
 /**
  * The most of its window's events a backfill reads, for each event it may take (REPLAY_MAX_LIMIT):
@@ -19,21 +16,28 @@ export interface BackfillWindow {
   until?: Date;
 }
 
+/** The clock a backfill's window is checked against: PostgreSQL's, as retention reads it. */
+export interface BackfillClock {
+  now: Date;
+  /** Where RETENTION_DAYS begins now: retention removes events made before it (db/functions/retention_cutoff.sql). */
+  retainedSince: Date;
+  retentionDays: number;
+}
+
 /**
  * Every problem with a backfill's window: `since` must come before `until`, and must lie
  * inside RETENTION_DAYS, because older events are gone or being removed by retention, so a backfill
  * reaching further back would silently deliver only some of them.
  */
-export function backfillWindowProblems(window: BackfillWindow, now: Date, retention: RetentionPolicy): Problem[] {
+export function backfillWindowProblems(window: BackfillWindow, clock: BackfillClock): Problem[] {
   const problems: Problem[] = [];
-  const oldest = new Date(now.getTime() - retention.retentionDays * dayMs);
-  if (window.since < oldest) {
+  if (window.since < clock.retainedSince) {
     problems.push({
       path: 'since',
-      message: `must be within RETENTION_DAYS (${retention.retentionDays} days): no earlier than ${oldest.toISOString()}; older events are removed by retention`,
+      message: `must be within RETENTION_DAYS (${clock.retentionDays} days): no earlier than ${clock.retainedSince.toISOString()}; older events are removed by retention`,
     });
   }
-  if (window.since >= now) problems.push({ path: 'since', message: 'must be in the past' });
+  if (window.since >= clock.now) problems.push({ path: 'since', message: 'must be in the past' });
   const order = windowOrderProblem(window.since, window.until);
   if (order) problems.push(order);
   return problems;

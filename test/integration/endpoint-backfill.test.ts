@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { expectError } from '../helpers/api.js';
 import { createEndpoint, publish, publishMany } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
@@ -72,6 +72,28 @@ describe('endpoint backfill', () => {
       { path: 'since', message: expect.stringContaining('RETENTION_DAYS (30 days)') },
       { path: 'since', message: 'must not be after until' },
     ]);
+  });
+
+  it("bounds since by PostgreSQL's clock, where retention removes, whatever the process's clock says", async () => {
+    const dayMs = 86_400_000;
+    const { rows } = await t.platform.db.raw<{ rows: Array<{ now: Date }> }>('SELECT now() AS now');
+    const databaseNow = rows[0]!.now.getTime();
+    const askWithClock = async (skewMs: number, sinceMs: number) => {
+      vi.useFakeTimers({ toFake: ['Date'], now: Date.now() + skewMs, shouldAdvanceTime: true });
+      try {
+        return await backfill(a, epN, { since: new Date(sinceMs).toISOString(), dryRun: true });
+      } finally {
+        vi.useRealTimers();
+      }
+    };
+    // An hour past RETENTION_DAYS (30) by PostgreSQL's clock: retention may be removing that day,
+    // though a process clock a day behind would put it inside.
+    const outside = await askWithClock(-dayMs, databaseNow - 30 * dayMs - 3_600_000);
+    expectError(outside, 400, 'validation_failed');
+    expect(outside.body.error.details).toEqual([{ path: 'since', message: expect.stringContaining('RETENTION_DAYS (30 days)') }]);
+    // An hour inside it: taken, though a process clock a day ahead would put it outside.
+    const inside = await askWithClock(dayMs, databaseNow - 30 * dayMs + 3_600_000);
+    expect(inside.status).toBe(200);
   });
 
   it("takes only the events the endpoint's content filter takes, as fan-out would", async () => {

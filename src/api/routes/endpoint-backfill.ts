@@ -2,6 +2,7 @@ import { backfillWindowProblems, windowReadsPerEvent } from '../../domain/backfi
 import { conflict, notFound, ValidationError } from '../../domain/errors.js';
 import { BackfillTooLarge, BackfillWindowTooLarge, previewBackfill, type BackfillRefusal } from '../../store/backfill-store.js';
 import { rowToEvent } from '../../store/events-store.js';
+import { databaseCutoffs } from '../../store/retention-store.js';
 import type { ApiContext } from '../context.js';
 import type { ApiRoutes } from '../route.js';
 import { backfillBody, backfillPreview, backfillStarted } from '../backfill-schemas.js';
@@ -47,7 +48,9 @@ export function endpointBackfillRoutes(routes: ApiRoutes, ctx: ApiContext): void
       errors: [404, 409],
     },
     async ({ params, body, scope }) => {
-      const problems = backfillWindowProblems(body, new Date(), ctx.config.retention);
+      // Retention's own clock and window (PostgreSQL's), so that a backfill never reaches a day it is removing.
+      const { now, cut } = await databaseCutoffs(ctx.platformDb, ctx.config.retention);
+      const problems = backfillWindowProblems(body, { now, retainedSince: cut.succeeded, retentionDays: ctx.config.retention.retentionDays });
       if (problems.length > 0) throw new ValidationError(problems);
       const request = { since: body.since, until: body.until, eventTypes: body.eventTypes, reason: body.reason };
       const max = ctx.config.replayMaxLimit;
