@@ -12,6 +12,13 @@ function int(name: string, fallback: number): number {
   return Number(raw);
 }
 
+/** A count that must be at least 1 (a median of none is no number). */
+function atLeastOne(name: string, fallback: number): number {
+  const n = int(name, fallback);
+  if (n < 1) throw new Error(`${name} must be at least 1, got ${n}`);
+  return n;
+}
+
 function str(name: string, fallback: string): string {
   const raw = process.env[name];
   return raw === undefined || raw === '' ? fallback : raw;
@@ -168,13 +175,13 @@ export const benchConfig = {
     events: int('BENCH_STORAGE_EVENTS', 20_000),
     payloadBytes: int('BENCH_STORAGE_PAYLOAD_BYTES', 400),
     /** Passes from a fresh state; each field is the median of the passes. */
-    passes: int('BENCH_STORAGE_PASSES', 3),
+    passes: atLeastOne('BENCH_STORAGE_PASSES', 3),
   },
   retention: {
     /** Attempt rows removed each way (one partition dropped, the same number DELETEd); reported per million. */
     rows: int('BENCH_RETENTION_ROWS', 1_000_000),
     /** Pairs of days removed (one dropped, one deleted each); each side is their median. */
-    pairs: int('BENCH_RETENTION_PAIRS', 3),
+    pairs: atLeastOne('BENCH_RETENTION_PAIRS', 3),
   },
   tracing: {
     /** Alternating off/on pairs of each measurement. */

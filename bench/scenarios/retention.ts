@@ -27,12 +27,13 @@ const chunk = 100_000;
  */
 export async function runRetention(ctx: BenchContext): Promise<RetentionResult> {
   const { rows, pairs: count } = ctx.config.retention;
-  if (count < 1) throw new Error('BENCH_RETENTION_PAIRS must be at least 1');
   await resetState(ctx);
   const tenantId = await insertTenant(ctx.db, 'retention');
   const [endpointId] = await insertEndpoints(ctx.db, tenantId, 'ret', 1, 1, ctx.settings.secretsKey);
   const pairs: RemovalPair[] = [];
-  for (let pair = 0; pair < count; pair++) pairs.push(await removalPair(ctx, tenantId, endpointId!, 60 + 2 * pair));
+  // One base for every pair: a run that crosses midnight must not give two pairs the same day.
+  const today = Math.floor(Date.now() / dayMs) * dayMs;
+  for (let pair = 0; pair < count; pair++) pairs.push(await removalPair(ctx, tenantId, endpointId!, new Date(today - (60 + 2 * pair) * dayMs)));
   const perMillion = (ms: number) => round((ms * 1_000_000) / rows, 1);
   return {
     dropMsPerMillion: perMillion(median(pairs.map((p) => p.dropMs))),
@@ -47,11 +48,11 @@ interface RemovalPair {
   vacuumAfterDeleteMs: number;
 }
 
-/** One day dropped and one deleted, `daysAgo` and the day after it. */
-async function removalPair(ctx: BenchContext, tenantId: string, endpointId: string, daysAgo: number): Promise<RemovalPair> {
+/** Two days from `first`: the first is removed by DELETE, the second by dropping its partition. */
+async function removalPair(ctx: BenchContext, tenantId: string, endpointId: string, first: Date): Promise<RemovalPair> {
   const { rows } = ctx.config.retention;
   const { db } = ctx;
-  const days = [0, 1].map((i) => new Date(Math.floor(Date.now() / dayMs) * dayMs - (daysAgo - i) * dayMs));
+  const days = [first, new Date(first.getTime() + dayMs)];
   await ensurePartitions(db, days[0]!, new Date(days[1]!.getTime() + dayMs));
   const perDelivery = Math.ceil(rows / deliveriesPerDay);
   for (const day of days) {

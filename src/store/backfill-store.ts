@@ -7,8 +7,8 @@ import type { TenantScope } from './tenant-scope.js';
 
 export interface BackfillRequest {
   since: Date;
-  /** Exclusive; now when absent. */
-  until?: Date;
+  /** Exclusive. The route fills in PostgreSQL's now when the request leaves it out, the clock its window was checked by. */
+  until: Date;
   /** Narrows the endpoint's own filter (both must take a type); absent: the endpoint's filter alone. */
   eventTypes?: string[];
   reason: string;
@@ -108,7 +108,7 @@ function candidates(scope: TenantScope, ep: TargetEndpoint, request: BackfillReq
 export async function previewBackfill(scope: TenantScope, endpointId: string, request: BackfillRequest, maxEvents: number) {
   const ep = await targetEndpoint(scope, endpointId, false);
   if (typeof ep === 'string') return ep;
-  const until = request.until ?? new Date();
+  const { until } = request;
   await assertWindowWithin(scope, request, until, maxEvents);
   const [{ count }] = await candidates(scope, ep, request, until).count({ count: '*' });
   const sample: EventRow[] = await candidates(scope, ep, request, until).select(eventColumns(scope)).orderBy('events.id').limit(sampleSize);
@@ -149,7 +149,7 @@ export async function startBackfill(
     await s.composed('SELECT pg_advisory_xact_lock(:key::int, hashtext(:endpointId))', { key: backfillLock, endpointId });
     const ep = await targetEndpoint(s, endpointId, true);
     if (typeof ep === 'string') return ep;
-    const until = request.until ?? new Date();
+    const { until } = request;
     await assertWindowWithin(s, request, until, pacing.maxEvents);
     const eventIds: string[] = await candidates(s, ep, request, until)
       .orderBy('events.id')

@@ -78,6 +78,7 @@ describe('endpoint backfill', () => {
     const dayMs = 86_400_000;
     const { rows } = await t.platform.db.raw<{ rows: Array<{ now: Date }> }>('SELECT now() AS now');
     const databaseNow = rows[0]!.now.getTime();
+    // The api runs in this process (startTestPlatform), so faking Date here skews its clock.
     const askWithClock = async (skewMs: number, sinceMs: number) => {
       vi.useFakeTimers({ toFake: ['Date'], now: Date.now() + skewMs, shouldAdvanceTime: true });
       try {
@@ -94,6 +95,12 @@ describe('endpoint backfill', () => {
     // An hour inside it: taken, though a process clock a day ahead would put it outside.
     const inside = await askWithClock(dayMs, databaseNow - 30 * dayMs + 3_600_000);
     expect(inside.status).toBe(200);
+    // Without until, the window ends at PostgreSQL's now too: with the process's clock a day
+    // behind, it would end before it began and take nothing.
+    const lastHour = databaseNow - 3_600_000;
+    const unskewed = await askWithClock(0, lastHour);
+    expect(unskewed.body.total).toBeGreaterThan(0);
+    expect((await askWithClock(-dayMs, lastHour)).body.total).toBe(unskewed.body.total);
   });
 
   it("takes only the events the endpoint's content filter takes, as fan-out would", async () => {

@@ -52,7 +52,7 @@ export function endpointBackfillRoutes(routes: ApiRoutes, ctx: ApiContext): void
       const { now, cut } = await databaseCutoffs(ctx.platformDb, ctx.config.retention);
       const problems = backfillWindowProblems(body, { now, retainedSince: cut.succeeded, retentionDays: ctx.config.retention.retentionDays });
       if (problems.length > 0) throw new ValidationError(problems);
-      const request = { since: body.since, until: body.until, eventTypes: body.eventTypes, reason: body.reason };
+      const request = { since: body.since, until: body.until ?? now, eventTypes: body.eventTypes, reason: body.reason };
       const max = ctx.config.replayMaxLimit;
       try {
         if (body.dryRun) {
