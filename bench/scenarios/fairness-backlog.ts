@@ -2,6 +2,7 @@ import type { Topology } from '../lib/config.js';
 import { resetState, waitUntil, type BenchContext } from '../lib/context.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { countRows, insertBacklog } from '../lib/database.js';
+import { PgSampler } from '../lib/pg-sampler.js';
 import { round } from '../lib/stats.js';
 import { noisyEndpoints, p99FloorMs, phaseEnd, phaseStart, probeUrl, schedulerWait, startTopology, tenantsAndStream } from './fairness.js';
 import { latencyOverTime, measureStream, streamSummary } from './latency.js';
@@ -50,6 +51,9 @@ export async function runBacklogCase(ctx: BenchContext, topology: Topology): Pro
       { oneTransaction: true },
     );
     const insertSeconds = (Date.now() - insertStarted) / 1000;
+    // With BENCH_PG_SAMPLE=1, what PostgreSQL's backends did after the insert and during B's window.
+    const settleSampler = ctx.config.pgSample ? new PgSampler(ctx.db) : undefined;
+    settleSampler?.start();
     const undone = () => countRows(ctx.db, "SELECT count(*) AS n FROM deliveries WHERE tenant_id = ? AND status <> 'succeeded'", [noisy.id]);
     // B starts once A's drain is under way and the one large insert's aftermath has passed (the
     // first reads and vacuums of 100,000 rows committed at once: hint bits, statistics), which a
@@ -58,13 +62,18 @@ export async function runBacklogCase(ctx: BenchContext, topology: Topology): Pro
     await sleep(cfg.backlogSettleMs);
     const leftAtStart = await undone();
 
+    const settleActivity = settleSampler?.stop();
+
     ctx.log(`fairness backlog (${topology}): tenant B again while A's backlog drains (${leftAtStart} of ${backlog} left)`);
+    const drainSampler = ctx.config.pgSample ? new PgSampler(ctx.db) : undefined;
+    drainSampler?.start();
     phase = await phaseStart(platform, probeUrl(ctx));
     const drainSince = new Date(Date.now() + cfg.warmupSeconds * 1000);
     const windowStarted = Date.now();
     // The same warm-up as alone: B's new connections and first requests count in neither phase.
     const during = await measureStream(ctx, url, quiet.apiKey, { ...stream, seconds: cfg.warmupSeconds + cfg.backlogSeconds, warmupSeconds: cfg.warmupSeconds });
     const windowSeconds = (Date.now() - windowStarted) / 1000;
+    const drainActivity = drainSampler?.stop();
     const leftAtEnd = await undone();
     const drainMachine = await phaseEnd(platform, phase);
     const drainWait = await schedulerWait(ctx, quiet.id, drainSince);
@@ -85,13 +94,14 @@ export async function runBacklogCase(ctx: BenchContext, topology: Topology): Pro
         seconds: cfg.backlogSeconds,
         warmupSeconds: cfg.warmupSeconds,
         alone: { ...aloneSummary, schedulerWait: aloneWait, machine: aloneMachine },
-        duringDrain: { ...drainSummary, schedulerWait: drainWait, machine: drainMachine, overTime: latencyOverTime(during, 1000) },
+        duringDrain: { ...drainSummary, schedulerWait: drainWait, machine: drainMachine, overTime: latencyOverTime(during, 1000), pgActivity: drainActivity },
         backlog: {
           deliveries: backlog,
           events: cfg.backlogEvents,
           endpoints: noisyEndpoints,
           insertSeconds: round(insertSeconds, 1),
           settleMs: cfg.backlogSettleMs,
+          pgActivityBeforeB: settleActivity,
           leftWhenBStarted: leftAtStart,
           leftWhenBEnded: leftAtEnd,
           // A's rate while B was measured: the drain was not bought by starving A.
