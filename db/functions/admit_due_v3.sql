@@ -41,8 +41,9 @@
 --          loops only: statement 2 once merge-joined its few picked ids with all of deliveries_pkey,
 --          every delivery read on every round ("Joins that walked the whole table by its index").
 --
--- Cost follows endpoints with pending work, not endpoints that exist: candidates come from a skip
--- scan over delivery_queue_due, one index descent per endpoint with a pending delivery. The round
+-- Cost follows endpoints with pending work, not endpoints that exist: candidates come from
+-- pending_endpoints, a skip scan over delivery_queue_due, one index descent per endpoint with a
+-- pending delivery. The round
 -- does not wait for its WAL flush: admitted rows promise nobody anything, and lost in a crash of
 -- PostgreSQL they are simply pending again.
 --
@@ -76,21 +77,12 @@ BEGIN
   --    (endpoint_room), each try-locked. In this snapshot, taken before the locks, room is only a
   --    first look: next_due says, in statement 2, what each endpoint may start.
   PERFORM set_config('enable_sort', 'off', true);
-  WITH RECURSIVE pend(endpoint_id) AS (
-      (SELECT q.endpoint_id FROM delivery_queue q WHERE q.status = 'pending'
-        ORDER BY q.endpoint_id, q.next_attempt_at, q.delivery_id LIMIT 1)
-    UNION ALL
-      SELECT (SELECT q.endpoint_id FROM delivery_queue q
-               WHERE q.status = 'pending' AND q.endpoint_id > pend.endpoint_id
-               ORDER BY q.endpoint_id, q.next_attempt_at, q.delivery_id LIMIT 1)
-        FROM pend WHERE pend.endpoint_id IS NOT NULL
-  ), cand AS MATERIALIZED (
-    SELECT pend.endpoint_id AS id FROM pend
-     WHERE pend.endpoint_id IS NOT NULL
-       -- Only endpoints with room. A full one gets room when one of its slots ends, and that
-       -- slot's process hands it on or wakes a round of its own. Asked after the due check
-       -- (CASE fixes the order), so endpoints with only later work cost no call.
-       AND CASE WHEN (SELECT q.next_attempt_at FROM delivery_queue q WHERE q.endpoint_id = pend.endpoint_id AND q.status = 'pending'
+  WITH cand AS MATERIALIZED (
+    SELECT pend.endpoint_id AS id FROM pending_endpoints() AS pend(endpoint_id)
+     -- Only endpoints with room. A full one gets room when one of its slots ends, and that
+     -- slot's process hands it on or wakes a round of its own. Asked after the due check
+     -- (CASE fixes the order), so endpoints with only later work cost no call.
+     WHERE CASE WHEN (SELECT q.next_attempt_at FROM delivery_queue q WHERE q.endpoint_id = pend.endpoint_id AND q.status = 'pending'
                        ORDER BY q.next_attempt_at, q.delivery_id LIMIT 1) <= now()
                 THEN (SELECT r.free FROM endpoint_room(pend.endpoint_id, p_batch, p_threshold, false) r) > 0
                 ELSE false END

@@ -3,6 +3,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admitDue } from '../../src/delivery/sql/admit.js';
 import { recordAttempt, recordSuccesses, type AttemptRecord } from '../../src/delivery/sql/attempts.js';
+import { sweep } from '../../src/delivery/sql/sweep.js';
 import type { ClaimedDelivery } from '../../src/delivery/sql/claimed.js';
 import { createDb } from '../../src/infra/db.js';
 import { createEndpoint, insertPendingBacklog } from '../helpers/dispatch.js';
@@ -200,5 +201,31 @@ describe('plans made while pending deliveries were rare', () => {
       expect(reads.length).toBeGreaterThan(0);
       expect(reads.filter((r) => !/Index Cond: \(id = \(?q\.delivery_id\)?(::text)?\)/.test(r))).toEqual([]);
     }
+  });
+});
+
+describe('the sweep beside a large backlog', () => {
+  it("reads a few queue entries per endpoint with pending work, not the whole backlog, and still dead-letters a disabled endpoint's work", async () => {
+    const busy = (await createEndpoint(tenant, { url: 'http://127.0.0.1:9/sweep-busy', eventTypes: ['order.*'] })).id;
+    const off = (await createEndpoint(tenant, { url: 'http://127.0.0.1:9/sweep-off', eventTypes: ['order.*'] })).id;
+    await insertPendingBacklog(t, tenant.id, busy, 20_000);
+    await insertPendingBacklog(t, tenant.id, off, 3);
+    await t.platform.db.raw("UPDATE endpoints SET status = 'disabled' WHERE id = ?", [off]);
+    const pending = Number((await conn.raw("SELECT count(*) AS n FROM delivery_queue WHERE status = 'pending'")).rows[0].n);
+    expect(pending).toBeGreaterThan(20_000);
+
+    const readsBefore = await queueIndexReads();
+    const result = await sweep(conn, { defaultMaxAttempts: 5, autoDisableAfterSeconds: 86_400 });
+    const readsAfter = await queueIndexReads();
+
+    expect(result.deadDisabled).toBe(3);
+    expect(await t.platform.db('deliveries').where({ endpoint_id: off }).select('status', 'dead_reason')).toEqual(
+      Array.from({ length: 3 }, () => ({ status: 'dead', dead_reason: 'endpoint_disabled' })),
+    );
+    expect(Number((await conn.raw("SELECT count(*) AS n FROM deliveries WHERE endpoint_id = ? AND status = 'pending'", [busy])).rows[0].n)).toBe(20_000);
+    // Every sweep of every worker, each second: the dead-letter step once read every pending entry
+    // of the queue (a bitmap scan of delivery_queue_deadline) to find nearly always none.
+    const read = [...readsAfter].map(([index, n]) => ({ index, entries: n - (readsBefore.get(index) ?? 0) }));
+    expect(read.filter((r) => r.entries > 200)).toEqual([]);
   });
 });
