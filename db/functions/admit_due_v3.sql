@@ -43,9 +43,8 @@
 --
 -- Cost follows endpoints with pending work, not endpoints that exist: candidates come from
 -- pending_endpoints, a skip scan over delivery_queue_due, one index descent per endpoint with a
--- pending delivery. The round
--- does not wait for its WAL flush: admitted rows promise nobody anything, and lost in a crash of
--- PostgreSQL they are simply pending again.
+-- pending delivery. The round does not wait for its WAL flush: admitted rows promise nobody
+-- anything, and lost in a crash of PostgreSQL they are simply pending again.
 --
 -- The columns of a delivery in flight are those of src/delivery/sql/claimed.ts, ending with the
 -- stored trace contexts (its event's fan-out, and a replay's own), so an attempt's span needs no

@@ -105,24 +105,24 @@ export async function sweep(db: Knex, limits: SweepLimits, deadLettered: (reason
   // Only `disabled`: a paused endpoint keeps its waiting work. The endpoints come first, from those
   // with pending work (pending_endpoints, one index descent each; the LIMIT keeps each endpoint a
   // look-up by key): nearly always none, and the step then costs that walk, not a read of every
-  // pending entry of the queue.
-  const { rows: gone } = await db.raw<{ rows: Array<{ id: string }> }>(
-    `SELECT ep.id FROM pending_endpoints() p(id)
-       CROSS JOIN LATERAL (SELECT e.id FROM endpoints e WHERE e.id = p.id AND (e.status = 'disabled' OR e.deleted_at IS NOT NULL) LIMIT 1) ep`,
+  // pending entry of the queue. The UPDATE judges each endpoint again, in its own snapshot.
+  const gone = "(ep.status = 'disabled' OR ep.deleted_at IS NOT NULL)";
+  const { rows: goneIds } = await db.raw<{ rows: Array<{ id: string }> }>(
+    `SELECT g.id FROM pending_endpoints() p(id) CROSS JOIN LATERAL (SELECT ep.id FROM endpoints ep WHERE ep.id = p.id AND ${gone} LIMIT 1) g`,
   );
   // Raw: the builder's UPDATE ... FROM takes one table, and this one needs two.
   const { rows: deadEndpoint } =
-    gone.length === 0
+    goneIds.length === 0
       ? { rows: [] }
       : await db.raw<{ rows: Array<{ dead_reason: string }> }>(
           `UPDATE deliveries d SET status = 'dead', dead_reason = CASE WHEN ep.deleted_at IS NULL THEN 'endpoint_disabled' ELSE 'endpoint_deleted' END,
                   last_error = CASE WHEN ep.deleted_at IS NULL THEN 'endpoint is disabled' ELSE 'endpoint was deleted' END,
                   updated_at = now()
              FROM endpoints ep, delivery_queue q
-            WHERE ep.id = ANY(:gone) AND (ep.status = 'disabled' OR ep.deleted_at IS NOT NULL)
-              AND q.endpoint_id = ANY(:gone) AND q.endpoint_id = ep.id AND q.status = 'pending' AND d.id = q.delivery_id AND d.status = 'pending'
+            WHERE q.endpoint_id = ANY(:ids) AND q.status = 'pending' AND ep.id = q.endpoint_id AND ${gone}
+              AND d.id = q.delivery_id AND d.status = 'pending'
             RETURNING d.dead_reason`,
-          { gone: gone.map((g) => g.id) },
+          { ids: goneIds.map((g) => g.id) },
         );
   told('endpoint_disabled', deadEndpoint.filter((r) => r.dead_reason === 'endpoint_disabled').length);
   told('endpoint_deleted', deadEndpoint.filter((r) => r.dead_reason === 'endpoint_deleted').length);
