@@ -49,8 +49,8 @@
 -- The columns of a delivery in flight are those of src/delivery/sql/claimed.ts, ending with the
 -- stored trace contexts (its event's fan-out, and a replay's own), so an attempt's span needs no
 -- read of its own, then the claim's token (lease_token), which its result is recorded under
--- (claim_held). The token is why this is a new function: `admit_due_v2` answers release 0.4's
--- processes the same rows without it, and `admit_due` release 0.1.0's (see its file for why it stays) (docs/operations/functions.md).
+-- (claim_held). The token is why this is a new function; `admit_due` still answers release 0.1.0's
+-- processes (see its file for why it stays; docs/operations/functions.md).
 CREATE OR REPLACE FUNCTION admit_due_v3(
   p_threshold integer, p_batch integer, p_queued_lease_seconds integer,
   p_local integer, p_in_flight_lease_ms integer, p_all_local boolean

@@ -8,8 +8,6 @@
 --
 -- Inputs:  the delivery's status, attempt_count and lease_until; the attempt's number and its
 --          claim's token. A NULL token holds no claim: a caller that lost its token records nothing.
---          (The _v2 wrappers, for release 0.4.0's processes, which carry no token, pass the
---          delivery's current one: the attempt number alone decides for them, as before.)
 -- Inlined by the planner: a plain SQL expression of its arguments.
 CREATE OR REPLACE FUNCTION claim_held(
   p_status text, p_attempt_count integer, p_lease_until timestamptz, p_attempt_number integer, p_token bigint

@@ -21,8 +21,7 @@
 -- The columns of a delivery in flight are those of src/delivery/sql/claimed.ts, ending with the
 -- stored trace contexts (its event's fan-out, and a replay's own), so an attempt's span needs no
 -- read of its own, then the claim's token (lease_token), which its result is recorded under
--- (claim_held). The token is why this is a new function: the `_v2` one answers release 0.4's
--- processes the same rows without it (docs/operations/functions.md).
+-- (claim_held). The token is why this is a new function (docs/operations/functions.md).
 CREATE OR REPLACE FUNCTION hand_off_v3(p_endpoint_ids text[], p_slots integer[], p_threshold integer, p_lease_ms integer)
 RETURNS TABLE (
   id text, tenant_id text, status text, attempt_count integer, attempt_base integer,

@@ -1,7 +1,7 @@
 -- next_due: an endpoint's next due deliveries, as many as it has room for right now.
 --
 -- The one rule for "may this endpoint start another attempt, and with which delivery". Admission
--- (admit_due_v2) and both slot hand-offs (hand_off_v2, called by the two recording functions)
+-- (admit_due_v3) and both slot hand-offs (hand_off_v3, called by the two recording functions)
 -- ask it, so a changed status, max_concurrency, rate limit, circuit or ordering applies to all
 -- three at once, even while a backlog drains.
 --

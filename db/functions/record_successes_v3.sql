@@ -32,8 +32,7 @@
 -- The columns of a delivery in flight are those of src/delivery/sql/claimed.ts, ending with the
 -- stored trace contexts (its event's fan-out, and a replay's own), so an attempt's span needs no
 -- read of its own, then the claim's token (lease_token), which its result is recorded under
--- (claim_held). The token is why this is a new function: the `_v2` one answers release 0.4's
--- processes the same rows without it (docs/operations/functions.md).
+-- (claim_held). The token is why this is a new function (docs/operations/functions.md).
 CREATE OR REPLACE FUNCTION record_successes_v3(
   p_delivery_ids text[], p_attempt_numbers integer[], p_attempt_ids text[], p_tenant_ids text[], p_triggers text[],
   p_started_ats timestamptz[], p_durations integer[], p_status_codes integer[], p_excerpts text[],
