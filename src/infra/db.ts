@@ -46,8 +46,19 @@ export interface DbOptions {
 /** How long the server lets one statement run in a pool that cancels on the server (DbOptions). */
 export const statementTimeoutMs = (timeoutMs: number) => Math.round(timeoutMs * 1.5);
 
+/**
+ * What every pooled connection sets before its first statement. JIT off: the cost of a cached
+ * generic plan follows the table statistics it was planned with, and once they count a large
+ * backlog, short statements (a hand-off's pick, an admission round's candidates) crossed
+ * jit_above_cost and were compiled again on every call, 15–150 ms each for a few rows
+ * (docs/performance.md, "A backlog that made every statement compile").
+ */
+function sessionSettings(cancelOnServer: boolean, timeoutMs: number): string {
+  return ['SET jit = off', ...(cancelOnServer ? [`SET statement_timeout = ${statementTimeoutMs(timeoutMs)}`] : [])].join('; ');
+}
+
 export function createDb({ url, poolMax = 20, poolMin = 0, timeoutMs = 5_000, cancelOnServer = false, logger, warmUps = [] }: DbOptions): Knex {
-  const setUp = cancelOnServer ? `SET statement_timeout = ${statementTimeoutMs(timeoutMs)}` : undefined;
+  const setUp = sessionSettings(cancelOnServer, timeoutMs);
   return knexFactory({
     ...(logger && {
       log: {
@@ -63,10 +74,11 @@ export function createDb({ url, poolMax = 20, poolMin = 0, timeoutMs = 5_000, ca
       min: Math.min(poolMin, poolMax),
       max: poolMax,
       idleTimeoutMillis: 30_000,
-      // The statement timeout with SET, not as a startup parameter, which PgBouncer refuses by
-      // default. Each connection made later under load is also warm before its first statement.
+      // The settings with SET, not as startup parameters, which PgBouncer refuses by default.
+      // Each connection made later under load is also warm before its first statement.
       afterCreate: (conn: pg.Client, done: (err: Error | null, conn: pg.Client) => void) => {
-        (setUp ? conn.query(setUp) : Promise.resolve())
+        conn
+          .query(setUp)
           .then(() => warmConnection(conn, warmUps))
           .then(
             (failed) => {
