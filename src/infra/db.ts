@@ -50,7 +50,7 @@ export const statementTimeoutMs = (timeoutMs: number) => Math.round(timeoutMs * 
  * What every pooled connection sets before its first statement. JIT off: the cost of a cached
  * generic plan follows the table statistics it was planned with, and once they count a large
  * backlog, short statements (a hand-off's pick, an admission round's candidates) crossed
- * jit_above_cost and were compiled again on every call, 14–150 ms each for a few rows
+ * jit_above_cost and were compiled again on every call: 14 ms for a few rows, ~145 ms for a round
  * (docs/performance.md, "A backlog that made every statement compile").
  */
 function sessionSettings(cancelOnServer: boolean, timeoutMs: number): string {
