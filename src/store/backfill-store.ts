@@ -63,12 +63,12 @@ async function targetEndpoint(scope: TenantScope, endpointId: string, lock: bool
  * a backfill takes have none by definition. The endpoint itself was found through the session's
  * scope, and a session's event types narrow `candidates`.
  */
-function windowEvents(scope: TenantScope, request: BackfillRequest, until: Date): Knex.QueryBuilder {
+function windowEvents(scope: TenantScope, { since, until }: BackfillRequest): Knex.QueryBuilder {
   return scope
     .fromWholeTenant('events')
-    .where('events.id', '>=', scope.expression(`typeid_floor('evt', :at::timestamptz)`, { at: new Date(request.since.getTime() - idSlackMs) }))
+    .where('events.id', '>=', scope.expression(`typeid_floor('evt', :at::timestamptz)`, { at: new Date(since.getTime() - idSlackMs) }))
     .where('events.id', '<', scope.expression(`typeid_floor('evt', :at::timestamptz)`, { at: new Date(until.getTime() + idSlackMs) }))
-    .where('events.created_at', '>=', request.since)
+    .where('events.created_at', '>=', since)
     .where('events.created_at', '<', until);
 }
 
@@ -76,9 +76,9 @@ function windowEvents(scope: TenantScope, request: BackfillRequest, until: Date)
  * Refuses a window holding more events than a backfill may read (domain/backfill.ts), before
  * reading them all: answers where the first that many end, the time to split it at.
  */
-async function assertWindowWithin(scope: TenantScope, request: BackfillRequest, until: Date, maxEvents: number): Promise<void> {
+async function assertWindowWithin(scope: TenantScope, request: BackfillRequest, maxEvents: number): Promise<void> {
   const limit = maxEvents * windowReadsPerEvent;
-  const beyond: { created_at: Date } | undefined = await windowEvents(scope, request, until).orderBy('events.id').offset(limit).first('events.created_at');
+  const beyond: { created_at: Date } | undefined = await windowEvents(scope, request).orderBy('events.id').offset(limit).first('events.created_at');
   if (beyond) throw new BackfillWindowTooLarge(limit, beyond.created_at);
 }
 
@@ -89,8 +89,8 @@ async function assertWindowWithin(scope: TenantScope, request: BackfillRequest, 
  * it), that fan-out forwarded (a `stale` event was forwarded to nobody), and that have no
  * delivery to this endpoint yet. Oldest first.
  */
-function candidates(scope: TenantScope, ep: TargetEndpoint, request: BackfillRequest, until: Date): Knex.QueryBuilder {
-  const q = windowEvents(scope, request, until)
+function candidates(scope: TenantScope, ep: TargetEndpoint, request: BackfillRequest): Knex.QueryBuilder {
+  const q = windowEvents(scope, request)
     .where('events.stale', false)
     // Another endpoint's test event is not the tenant's event (migration 20261204000046).
     .whereNull('events.test_endpoint_id')
@@ -108,10 +108,9 @@ function candidates(scope: TenantScope, ep: TargetEndpoint, request: BackfillReq
 export async function previewBackfill(scope: TenantScope, endpointId: string, request: BackfillRequest, maxEvents: number) {
   const ep = await targetEndpoint(scope, endpointId, false);
   if (typeof ep === 'string') return ep;
-  const { until } = request;
-  await assertWindowWithin(scope, request, until, maxEvents);
-  const [{ count }] = await candidates(scope, ep, request, until).count({ count: '*' });
-  const sample: EventRow[] = await candidates(scope, ep, request, until).select(eventColumns(scope)).orderBy('events.id').limit(sampleSize);
+  await assertWindowWithin(scope, request, maxEvents);
+  const [{ count }] = await candidates(scope, ep, request).count({ count: '*' });
+  const sample: EventRow[] = await candidates(scope, ep, request).select(eventColumns(scope)).orderBy('events.id').limit(sampleSize);
   return { total: Number(count), sample };
 }
 
@@ -150,8 +149,8 @@ export async function startBackfill(
     const ep = await targetEndpoint(s, endpointId, true);
     if (typeof ep === 'string') return ep;
     const { until } = request;
-    await assertWindowWithin(s, request, until, pacing.maxEvents);
-    const eventIds: string[] = await candidates(s, ep, request, until)
+    await assertWindowWithin(s, request, pacing.maxEvents);
+    const eventIds: string[] = await candidates(s, ep, request)
       .orderBy('events.id')
       .limit(pacing.maxEvents + 1)
       .pluck('events.id');
