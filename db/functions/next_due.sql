@@ -23,9 +23,14 @@
 --          pending delivery and, for each, the queue: minutes per call once a backlog built up
 --          (docs/performance.md, "A plan that walked every pending delivery").
 -- Locks:   FOR UPDATE SKIP LOCKED on the picked `deliveries` rows (found through delivery_queue,
---          judged again on deliveries). Admission holds the endpoint's advisory lock; a hand-off
---          does not need it, because it only replaces the delivery its slot just finished, so it
---          never raises the busy count admission counts.
+--          judged again on deliveries), then on their queue rows, judged again there: a slot's
+--          claim is written to the queue row only (admit_due_v4, hand_off_v4), so a delivery
+--          another process claimed since this statement's snapshot is still `pending` in
+--          `deliveries`, and only its queue row says it is taken. Admission holds the endpoint's
+--          advisory lock; a hand-off does not need it, because it only replaces the delivery its
+--          slot just finished, so it never raises the busy count admission counts. Both locks skip
+--          what they cannot take, so the order (deliveries, then the queue, as everywhere) is never
+--          waited on here.
 CREATE OR REPLACE FUNCTION next_due(p_endpoint_id text, p_want integer, p_threshold integer, p_hand_off boolean)
 RETURNS TABLE (delivery_id text, endpoint_rank bigint, busy integer, max_concurrency integer, tokens double precision)
 LANGUAGE plpgsql VOLATILE ROWS 5 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_sort = off
@@ -50,5 +55,6 @@ BEGIN
                   AND (o.status <> 'pending'
                        OR (COALESCE(o.order_hint, -1), o.order_seq, o.delivery_id) < (COALESCE(q.order_hint, -1), q.order_seq, q.delivery_id))))
        ORDER BY q.next_attempt_at, q.delivery_id
-       LIMIT r.free) x;
+       LIMIT r.free
+       FOR UPDATE OF q SKIP LOCKED) x;
 END $$;

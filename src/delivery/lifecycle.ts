@@ -15,12 +15,17 @@
  * The words (statuses, dead-letter reasons, triggers, the allowed transitions) are in
  * domain/delivery-status.ts; the invariant checker of the chaos suite holds every run to them.
  * Which delivery an endpoint may start next is one SQL function, `next_due`
- * (db/functions/next_due.sql), asked by admission and by both hand-offs. The SQL of each step:
+ * (db/functions/next_due.sql), asked by admission and by both hand-offs. A slot's claim (admission
+ * to a local slot, a hand-off) is kept in the delivery's queue row only, so `deliveries` is written
+ * when a delivery is created and when a result is recorded; a Redis job's claim is written to
+ * `deliveries`. One rule says which (db/functions/claim_in_queue.sql), asked by every reader of a
+ * claim (claim_held_v2, delivery_state, the lost-worker sweep); lock_waiting picks waiting work
+ * for what finishes it. The SQL of each step:
  *
- *   sql/admit.ts         pending → queued | in_flight          db/functions/admit_due_v3.sql
+ *   sql/admit.ts         pending → queued | in_flight          db/functions/admit_due_v4.sql
  *   sql/attempts.ts      queued → in_flight (claim); in_flight → succeeded | pending | dead (record),
- *                        then pending → in_flight (hand-off)   db/functions/record_attempt_v3.sql,
- *                                                              record_successes_v3.sql, hand_off_v3.sql
+ *                        then pending → in_flight (hand-off)   db/functions/record_attempt_v4.sql,
+ *                                                              record_successes_v4.sql, hand_off_v4.sql
  *                        in_flight → pending, attempt given back (egressFailed: the proxy failed)
  *   sql/sweep.ts         lost leases back to pending; max age and disabled endpoints to dead
  *   sql/mirror-vacuum.ts keeps delivery_queue (the mirror of unfinished deliveries that every

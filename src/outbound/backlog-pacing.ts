@@ -4,7 +4,7 @@ import { FIRST_ATTEMPT_OBJECTIVE_SECONDS } from '../domain/slo.js';
 /**
  * Backlogs yield to live work (docs/architecture.md, "Fair share under a drain").
  *
- * The fair share (fair-share.ts, admit_due_v3) decides who gets a slot. This decides how fast late
+ * The fair share (fair-share.ts, admit_due_v4) decides who gets a slot. This decides how fast late
  * work may start once it has one, because a slot is not the only thing work shares: a drain that
  * keeps the worker, PostgreSQL and the machine's cores busy slows every live event, whoever's.
  *

@@ -4,7 +4,7 @@ import type { WaitingWork } from '../delivery/index.js';
  * Fair share of a worker process's slots between tenants, and between the endpoints of a tenant,
  * when the process is full (docs/architecture.md, "Fair share under a drain").
  *
- * Admission (admit_due_v3) gives free slots to whoever has the fewest in flight. This is the other
+ * Admission (admit_due_v4) gives free slots to whoever has the fewest in flight. This is the other
  * half: a slot that finishes an attempt hands itself on to its endpoint's next delivery only
  * while no other tenant's due work waits for a slot of this process with fewer slots than this
  * slot's tenant holds (and, inside a tenant, no endpoint waits with clearly fewer than this one).

@@ -1,3 +1,4 @@
+import type { Knex } from 'knex';
 import { isUnfinished, type WaitReason } from '../domain/delivery-status.js';
 import { whereEventType } from './events-store.js';
 import type { TenantScope } from './tenant-scope.js';
@@ -35,10 +36,22 @@ export interface AttemptRow {
   next_attempt_at: Date | null;
 }
 
+/** The columns of a delivery as the API shows it; the query needs `withDeliveryState`. */
 export const deliveryColumns = [
-  'id', 'event_id', 'endpoint_id', 'status', 'attempt_count', 'next_attempt_at', 'dead_reason', 'last_error',
-  'last_status_code', 'succeeded_at', 'created_at', 'updated_at',
-].map((c) => `deliveries.${c}`);
+  ...['id', 'event_id', 'endpoint_id', 'next_attempt_at', 'dead_reason', 'last_error', 'last_status_code', 'succeeded_at', 'created_at', 'updated_at']
+    .map((c) => `deliveries.${c}`),
+  'state.status',
+  'state.attempt_count',
+];
+
+/**
+ * Joins each delivery's status and attempt count as they are now (db/functions/delivery_state.sql):
+ * a slot's claim is kept in the queue row only, so `deliveries.status` says `pending` while the
+ * delivery is in flight.
+ */
+export function withDeliveryState<Q extends Knex.QueryBuilder>(q: Q): Q {
+  return q.joinRaw('CROSS JOIN LATERAL delivery_state(deliveries.id, deliveries.status, deliveries.attempt_count) AS state') as Q;
+}
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
@@ -97,10 +110,11 @@ export interface DeliveryFilter {
 
 /** Deliveries joined to their events and narrowed by the filter; shared by search and bulk replay. */
 export function filteredDeliveries(scope: TenantScope, f: DeliveryFilter) {
-  const q = scope.from('deliveries').join('events', 'events.id', 'deliveries.event_id');
-  if (f.status) q.where('deliveries.status', f.status);
+  const q = withDeliveryState(scope.from('deliveries').join('events', 'events.id', 'deliveries.event_id'));
+  if (f.status) q.where('state.status', f.status);
   // The indexes that find these statuses quickly: deliveries_dead, and the queue's tenant index.
-  if (f.status === 'dead') q.whereNotNull('deliveries.dead_reason');
+  if (f.status === 'dead') q.where('deliveries.status', 'dead').whereNotNull('deliveries.dead_reason');
+  if (f.status === 'succeeded') q.where('deliveries.status', 'succeeded');
   if (isUnfinished(f.status)) {
     q.whereIn('deliveries.id', scope.from('delivery_queue').where('delivery_queue.status', f.status).select('delivery_queue.delivery_id'));
   }
@@ -120,7 +134,7 @@ export function filteredDeliveries(scope: TenantScope, f: DeliveryFilter) {
  * null, also when nothing but a free slot is missing. Rate limits and per-message ordering holds
  * are not reported: they are judged by admission, not stored.
  */
-const waitingFor = `CASE WHEN deliveries.status <> 'pending' THEN NULL
+const waitingFor = `CASE WHEN state.status <> 'pending' THEN NULL
        WHEN wait_ep.circuit_open_until > now() AND deliveries.next_attempt_at <= wait_ep.circuit_open_until THEN 'circuit'
        WHEN deliveries.next_attempt_at > now() THEN CASE WHEN deliveries.next_trigger = 'retry' THEN 'retry_delay' ELSE 'scheduled' END
   END AS waiting_for`;

@@ -1,6 +1,6 @@
 import { AppError } from '../domain/errors.js';
 import { typeIdTime } from '../domain/retention.js';
-import { deliveryColumns, type DeliveryRow } from './deliveries-store.js';
+import { deliveryColumns, withDeliveryState, type DeliveryRow } from './deliveries-store.js';
 import { eventColumns, whereEventType, type EventRow } from './events-store.js';
 import { watermark } from './retention-store.js';
 import type { TenantScope } from './tenant-scope.js';
@@ -27,7 +27,7 @@ export async function findEventWithDeliveries(scope: TenantScope, id: string): P
   const event: EventRow | undefined = await scope.from('events').where('events.id', id).first(eventColumns(scope));
   if (!event) return undefined;
   const [{ count }] = await scope.from('receipts').where('receipts.event_id', event.id).count({ count: '*' });
-  const deliveries: DeliveryRow[] = await scope.from('deliveries').where('deliveries.event_id', event.id).orderBy('deliveries.id').select(deliveryColumns);
+  const deliveries: DeliveryRow[] = await withDeliveryState(scope.from('deliveries')).where('deliveries.event_id', event.id).orderBy('deliveries.id').select(deliveryColumns);
   return { event, receiptCount: Number(count), deliveries };
 }
 

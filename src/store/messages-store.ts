@@ -1,4 +1,4 @@
-import { attemptsFor, deliveryColumns, rowToDelivery, type DeliveryRow } from './deliveries-store.js';
+import { attemptsFor, deliveryColumns, rowToDelivery, withDeliveryState, type DeliveryRow } from './deliveries-store.js';
 import { eventColumns, rowToEvent, type EventRow } from './events-store.js';
 import type { TenantScope } from './tenant-scope.js';
 
@@ -29,7 +29,7 @@ async function readTimeline(scope: TenantScope, messageId: string) {
     ? await scope.from('receipts').whereIn('receipts.event_id', eventIds).orderBy('receipts.received_at').select('event_id', 'received_at')
     : [];
   const deliveries: DeliveryRow[] = eventIds.length
-    ? await scope.from('deliveries').whereIn('deliveries.event_id', eventIds).orderBy('deliveries.id').select(deliveryColumns)
+    ? await withDeliveryState(scope.from('deliveries')).whereIn('deliveries.event_id', eventIds).orderBy('deliveries.id').select(deliveryColumns)
     : [];
   const attempts = await attemptsFor(scope, deliveries.map((d) => d.id));
   const current = messages[0]!;

@@ -114,11 +114,17 @@ export async function createTenantAt(baseUrl: string, adminToken: string, name =
   };
 }
 
-/** Deliveries by status, straight from PostgreSQL (optionally of one endpoint). */
+/**
+ * Deliveries by status as the API shows them, straight from PostgreSQL (optionally of one
+ * endpoint): a slot's claim is kept in the queue row only (db/functions/delivery_state.sql).
+ */
 export async function deliveryStatuses(db: Knex, endpointId?: string): Promise<Record<string, number>> {
-  const q = db('deliveries').select('status').count<{ status: string; n: number }[]>('* as n').groupBy('status');
-  if (endpointId) q.where('endpoint_id', endpointId);
-  return Object.fromEntries((await q).map((r) => [r.status, Number(r.n)]));
+  const { rows } = await db.raw<{ rows: Array<{ status: string; n: number }> }>(
+    `SELECT s.status, count(*)::int AS n FROM deliveries d CROSS JOIN LATERAL delivery_state(d.id, d.status, d.attempt_count) s
+      ${endpointId ? 'WHERE d.endpoint_id = :endpointId' : ''} GROUP BY s.status`,
+    endpointId ? { endpointId } : {},
+  );
+  return Object.fromEntries(rows.map((r) => [r.status, r.n]));
 }
 
 /** Number of rows in a table, optionally filtered. */

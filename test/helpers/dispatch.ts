@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 import type { ServerResponse } from 'node:http';
 import { newId } from '../../src/domain/ids.js';
+import { deliveryStatuses } from './chaos.js';
 import { eventually, type TestPlatform, type TestTenant } from './platform.js';
 import type { ReceivedRequest, Responder } from './receiver.js';
 
@@ -99,12 +100,9 @@ export async function settledDelivery(tenant: TestTenant, eventId: string, timeo
   return getDelivery(tenant, d.id);
 }
 
-/** Counts the platform's deliveries by status, straight from the database. */
+/** Counts the platform's deliveries by status, straight from the database (see deliveryStatuses). */
 export async function statusCounts(t: TestPlatform, endpointId?: string): Promise<Record<string, number>> {
-  const q = t.platform.db('deliveries').select('status').count<{ status: string; count: string }[]>('* as count').groupBy('status');
-  if (endpointId) q.where('endpoint_id', endpointId);
-  const rows = await q;
-  return Object.fromEntries(rows.map((r) => [r.status, Number(r.count)]));
+  return deliveryStatuses(t.platform.db, endpointId);
 }
 
 /** A responder that answers after `ms` and tracks how many requests it holds at once. */

@@ -312,14 +312,18 @@ export async function inspect(input: InvariantInput): Promise<InvariantReport> {
   for (const r of dupIdem) report({ kind: 'duplicate_idempotency_key', message: `${r.n} events share tenant ${r.tenant_id} Idempotency-Key ${r.idempotency_key}` });
 
   // The scheduler finds work only through delivery_queue, kept by triggers: one row per unfinished
-  // delivery, equal to it, and nothing else. A missing row is work nobody will ever pick.
+  // delivery, equal to it, and nothing else. A missing row is work nobody will ever pick. A slot's
+  // claim is the one difference allowed: kept in the queue row only (claim_in_queue), it makes a
+  // pending delivery in flight there, with its attempt number and lease.
   const { rows: queueMismatch } = await db.raw<{ rows: Array<{ id: string; status: string | null; queued: string | null }> }>(
     `SELECT coalesce(d.id, q.delivery_id) AS id, d.status, q.status AS queued
        FROM (SELECT * FROM deliveries WHERE status = ANY(:unfinished) ${tenantIds ? 'AND tenant_id = ANY(:tenants)' : ''}) d
        FULL JOIN (SELECT * FROM delivery_queue ${tenantIds ? 'WHERE tenant_id = ANY(:tenants)' : ''}) q ON q.delivery_id = d.id
       WHERE d.id IS NULL OR q.delivery_id IS NULL
-         OR (d.status, d.next_attempt_at, d.lease_until, d.deadline_at, d.endpoint_id, d.tenant_id, d.order_key, d.order_hint, d.order_seq)
-            IS DISTINCT FROM (q.status, q.next_attempt_at, q.lease_until, q.deadline_at, q.endpoint_id, q.tenant_id, q.order_key, q.order_hint, q.order_seq)`,
+         OR (d.next_attempt_at, d.deadline_at, d.endpoint_id, d.tenant_id, d.order_key, d.order_hint, d.order_seq)
+            IS DISTINCT FROM (q.next_attempt_at, q.deadline_at, q.endpoint_id, q.tenant_id, q.order_key, q.order_hint, q.order_seq)
+         OR (NOT claim_in_queue(d.status, d.attempt_count, q.status, q.attempt_count)
+             AND (d.status, d.lease_until) IS DISTINCT FROM (q.status, q.lease_until))`,
     { tenants: tenantIds ?? [], unfinished: [...UNFINISHED_STATUSES] },
   );
   for (const r of queueMismatch) {

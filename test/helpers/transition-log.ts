@@ -19,17 +19,38 @@ export async function installTransitionLog(db: Knex): Promise<void> {
       to_status text NOT NULL,
       at timestamptz NOT NULL DEFAULT clock_timestamp()
     );
+    -- A delivery's status as a reader sees it (delivery_state): a slot's claim kept in the queue row
+    -- only makes a pending delivery in flight. Row triggers of deliveries run before the queue's
+    -- statement trigger (delivery_queue_changed), so the queue row still holds the old claim here.
     CREATE OR REPLACE FUNCTION test_transitions.record() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE
+      v_from text;
     BEGIN
-      INSERT INTO ${TRANSITION_LOG} (delivery_id, tenant_id, from_status, to_status)
-      VALUES (NEW.id, NEW.tenant_id, CASE WHEN TG_OP = 'UPDATE' THEN OLD.status END, NEW.status);
+      IF TG_OP = 'UPDATE' THEN
+        SELECT s.status INTO v_from FROM delivery_state(OLD.id, OLD.status, OLD.attempt_count) s;
+        IF v_from IS NOT DISTINCT FROM NEW.status THEN
+          RETURN NULL;
+        END IF;
+      END IF;
+      INSERT INTO ${TRANSITION_LOG} (delivery_id, tenant_id, from_status, to_status) VALUES (NEW.id, NEW.tenant_id, v_from, NEW.status);
+      RETURN NULL;
+    END $$;
+    -- A claim written to the queue row by a statement of its own (admit_due_v4, hand_off_v4): what
+    -- the triggers of deliveries copy there (a deeper trigger level) is recorded above.
+    CREATE OR REPLACE FUNCTION test_transitions.record_claim() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF pg_trigger_depth() = 1 THEN
+        INSERT INTO ${TRANSITION_LOG} (delivery_id, tenant_id, from_status, to_status) VALUES (NEW.delivery_id, NEW.tenant_id, OLD.status, NEW.status);
+      END IF;
       RETURN NULL;
     END $$;
     DROP TRIGGER IF EXISTS test_transitions_insert ON deliveries;
     DROP TRIGGER IF EXISTS test_transitions_update ON deliveries;
+    DROP TRIGGER IF EXISTS test_transitions_claim ON delivery_queue;
     CREATE TRIGGER test_transitions_insert AFTER INSERT ON deliveries FOR EACH ROW EXECUTE FUNCTION test_transitions.record();
-    CREATE TRIGGER test_transitions_update AFTER UPDATE OF status ON deliveries FOR EACH ROW
-      WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION test_transitions.record();
+    CREATE TRIGGER test_transitions_update AFTER UPDATE OF status ON deliveries FOR EACH ROW EXECUTE FUNCTION test_transitions.record();
+    CREATE TRIGGER test_transitions_claim AFTER UPDATE OF status ON delivery_queue FOR EACH ROW
+      WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION test_transitions.record_claim();
   `);
 }
 

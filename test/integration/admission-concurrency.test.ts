@@ -31,7 +31,8 @@ afterAll(async () => {
 });
 
 async function busyOf(endpointId: string): Promise<number> {
-  const { rows } = await t.platform.db.raw(`SELECT count(*)::int AS n FROM deliveries WHERE endpoint_id = ? AND status IN ('queued', 'in_flight')`, [endpointId]);
+  // Busy as admission counts it (endpoint_room): a slot's claim is in the queue row only.
+  const { rows } = await t.platform.db.raw(`SELECT count(*)::int AS n FROM delivery_queue WHERE endpoint_id = ? AND status IN ('queued', 'in_flight')`, [endpointId]);
   return rows[0].n;
 }
 
@@ -92,7 +93,7 @@ describe('two admitters at the same moment', () => {
     const { byA, byB } = await admitTogether(10, [ep.id]);
     expect(byA + byB).toBe(3);
     const { rows } = await t.platform.db.raw(
-      `SELECT order_key, count(*)::int AS n FROM deliveries WHERE endpoint_id = ? AND status IN ('queued', 'in_flight') GROUP BY order_key`,
+      `SELECT order_key, count(*)::int AS n FROM delivery_queue WHERE endpoint_id = ? AND status IN ('queued', 'in_flight') GROUP BY order_key`,
       [ep.id],
     );
     expect(rows).toHaveLength(3);
@@ -108,7 +109,7 @@ describe('two admitters at the same moment', () => {
     for (const ep of eps) expect(await busyOf(ep.id)).toBe(2);
     // Each round hands this process's free slots out straight in flight, the rest to Redis.
     const { rows } = await t.platform.db.raw(
-      `SELECT status, count(*)::int AS n FROM deliveries WHERE endpoint_id = ANY(?) AND status IN ('queued', 'in_flight') GROUP BY status`,
+      `SELECT status, count(*)::int AS n FROM delivery_queue WHERE endpoint_id = ANY(?) AND status IN ('queued', 'in_flight') GROUP BY status`,
       [eps.map((e) => e.id)],
     );
     const inFlight = rows.find((r: { status: string }) => r.status === 'in_flight')?.n ?? 0;
@@ -130,7 +131,7 @@ describe('what a round costs', () => {
     await t.platform.db.raw('ANALYZE endpoints');
     // In one transaction, so its own scan counters say how the round read the table.
     const { admitted, scans } = await t.platform.db.transaction(async (trx) => {
-      const { rows } = await trx.raw('SELECT * FROM admit_due_v3(3, 500, 30, 0, 0, false)');
+      const { rows } = await trx.raw('SELECT * FROM admit_due_v4(3, 500, 30, 0, 0, false)');
       const { rows: stats } = await trx.raw(`SELECT seq_scan, idx_scan FROM pg_stat_xact_user_tables WHERE relname = 'endpoints'`);
       return { admitted: rows as Array<{ ep_id: string | null }>, scans: stats[0] as { seq_scan: string; idx_scan: string } };
     });
@@ -150,7 +151,7 @@ describe('what a round costs', () => {
     // One round in a transaction, which still holds the advisory locks the round took.
     const round = () =>
       t.platform.db.transaction(async (trx) => {
-        const { rows } = await trx.raw('SELECT * FROM admit_due_v3(3, 500, 30, 0, 0, false)');
+        const { rows } = await trx.raw('SELECT * FROM admit_due_v4(3, 500, 30, 0, 0, false)');
         const { rows: locks } = await trx.raw(
           `SELECT count(*)::int AS n FROM pg_locks
             WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND classid = 727002

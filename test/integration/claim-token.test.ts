@@ -23,14 +23,18 @@ afterAll(async () => {
   await t?.stop();
 });
 
-/** The delivery back as it was before its claim: what PostgreSQL recovers when the claim's commit is lost. */
+/**
+ * The delivery back as it was before its claim: what PostgreSQL recovers when the claim's commit is
+ * lost. A slot's claim is written to the delivery's queue row only (admit_due_v4).
+ */
 async function loseClaim(id: string): Promise<void> {
-  await t.platform.db('deliveries').where({ id, status: 'in_flight' }).update({
+  const undone = await t.platform.db('delivery_queue').where({ delivery_id: id, status: 'in_flight' }).update({
     status: 'pending',
-    attempt_count: t.platform.db.raw('attempt_count - 1'),
+    attempt_count: null,
+    claimed_at: null,
     lease_until: null,
-    next_attempt_at: t.platform.db.fn.now(),
   });
+  expect(undone).toBe(1);
 }
 
 function answer(c: ClaimedDelivery, statusCode: number, durationMs: number): AttemptRecord {

@@ -4,8 +4,8 @@ import { recordSuccesses, type SuccessItem } from '../../src/delivery/sql/attemp
 import { sweep } from '../../src/delivery/sql/sweep.js';
 import { vacuumMirror } from '../../src/delivery/sql/mirror-vacuum.js';
 import { replayOne } from '../helpers/replay.js';
-import { createEndpoint, publishMany } from '../helpers/dispatch.js';
-import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
+import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
+import { createEndpoint, getDelivery, publishMany } from '../helpers/dispatch.js';
 import { UNFINISHED_STATUSES } from '../../src/domain/delivery-status.js';
 
 /**
@@ -27,14 +27,29 @@ afterAll(async () => {
 
 const unfinished = UNFINISHED_STATUSES;
 
-/** Every unfinished delivery of the endpoint next to its queue row, as the scheduler would read it. */
+/**
+ * Every unfinished delivery of the endpoint, with its status as the API shows it (a slot's claim is
+ * kept in the queue row only: delivery_state), next to its queue row, as the scheduler would read it.
+ */
 async function mirror(endpointId: string) {
   const db = t.platform.db;
-  const deliveries = await db('deliveries').where({ endpoint_id: endpointId }).whereIn('status', unfinished).orderBy('id')
-    .select('id', 'status', 'next_attempt_at', 'lease_until', 'deadline_at');
+  const { rows: deliveries } = await db.raw(
+    `SELECT d.id, s.status, d.next_attempt_at, d.deadline_at
+       FROM deliveries d CROSS JOIN LATERAL delivery_state(d.id, d.status, d.attempt_count) s
+      WHERE d.endpoint_id = ? AND d.status = ANY(?) ORDER BY d.id`,
+    [endpointId, [...unfinished]],
+  );
   const queue = await db('delivery_queue').where({ endpoint_id: endpointId }).orderBy('delivery_id')
-    .select('delivery_id as id', 'status', 'next_attempt_at', 'lease_until', 'deadline_at');
+    .select('delivery_id as id', 'status', 'next_attempt_at', 'deadline_at');
   return { deliveries, queue };
+}
+
+/** The claims held in the endpoint's queue rows: attempt number and lease of each in flight. */
+async function claims(endpointId: string) {
+  const rows: Array<{ id: string; attempt_count: number | null; leased: boolean }> = await t.platform.db('delivery_queue')
+    .where({ endpoint_id: endpointId, status: 'in_flight' }).orderBy('delivery_id')
+    .select('delivery_id as id', 'attempt_count', t.platform.db.raw('lease_until > now() AS leased'));
+  return rows;
 }
 
 function success(d: { id: string; tenant_id: string; attempt_count: number; lease_token: number; endpoint: { id: string } }): SuccessItem {
@@ -59,13 +74,17 @@ describe('delivery_queue mirrors the unfinished deliveries through every transit
     expect(m.queue).toEqual(m.deliveries);
     expect(m.queue.every((r) => r.status === 'pending')).toBe(true);
 
-    // Admission takes two in flight; the mirror follows, lease and all.
+    // Admission takes two in flight for slots of this process: the claims are written to the queue
+    // rows only, with their attempt numbers and leases; `deliveries` is not written.
     await db('endpoints').where({ id: ep.id }).update({ max_concurrency: 2 });
+    const before = await db('deliveries').where({ endpoint_id: ep.id }).orderBy('id').select('id', 'status', 'attempt_count', 'lease_until', 'updated_at');
     const round = await admitDue(db, { queuedLeaseSeconds: 30, circuitFailureThreshold: 5, perEndpointBatch: 100 }, { count: 10, inFlightLeaseMs: 30_000, mode: 'all' });
     expect(round.claimed).toHaveLength(2);
+    expect(await db('deliveries').where({ endpoint_id: ep.id }).orderBy('id').select('id', 'status', 'attempt_count', 'lease_until', 'updated_at')).toEqual(before);
     m = await mirror(ep.id);
     expect(m.queue).toEqual(m.deliveries);
     expect(m.queue.filter((r) => r.status === 'in_flight').map((r) => r.id).sort()).toEqual(round.claimed.map((c) => c.id).sort());
+    expect(await claims(ep.id)).toEqual(round.claimed.map((c) => ({ id: c.id, attempt_count: 1, leased: true })).sort((x, y) => (x.id < y.id ? -1 : 1)));
 
     // Both succeed; each hands its slot to the next due delivery. The succeeded ones leave the queue.
     const recorded = await recordSuccesses(db, round.claimed.map(success), { circuitFailureThreshold: 5, circuitCooldownSeconds: 30 }, 30_000);
@@ -75,13 +94,16 @@ describe('delivery_queue mirrors the unfinished deliveries through every transit
     expect(m.queue).toEqual(m.deliveries);
     expect(await db('delivery_queue').whereIn('delivery_id', round.claimed.map((c) => c.id)).count('* as n').first()).toEqual({ n: 0 });
 
-    // A lease that ran out: the sweep finds the row through the queue and puts it back to pending.
+    // A lease that ran out: the sweep finds the claim in the queue and puts the delivery back to
+    // pending, the lost attempt counted on it.
     const handed = recorded.map((r) => r.next!.id);
-    await db('deliveries').whereIn('id', handed).update({ lease_until: new Date(Date.now() - 1_000) });
+    await db('delivery_queue').whereIn('delivery_id', handed).update({ lease_until: new Date(Date.now() - 1_000) });
     expect((await sweep(db, { defaultMaxAttempts: 10, autoDisableAfterSeconds: 3_600 })).lostInFlight).toBe(2);
     m = await mirror(ep.id);
     expect(m.queue).toEqual(m.deliveries);
     expect(m.queue.every((r) => r.status === 'pending')).toBe(true);
+    expect(await claims(ep.id)).toEqual([]);
+    expect(await db('deliveries').whereIn('id', handed).pluck('attempt_count')).toEqual([1, 1]);
 
     // Replaying a succeeded delivery brings it back into the queue.
     const replay = await replayOne(tenant, round.claimed[0]!.id, 'the receiver lost it');
@@ -95,6 +117,64 @@ describe('delivery_queue mirrors the unfinished deliveries through every transit
     m = await mirror(ep.id);
     expect(m).toEqual({ deliveries: [], queue: [] });
     expect(await db('deliveries').where({ endpoint_id: ep.id, status: 'dead', dead_reason: 'endpoint_deleted' }).count('* as n').first()).toEqual({ n: 5 });
+  });
+});
+
+describe('a claim kept in the queue row only', () => {
+  const admission = { queuedLeaseSeconds: 30, circuitFailureThreshold: 5, perEndpointBatch: 100 };
+  const limits = { circuitFailureThreshold: 5, circuitCooldownSeconds: 30 };
+
+  it('is not dead-lettered for its age by a sweep that read the queue before the claim committed', async () => {
+    const db = t.platform.db;
+    const ep = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/aged', eventTypes: ['aged.*'] });
+    await publishMany(tenant, 1, 1, 'aged.created');
+    const { id } = await db('deliveries').where({ endpoint_id: ep.id }).first('id');
+    // Past its maximum age while still waiting (written before any claim, so the queue row follows).
+    await db('deliveries').where({ id }).update({ deadline_at: new Date(Date.now() - 1_000) });
+
+    // The claim's transaction holds the delivery's lock while the sweep starts.
+    let commit!: () => void;
+    const committed = new Promise<void>((resolve) => (commit = resolve));
+    type Claim = Parameters<typeof success>[0];
+    let claimed: Claim[] = [];
+    const claiming = db.transaction(async (trx) => {
+      // The round as admitDue runs it (which refuses a caller's transaction), everything local.
+      const { rows } = await trx.raw('SELECT * FROM admit_due_v4(5, 100, 30, 10, 30000, true) WHERE id = ?', [id]);
+      claimed = rows.map((r: { id: string; tenant_id: string; attempt_count: number; lease_token: string; ep_id: string }) =>
+        ({ id: r.id, tenant_id: r.tenant_id, attempt_count: r.attempt_count, lease_token: Number(r.lease_token), endpoint: { id: r.ep_id } }));
+      await committed;
+    });
+    await eventually(async () => claimed.length === 1, 'the claim, not yet committed');
+    const sweeping = sweep(db, { defaultMaxAttempts: 10, autoDisableAfterSeconds: 3_600 });
+    // The sweep either skips the locked delivery at once or waits for its lock: commit when either shows.
+    await eventually(async () => {
+      if (await Promise.race([sweeping.then(() => true), new Promise<false>((r) => setTimeout(() => r(false), 20))])) return true;
+      const { rows } = await db.raw(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`);
+      return rows[0].n > 0;
+    }, 'the sweep under way');
+    commit();
+    await claiming;
+    expect((await sweeping).deadMaxAge).toBe(0);
+    expect(await getDelivery(tenant, id)).toMatchObject({ status: 'in_flight', attemptCount: 1 });
+
+    // Its result is recorded as usual; the next sweep has nothing of it left to take.
+    const [recorded] = await recordSuccesses(db, [success(claimed[0]!)].map((s) => ({ ...s, handOff: false })), limits, 30_000);
+    expect(recorded).toEqual({ applied: true });
+    expect(await getDelivery(tenant, id)).toMatchObject({ status: 'succeeded', attemptCount: 1 });
+  });
+
+  it("is left to finish when its endpoint is deleted, and its result is recorded; what waited is dead-lettered", async () => {
+    const db = t.platform.db;
+    const ep = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/deleted', eventTypes: ['deleted.*'], maxConcurrency: 1 });
+    await publishMany(tenant, 2, 1, 'deleted.created');
+    const [c] = (await admitDue(db, admission, { count: 10, inFlightLeaseMs: 30_000, mode: 'all' })).claimed.filter((x) => x.endpoint.id === ep.id);
+    expect((await tenant.call('DELETE', `/v1/endpoints/${ep.id}`)).status).toBe(204);
+    expect(await getDelivery(tenant, c!.id)).toMatchObject({ status: 'in_flight' });
+    const waited = (await db('deliveries').where({ endpoint_id: ep.id }).whereNot({ id: c!.id }).first('status', 'dead_reason'));
+    expect(waited).toEqual({ status: 'dead', dead_reason: 'endpoint_deleted' });
+    const [recorded] = await recordSuccesses(db, [{ ...success(c!), handOff: false }], limits, 30_000);
+    expect(recorded).toEqual({ applied: true });
+    expect(await getDelivery(tenant, c!.id)).toMatchObject({ status: 'succeeded' });
   });
 });
 

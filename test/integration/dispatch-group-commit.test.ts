@@ -42,7 +42,7 @@ function success(d: { id: string; tenant_id: string; lease_token: number }, endp
 
 async function statusOf(endpointId: string): Promise<Record<string, number>> {
   const { rows } = await t.platform.db.raw<{ rows: Array<{ status: string; n: number }> }>(
-    'SELECT status, count(*)::int AS n FROM deliveries WHERE endpoint_id = ? GROUP BY status',
+    'SELECT s.status, count(*)::int AS n FROM deliveries d CROSS JOIN LATERAL delivery_state(d.id, d.status, d.attempt_count) s WHERE d.endpoint_id = ? GROUP BY s.status',
     [endpointId],
   );
   return Object.fromEntries(rows.map((r) => [r.status, r.n]));

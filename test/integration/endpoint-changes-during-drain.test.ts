@@ -20,9 +20,10 @@ const slowReceiver = (ms: number, status = 200) =>
  * recorded, and answers that moment: whatever starts after it was claimed after the change.
  */
 async function inFlightSettled(t: TestPlatform, endpointId: string): Promise<number> {
-  const ids = (await t.platform.db('deliveries').where({ endpoint_id: endpointId, status: 'in_flight' }).pluck('id')) as string[];
+  // Every claim is in its delivery's queue row (a slot's only there).
+  const ids = (await t.platform.db('delivery_queue').where({ endpoint_id: endpointId, status: 'in_flight' }).pluck('delivery_id')) as string[];
   await eventually(async () => {
-    const still = await t.platform.db('deliveries').whereIn('id', ids).where('status', 'in_flight').pluck('id');
+    const still = await t.platform.db('delivery_queue').whereIn('delivery_id', ids).where('status', 'in_flight').pluck('delivery_id');
     return still.length === 0;
   }, 'the attempts in flight at the change are recorded');
   return Date.now();

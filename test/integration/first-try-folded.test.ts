@@ -78,7 +78,7 @@ describe('a first try that succeeded', () => {
     expect(counted).toEqual({ deliveries: 1, attempts: 1 });
   });
 
-  describe('recorded by the single-result path (record_attempt_v3), the test playing the worker', () => {
+  describe('recorded by the single-result path (record_attempt_v4), the test playing the worker', () => {
     let api: TestPlatform;
     beforeAll(async () => {
       api = await startTestPlatform({ role: 'api' }); // no worker of its own

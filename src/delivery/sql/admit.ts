@@ -1,7 +1,7 @@
 /**
  * admit: pending → queued (for Redis) or pending → in_flight (for a slot of this process).
  *
- * The round is the SQL function `admit_due_v3` (db/functions/admit_due_v3.sql, whose header says what goes
+ * The round is the SQL function `admit_due_v4` (db/functions/admit_due_v4.sql, whose header says what goes
  * in and out and which locks it takes); how much each endpoint may take is `next_due`, the rule the
  * slot hand-offs use too. This module checks the limits and shapes the rows.
  */
@@ -58,7 +58,7 @@ export interface WaitingWork {
 
 const admitStatement = statement(
   'admit_due',
-  'SELECT * FROM admit_due_v3(:threshold, :batch, :queuedLeaseSeconds, :localCount, :inFlightLeaseMs, :allLocal)',
+  'SELECT * FROM admit_due_v4(:threshold, :batch, :queuedLeaseSeconds, :localCount, :inFlightLeaseMs, :allLocal)',
 );
 
 function nonNegative(name: string, value: number): number {

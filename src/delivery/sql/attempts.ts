@@ -6,7 +6,7 @@
  * egressFailed: in_flight → pending, the attempt given back (the egress proxy failed, not the endpoint)
  *
  * Inputs and outputs are named on each statement. Every statement here is guarded by the status it
- * expects (and, for results, by the claim: claim_held), so a late or repeated call changes nothing.
+ * expects (and, for results, by the claim: claim_held_v2), so a late or repeated call changes nothing.
  */
 import type { Knex } from 'knex';
 import type { AttemptOutcome, DeadLetterReason, Trigger } from '../../domain/delivery-status.js';
@@ -92,17 +92,17 @@ export interface Recorded {
   next?: ClaimedDelivery;
 }
 
-/** The SQL function `record_attempt_v3` (db/functions/record_attempt_v3.sql): one round trip, plans cached. */
+/** The SQL function `record_attempt_v4` (db/functions/record_attempt_v4.sql): one round trip, plans cached. */
 const recordStatement = statement(
   'record_attempt',
-  `SELECT * FROM record_attempt_v3(:deliveryId, :attemptNumber, :status, :nextAt, :deadReason, :statusCode, :lastError,
+  `SELECT * FROM record_attempt_v4(:deliveryId, :attemptNumber, :status, :nextAt, :deadReason, :statusCode, :lastError,
                                 :attemptId, NULL, :trigger, :startedAt, :durationMs, :outcome, :errorClass,
                                 :errorMessage, :responseExcerpt, :endpointId, :failure, :threshold, :cooldown, :handOffLeaseMs,
                                 :leaseToken)`,
 );
 
 /**
- * Records one attempt and its consequence in one call. The guard on the claim (claim_held) makes
+ * Records one attempt and its consequence in one call. The guard on the claim (claim_held_v2) makes
  * a late result (from a worker whose lease was taken back) change nothing.
  *
  * With `handOffLeaseMs`, the slot is handed on whatever the outcome: the endpoint's next due
@@ -146,10 +146,10 @@ export interface SuccessItem {
   handOff: boolean;
 }
 
-/** The SQL function `record_successes_v3` (db/functions/record_successes_v3.sql). */
+/** The SQL function `record_successes_v4` (db/functions/record_successes_v4.sql). */
 const successesStatement = statement(
   'record_successes',
-  `SELECT * FROM record_successes_v3(:deliveryIds, :attemptNumbers, :attemptIds, NULL, :triggers, :startedAts,
+  `SELECT * FROM record_successes_v4(:deliveryIds, :attemptNumbers, :attemptIds, NULL, :triggers, :startedAts,
                                   :durations, :statusCodes, :excerpts, :endpointIds, :handOffs, :threshold, :lease, :leaseTokens)`,
 );
 
@@ -191,16 +191,19 @@ export async function recordSuccesses(db: Knex, items: SuccessItem[], limits: He
 
 /**
  * The egress proxy failed before the target was reached: the claim's attempt is given back
- * (attempt_count - 1, so the next try carries the same `webhook-attempt` and the endpoint's budget
- * is whole), no attempt row is written and endpoint health is not touched. `next_trigger` stays as
- * it was: the try that did not happen keeps its name. Guarded like `record_attempt_v3` (claim_held).
+ * (attempt_count one less than the claim's, so the next try carries the same `webhook-attempt` and
+ * the endpoint's budget is whole), no attempt row is written and endpoint health is not touched.
+ * `next_trigger` stays as it was: the try that did not happen keeps its name. Guarded like
+ * `record_attempt_v4` (claim_held_v2); the triggers put the queue row back to pending.
  */
 const egressFailedStatement = statement(
   'egress_failed',
   `UPDATE deliveries d
-      SET status = 'pending', attempt_count = d.attempt_count - 1, lease_until = NULL,
+      SET status = 'pending', attempt_count = :attemptNumber - 1, lease_until = NULL,
           next_attempt_at = :nextAt, last_error = :lastError, updated_at = now()
-    WHERE d.id = :deliveryId AND claim_held(d.status, d.attempt_count, d.lease_until, :attemptNumber, :leaseToken)
+     FROM delivery_queue q
+    WHERE d.id = :deliveryId AND q.delivery_id = :deliveryId
+      AND claim_held_v2(d.status, d.attempt_count, d.lease_until, q.status, q.attempt_count, q.lease_until, :attemptNumber, :leaseToken)
    RETURNING d.id`,
 );
 

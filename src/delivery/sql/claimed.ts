@@ -1,7 +1,7 @@
 /**
  * What an attempt needs of a delivery, its event and its endpoint, as every statement that puts a
  * delivery in flight returns it: the claim, admission straight to a local slot, and slot hand-off
- * (the SQL functions admit_due_v3, hand_off_v3, record_attempt_v3 and record_successes_v3 return
+ * (the SQL functions admit_due_v4, hand_off_v4, record_attempt_v4 and record_successes_v4 return
  * the same columns).
  */
 import type { EndpointRow } from '../../store/endpoints-store.js';

@@ -7,11 +7,13 @@
  *                   fresh maximum age; bulk replays are spaced at the replay rate
  */
 import type { Knex } from 'knex';
+import { lockWaiting } from './sweep.js';
 
 /** Dead-letters the work still waiting for a deleted endpoint; answers how many. */
 export async function deadLetterForDeletedEndpoint(trx: Knex.Transaction, endpointId: string): Promise<number> {
+  const waiting = trx('delivery_queue').select('delivery_id').where({ endpoint_id: endpointId }).whereIn('status', ['pending', 'queued']);
   return trx('deliveries')
-    .whereIn('id', trx('delivery_queue').select('delivery_id').where({ endpoint_id: endpointId }).whereIn('status', ['pending', 'queued']))
+    .whereIn('id', lockWaiting(trx, waiting, ['pending', 'queued']))
     .where({ endpoint_id: endpointId })
     .whereIn('status', ['pending', 'queued'])
     .update({ status: 'dead', dead_reason: 'endpoint_deleted', last_error: 'endpoint was deleted', lease_until: null, updated_at: trx.fn.now() });

@@ -2,7 +2,8 @@
  * sweep: what leases and deadlines take back
  *   queued → pending            the job was lost with Redis (lease expired before a claim), or
  *                               Redis refused it (`unqueue`, at once)
- *   in_flight → pending | dead  the worker died mid-attempt (lease expired): a `worker_lost` attempt row
+ *   in_flight → pending | dead  the worker died mid-attempt (lease expired): a `worker_lost` attempt row,
+ *                               the claim read from the queue row wherever it was written
  *   pending → dead              past its deadline (`max_age`, whatever its endpoint's status, a
  *                               paused one's included), or its endpoint is disabled
  *                               (`endpoint_disabled`) or deleted (`endpoint_deleted`); a paused
@@ -51,21 +52,28 @@ export async function sweep(db: Knex, limits: SweepLimits, deadLettered: (reason
 
   // Claimed by a worker that died mid-attempt: the attempt counts, its result is unknown, so it is
   // recorded as lost and the delivery is retried now (or dead if that was its last attempt).
-  // The attempt row keeps the lost attempt's own trigger (an initial attempt stays `initial`) and
-  // its start, the claim time (claiming is the last write to an in-flight row).
+  // The claim is the queue row's or the delivery's own (claim_in_queue): its attempt number becomes
+  // the delivery's count. The attempt row keeps the lost attempt's own trigger (an initial attempt
+  // stays `initial`) and its start, the claim's time (a claim in `deliveries` is its last write).
   // One transaction: the delivery is never back in line without its lost attempt on record.
   const lost = await db.transaction(async (trx) => {
     // Raw: the builder cannot write a data-modifying CTE that locks with SKIP LOCKED.
     const { rows: lost } = await trx.raw<{ rows: Array<{ id: string; attempt_count: number; lost_trigger: string; claimed_at: Date; status: string }> }>(
       `WITH lost AS (
-         SELECT d.id, d.next_trigger AS lost_trigger, d.updated_at AS claimed_at
+         SELECT d.id, d.next_trigger AS lost_trigger, in_queue,
+                CASE WHEN in_queue THEN q.claimed_at ELSE d.updated_at END AS claimed_at,
+                CASE WHEN in_queue THEN q.attempt_count ELSE d.attempt_count END AS attempt_number
            FROM delivery_queue q JOIN deliveries d ON d.id = q.delivery_id
-          WHERE q.status = 'in_flight' AND q.lease_until < now() AND d.status = 'in_flight' AND d.lease_until < now()
+                CROSS JOIN LATERAL (SELECT claim_in_queue(d.status, d.attempt_count, q.status, q.attempt_count) AS in_queue) c
+          -- Judged again on the locked row (FOR UPDATE): a result recorded since the queue was read
+          -- moved the delivery on, and claim_in_queue no longer holds.
+          WHERE q.status = 'in_flight' AND q.lease_until < now() AND (in_queue OR (d.status = 'in_flight' AND d.lease_until < now()))
           FOR UPDATE OF d SKIP LOCKED
        )
        UPDATE deliveries d SET
-         status = CASE WHEN d.attempt_count - d.attempt_base >= COALESCE((ep.retry_policy->>'maxAttempts')::int, :defaultMaxAttempts) THEN 'dead' ELSE 'pending' END,
-         dead_reason = CASE WHEN d.attempt_count - d.attempt_base >= COALESCE((ep.retry_policy->>'maxAttempts')::int, :defaultMaxAttempts) THEN 'max_attempts' ELSE NULL END,
+         status = CASE WHEN lost.attempt_number - d.attempt_base >= COALESCE((ep.retry_policy->>'maxAttempts')::int, :defaultMaxAttempts) THEN 'dead' ELSE 'pending' END,
+         dead_reason = CASE WHEN lost.attempt_number - d.attempt_base >= COALESCE((ep.retry_policy->>'maxAttempts')::int, :defaultMaxAttempts) THEN 'max_attempts' ELSE NULL END,
+         attempt_count = lost.attempt_number,
          last_error = 'worker_lost: the attempt did not report back before its lease ended',
          next_attempt_at = now(), lease_until = NULL, updated_at = now(),
          next_trigger = 'retry'
@@ -94,7 +102,7 @@ export async function sweep(db: Knex, limits: SweepLimits, deadLettered: (reason
   told('max_attempts', lost.filter((l) => l.status === 'dead').length);
 
   const deadMaxAge: string[] = await db('deliveries')
-    .whereIn('id', waitingIds(db, 'pending').where('deadline_at', '<', db.fn.now()))
+    .whereIn('id', lockWaiting(db, waitingIds(db, 'pending').where('deadline_at', '<', db.fn.now()), ['pending']))
     .where('status', 'pending')
     .where('deadline_at', '<', db.fn.now())
     .update({ status: 'dead', dead_reason: 'max_age', lease_until: null, updated_at: db.fn.now() })
@@ -121,6 +129,8 @@ export async function sweep(db: Knex, limits: SweepLimits, deadLettered: (reason
              FROM endpoints ep, delivery_queue q
             WHERE q.endpoint_id = ANY(:ids) AND q.status = 'pending' AND ep.id = q.endpoint_id AND ${gone}
               AND d.id = q.delivery_id AND d.status = 'pending'
+              AND d.id IN (SELECT lock_waiting(ARRAY(SELECT w.delivery_id FROM delivery_queue w
+                                                      WHERE w.endpoint_id = ANY(:ids) AND w.status = 'pending'), '{pending}'))
             RETURNING d.dead_reason`,
           { ids: goneIds.map((g) => g.id) },
         );
@@ -141,6 +151,15 @@ export async function sweep(db: Knex, limits: SweepLimits, deadLettered: (reason
 /** Ids of waiting deliveries (pending or queued) in one status, from delivery_queue (migration 20261201000024). */
 function waitingIds(db: Knex, status: 'pending' | 'queued') {
   return db('delivery_queue').select('delivery_id').where('status', status);
+}
+
+/**
+ * Those of the candidates still waiting in one of `statuses`, locked (db/functions/lock_waiting.sql):
+ * what finishes waiting work picks it through this, since a slot's claim is written to the queue row
+ * only and `deliveries.status` alone would still say `pending`.
+ */
+export function lockWaiting(db: Knex, candidates: Knex.QueryBuilder, statuses: Array<'pending' | 'queued'>) {
+  return db.select(db.raw('w.id')).fromRaw(db.raw('lock_waiting(ARRAY(:candidates), :statuses::text[]) AS w(id)', { candidates, statuses }));
 }
 
 /** Admitted work that Redis refused goes back to pending now; a claim that already won keeps it. */
