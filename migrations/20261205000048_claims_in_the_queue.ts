@@ -18,9 +18,10 @@ export async function up(knex: Knex): Promise<void> {
 /**
  * Runs with every process stopped (docs/operations/upgrade.md, "Rollback"). Release 0.5.0 knows a
  * claim only by `deliveries.status`: each claim kept in the queue is written there, as 0.5.0 made
- * it, so its sweep takes it back if its attempt never reports. The functions that read the columns
- * (claim_in_queue and its callers) fail without them until the older release's `migrate` has run,
- * as after every down (docs/operations/upgrade.md).
+ * it, so its sweep takes it back if its attempt never reports; which claims those are is
+ * claim_in_queue's rule, written out here as it stands. The functions that read the columns
+ * (delivery_state, admit_due_v4, hand_off_v4, record_attempt_v4, record_successes_v4) fail without
+ * them until the older release's `migrate` has run, as after every down (docs/operations/upgrade.md).
  */
 export async function down(knex: Knex): Promise<void> {
   await knex.raw(`

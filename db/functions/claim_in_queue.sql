@@ -9,9 +9,13 @@
 -- when it answers true, from `deliveries` otherwise (claim_held_v2, delivery_state, the lost-worker
 -- sweep in src/delivery/sql/sweep.ts).
 --
--- Every statement that ends a claim writes the delivery's row (a result, a lost worker, an attempt
--- given back), so a statement that finds the claim in an older snapshot of the queue is stopped by
--- the row it updates: PostgreSQL judges the updated row again, and its attempt count no longer fits.
+-- Every statement that ends a claim writes the delivery's row, and the triggers put its queue row
+-- back to pending. A result and a lost worker count the attempt, so a statement that found the
+-- claim in an older snapshot of the queue is stopped by the row it updates: PostgreSQL judges the
+-- updated row again, and its attempt count no longer fits. An attempt given back (the egress
+-- proxy failed) leaves the count as the claim found it: only the queue row, locked and judged
+-- again, shows the claim gone (the lost-worker sweep locks both). The record guards need not: the
+-- only claim a give-back ends is the giver's own, which records nothing after it.
 --
 -- Inputs:  the delivery's status and attempt_count; its queue row's status and attempt_count.
 -- Inlined by the planner: a plain SQL expression of its arguments.

@@ -1,6 +1,6 @@
 -- lease_token: the token of a claim, read from the lease the claim set.
 --
--- Every claim of a delivery for an attempt (admit_due_v3, hand_off_v3, the claim of a queued
+-- Every claim of a delivery for an attempt (admit_due_v4, hand_off_v4, the claim of a queued
 -- delivery in src/delivery/sql/attempts.ts) sets lease_until to now() plus the lease, now() being
 -- the start of its transaction, so two claims of one delivery never share a token. A result is
 -- recorded only under the token of the claim still current (claim_held): after a crash of

@@ -13,7 +13,8 @@
 --          (`pending`, `queued`).
 -- Outputs: the ids among them waiting in one of those statuses, in both tables.
 -- Locks:   FOR UPDATE SKIP LOCKED on their `deliveries` rows: one a claim or a result holds right
---          now is left to the caller's next round.
+--          now is left to the sweep's next round (each second), an endpoint's deletion included
+--          (its endpoint-gone step dead-letters what the deletion left).
 CREATE OR REPLACE FUNCTION lock_waiting(p_ids text[], p_statuses text[]) RETURNS SETOF text
 LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 DECLARE

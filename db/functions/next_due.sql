@@ -1,17 +1,19 @@
 -- next_due: an endpoint's next due deliveries, as many as it has room for right now.
 --
 -- The one rule for "may this endpoint start another attempt, and with which delivery". Admission
--- (admit_due_v3) and both slot hand-offs (hand_off_v3, called by the two recording functions)
+-- (admit_due_v4) and both slot hand-offs (hand_off_v4, called by the two recording functions)
 -- ask it, so a changed status, max_concurrency, rate limit, circuit or ordering applies to all
--- three at once, even while a backlog drains.
+-- three at once, even while a backlog drains. Release 0.5.0's `_v3` ask it too while a deploy
+-- rolls.
 --
 -- Inputs:  p_endpoint_id; p_want, the most the caller wants; p_threshold, the consecutive failures
 --          that make the circuit half-open; p_hand_off, true when a slot that just finished asks.
 -- Outputs: up to the endpoint's room, earliest due first: (delivery_id, endpoint_rank from 1, and
 --          the endpoint's busy count, max_concurrency and rate tokens, the same on every row).
--- Checks:  room, as endpoint_room says (status, circuit, max_concurrency, rate tokens); then
---          per-message ordering, while the endpoint orders: only the head of a message's line, and
---          only when nothing of that message is already on its way.
+-- Checks:  room, as endpoint_room says (status, circuit, max_concurrency, rate tokens); a delivery
+--          within its maximum age (one past it waits for the sweep's dead letter, never an
+--          attempt); then per-message ordering, while the endpoint orders: only the head of a
+--          message's line, and only when nothing of that message is already on its way.
 -- Effects: none but the row locks.
 -- Plans:   generic, with sequential scans priced out, joins by nested loop only (its own settings,
 --          not whichever caller planned it first), and a few rows expected per call: every statement is a look-up by endpoint, and
@@ -48,7 +50,7 @@ BEGIN
              -- Each candidate's delivery is judged and locked as the walk reaches it (see Plans).
              CROSS JOIN LATERAL (SELECT FROM deliveries d WHERE d.id = q.delivery_id AND d.status = 'pending'
                                  FOR UPDATE SKIP LOCKED) d
-       WHERE q.endpoint_id = p_endpoint_id AND q.status = 'pending' AND q.next_attempt_at <= now()
+       WHERE q.endpoint_id = p_endpoint_id AND q.status = 'pending' AND q.next_attempt_at <= now() AND q.deadline_at > now()
          AND (r.ordering <> 'per-message' OR q.order_key IS NULL OR NOT EXISTS (
                SELECT 1 FROM delivery_queue o
                 WHERE o.endpoint_id = q.endpoint_id AND o.order_key = q.order_key AND o.delivery_id <> q.delivery_id

@@ -28,7 +28,7 @@
 -- The columns of a delivery in flight are those of src/delivery/sql/claimed.ts, ending with the
 -- stored trace contexts (its event's fan-out, and a replay's own), so an attempt's span needs no
 -- read of its own, then the claim's token (lease_token), which its result is recorded under
--- (claim_held_v2, which finds the claim in the delivery's queue row wherever it was written). A
+-- (claim_held_v2: the claim in the delivery's queue row or in the delivery, as claim_in_queue says). A
 -- claim kept in the queue is why this is a new function: release 0.5.0's processes record their
 -- claims, all written to `deliveries`, through the `_v3` (kept for them; docs/operations/functions.md).
 CREATE OR REPLACE FUNCTION record_attempt_v4(

@@ -101,8 +101,9 @@ export class DeliveryLifecycle {
   }
 
   /**
-   * Deletes an endpoint; its waiting deliveries are dead-lettered in the same transaction. Answers
-   * whether there was such an endpoint.
+   * Deletes an endpoint; its waiting deliveries are dead-lettered in the same transaction, but for
+   * any a claim or a result holds at that instant, which the sweep's next round dead-letters
+   * (lock_waiting). Answers whether there was such an endpoint.
    */
   async deleteEndpoint(scope: TenantScope, endpointId: string): Promise<boolean> {
     const deleted = await deleteEndpoint(scope, endpointId, deadLetterForDeletedEndpoint);

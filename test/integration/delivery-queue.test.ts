@@ -129,8 +129,9 @@ describe('a claim kept in the queue row only', () => {
     const ep = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/aged', eventTypes: ['aged.*'] });
     await publishMany(tenant, 1, 1, 'aged.created');
     const { id } = await db('deliveries').where({ endpoint_id: ep.id }).first('id');
-    // Past its maximum age while still waiting (written before any claim, so the queue row follows).
-    await db('deliveries').where({ id }).update({ deadline_at: new Date(Date.now() - 1_000) });
+    // Its maximum age ends a second from now (written before any claim, so the queue row follows):
+    // claimed just before, swept just after, by a sweep whose snapshot predates the claim's commit.
+    const { rows: [{ deadline }] } = await db.raw(`UPDATE deliveries SET deadline_at = now() + interval '1 second' WHERE id = ? RETURNING deadline_at AS deadline`, [id]);
 
     // The claim's transaction holds the delivery's lock while the sweep starts.
     let commit!: () => void;
@@ -145,6 +146,7 @@ describe('a claim kept in the queue row only', () => {
       await committed;
     });
     await eventually(async () => claimed.length === 1, 'the claim, not yet committed');
+    await eventually(async () => (await db.raw('SELECT now() > ? AS past', [deadline])).rows[0].past, 'the maximum age passed');
     const sweeping = sweep(db, { defaultMaxAttempts: 10, autoDisableAfterSeconds: 3_600 });
     // The sweep either skips the locked delivery at once or waits for its lock: commit when either shows.
     await eventually(async () => {
@@ -161,6 +163,18 @@ describe('a claim kept in the queue row only', () => {
     const [recorded] = await recordSuccesses(db, [success(claimed[0]!)].map((s) => ({ ...s, handOff: false })), limits, 30_000);
     expect(recorded).toEqual({ applied: true });
     expect(await getDelivery(tenant, id)).toMatchObject({ status: 'succeeded', attemptCount: 1 });
+  });
+
+  it('is never made for a delivery past its maximum age: the sweep dead-letters it, unsent', async () => {
+    const db = t.platform.db;
+    const ep = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/expired', eventTypes: ['expired.*'] });
+    await publishMany(tenant, 2, 1, 'expired.created');
+    const [expired, live] = (await db('deliveries').where({ endpoint_id: ep.id }).orderBy('id').pluck('id')) as string[];
+    await db('deliveries').where({ id: expired }).update({ deadline_at: new Date(Date.now() - 1_000) });
+    const round = await admitDue(db, admission, { count: 10, inFlightLeaseMs: 30_000, mode: 'all' });
+    expect(round.claimed.filter((c) => c.endpoint.id === ep.id).map((c) => c.id)).toEqual([live]);
+    expect((await sweep(db, { defaultMaxAttempts: 10, autoDisableAfterSeconds: 3_600 })).deadIds).toContain(expired);
+    expect(await getDelivery(tenant, expired!)).toMatchObject({ status: 'dead', deadReason: 'max_age', attemptCount: 0 });
   });
 
   it("is left to finish when its endpoint is deleted, and its result is recorded; what waited is dead-lettered", async () => {

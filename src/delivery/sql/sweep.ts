@@ -65,10 +65,11 @@ export async function sweep(db: Knex, limits: SweepLimits, deadLettered: (reason
                 CASE WHEN in_queue THEN q.attempt_count ELSE d.attempt_count END AS attempt_number
            FROM delivery_queue q JOIN deliveries d ON d.id = q.delivery_id
                 CROSS JOIN LATERAL (SELECT claim_in_queue(d.status, d.attempt_count, q.status, q.attempt_count) AS in_queue) c
-          -- Judged again on the locked row (FOR UPDATE): a result recorded since the queue was read
-          -- moved the delivery on, and claim_in_queue no longer holds.
+          -- Both rows locked, so both are judged again as they are now: a result recorded since the
+          -- queue was read moved the delivery on, and an attempt given back (egress) left the
+          -- delivery's row as the claim found it but its queue row pending.
           WHERE q.status = 'in_flight' AND q.lease_until < now() AND (in_queue OR (d.status = 'in_flight' AND d.lease_until < now()))
-          FOR UPDATE OF d SKIP LOCKED
+          FOR UPDATE OF d, q SKIP LOCKED
        )
        UPDATE deliveries d SET
          status = CASE WHEN lost.attempt_number - d.attempt_base >= COALESCE((ep.retry_policy->>'maxAttempts')::int, :defaultMaxAttempts) THEN 'dead' ELSE 'pending' END,
