@@ -16,7 +16,7 @@
 --          now is left to the sweep's next round (each second), an endpoint's deletion included
 --          (its endpoint-gone step dead-letters what the deletion left).
 CREATE OR REPLACE FUNCTION lock_waiting(p_ids text[], p_statuses text[]) RETURNS SETOF text
-LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
+LANGUAGE plpgsql VOLATILE ROWS 10 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 DECLARE
   v_locked text[];
 BEGIN

@@ -103,7 +103,7 @@ export async function sweep(db: Knex, limits: SweepLimits, deadLettered: (reason
   told('max_attempts', lost.filter((l) => l.status === 'dead').length);
 
   const deadMaxAge: string[] = await db('deliveries')
-    .whereIn('id', lockWaiting(db, waitingIds(db, 'pending').where('deadline_at', '<', db.fn.now()), ['pending']))
+    .whereRaw('id = ANY(?)', [lockWaiting(db, waitingIds(db, 'pending').where('deadline_at', '<', db.fn.now()), ['pending'])])
     .where('status', 'pending')
     .where('deadline_at', '<', db.fn.now())
     .update({ status: 'dead', dead_reason: 'max_age', lease_until: null, updated_at: db.fn.now() })
@@ -130,8 +130,8 @@ export async function sweep(db: Knex, limits: SweepLimits, deadLettered: (reason
              FROM endpoints ep, delivery_queue q
             WHERE q.endpoint_id = ANY(:ids) AND q.status = 'pending' AND ep.id = q.endpoint_id AND ${gone}
               AND d.id = q.delivery_id AND d.status = 'pending'
-              AND d.id IN (SELECT lock_waiting(ARRAY(SELECT w.delivery_id FROM delivery_queue w
-                                                      WHERE w.endpoint_id = ANY(:ids) AND w.status = 'pending'), '{pending}'))
+              AND d.id = ANY(ARRAY(SELECT lock_waiting(ARRAY(SELECT w.delivery_id FROM delivery_queue w
+                                                            WHERE w.endpoint_id = ANY(:ids) AND w.status = 'pending'), '{pending}')))
             RETURNING d.dead_reason`,
           { ids: goneIds.map((g) => g.id) },
         );
@@ -149,18 +149,25 @@ export async function sweep(db: Knex, limits: SweepLimits, deadLettered: (reason
   };
 }
 
-/** Ids of waiting deliveries (pending or queued) in one status, from delivery_queue (migration 20261201000024). */
+/**
+ * Ids of waiting deliveries (pending or queued) in one status, from delivery_queue (migration
+ * 20261201000024). The status is written into the statement, not bound, so that even a generic
+ * plan sees the partial index that holds it (delivery_queue_deadline, _due, _busy) instead of
+ * reading every entry of that status through delivery_queue_tenant_status.
+ */
 function waitingIds(db: Knex, status: 'pending' | 'queued') {
-  return db('delivery_queue').select('delivery_id').where('status', status);
+  return db('delivery_queue').select('delivery_id').whereRaw(status === 'pending' ? "status = 'pending'" : "status = 'queued'");
 }
 
 /**
- * Those of the candidates still waiting in one of `statuses`, locked (db/functions/lock_waiting.sql):
- * what finishes waiting work picks it through this, since a slot's claim is written to the queue row
- * only and `deliveries.status` alone would still say `pending`.
+ * An array of those of the candidates still waiting in one of `statuses`, locked
+ * (db/functions/lock_waiting.sql): what finishes waiting work picks it through this, since a slot's
+ * claim is written to the queue row only and `deliveries.status` alone would still say `pending`.
+ * Used as `id = ANY(...)`, so `deliveries` is read by its primary key, whatever the planner guesses
+ * of how many come back.
  */
-export function lockWaiting(db: Knex, candidates: Knex.QueryBuilder, statuses: Array<'pending' | 'queued'>) {
-  return db.select(db.raw('w.id')).fromRaw(db.raw('lock_waiting(ARRAY(:candidates), :statuses::text[]) AS w(id)', { candidates, statuses }));
+export function lockWaiting(db: Knex, candidates: Knex.QueryBuilder, statuses: Array<'pending' | 'queued'>): Knex.Raw {
+  return db.raw('ARRAY(SELECT lock_waiting(ARRAY(:candidates), :statuses::text[]))', { candidates, statuses });
 }
 
 /** Admitted work that Redis refused goes back to pending now; a claim that already won keeps it. */
