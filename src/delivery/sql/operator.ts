@@ -13,7 +13,7 @@ import { lockWaiting } from './sweep.js';
 export async function deadLetterForDeletedEndpoint(trx: Knex.Transaction, endpointId: string): Promise<number> {
   const waiting = trx('delivery_queue').select('delivery_id').where({ endpoint_id: endpointId }).whereIn('status', ['pending', 'queued']);
   return trx('deliveries')
-    .whereRaw('id = ANY(?)', [lockWaiting(trx, waiting, ['pending', 'queued'])])
+    .whereRaw('id = ANY(:waiting)', { waiting: lockWaiting(trx, waiting, ['pending', 'queued']) })
     .where({ endpoint_id: endpointId })
     .whereIn('status', ['pending', 'queued'])
     .update({ status: 'dead', dead_reason: 'endpoint_deleted', last_error: 'endpoint was deleted', lease_until: null, updated_at: trx.fn.now() });

@@ -103,7 +103,7 @@ export async function sweep(db: Knex, limits: SweepLimits, deadLettered: (reason
   told('max_attempts', lost.filter((l) => l.status === 'dead').length);
 
   const deadMaxAge: string[] = await db('deliveries')
-    .whereRaw('id = ANY(?)', [lockWaiting(db, waitingIds(db, 'pending').where('deadline_at', '<', db.fn.now()), ['pending'])])
+    .whereRaw('id = ANY(:waiting)', { waiting: lockWaiting(db, waitingIds(db, 'pending').where('deadline_at', '<', db.fn.now()), ['pending']) })
     .where('status', 'pending')
     .where('deadline_at', '<', db.fn.now())
     .update({ status: 'dead', dead_reason: 'max_age', lease_until: null, updated_at: db.fn.now() })
