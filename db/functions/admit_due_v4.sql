@@ -123,13 +123,14 @@ BEGIN
                sh.local_ok AND row_number() OVER (PARTITION BY sh.local_ok ORDER BY sh.fair_rank, sh.busy + sh.endpoint_rank, sh.id) <= p_local AS local
           FROM shared sh
     )
-    SELECT (SELECT array_agg(r.id) FROM ranked r), (SELECT array_agg(r.local) FROM ranked r),
-           (SELECT array_agg(r.endpoint_id) FROM ranked r), (SELECT array_agg(r.tenant_id) FROM ranked r),
-           (SELECT array_agg(t.endpoint_id) FROM (SELECT pk.endpoint_id, min(pk.tokens) AS tokens FROM picked pk
-                                                   WHERE pk.tokens IS NOT NULL GROUP BY pk.endpoint_id) t),
-           (SELECT array_agg(t.tokens) FROM (SELECT pk.endpoint_id, min(pk.tokens) AS tokens FROM picked pk
-                                              WHERE pk.tokens IS NOT NULL GROUP BY pk.endpoint_id) t)
-      INTO v_picked, v_local, v_picked_endpoints, v_picked_tenants, v_token_endpoints, v_tokens;
+    -- One pass over each: the arrays of one aggregate pass keep their rows in the same order.
+    SELECT r.ids, r.locals, r.endpoint_ids, r.tenant_ids, t.endpoint_ids, t.tokens
+      INTO v_picked, v_local, v_picked_endpoints, v_picked_tenants, v_token_endpoints, v_tokens
+      FROM (SELECT array_agg(rk.id) AS ids, array_agg(rk.local) AS locals, array_agg(rk.endpoint_id) AS endpoint_ids,
+                   array_agg(rk.tenant_id) AS tenant_ids FROM ranked rk) r,
+           (SELECT array_agg(g.endpoint_id) AS endpoint_ids, array_agg(g.tokens) AS tokens
+              FROM (SELECT pk.endpoint_id, min(pk.tokens) AS tokens FROM picked pk
+                     WHERE pk.tokens IS NOT NULL GROUP BY pk.endpoint_id) g) t;
 
     -- 3. The writes, in a snapshot taken after next_due locked the picked rows: a claim copies
     --    the delivery's columns as they are now (a result recorded since statement 2 began, a

@@ -119,21 +119,19 @@ export async function sweep(db: Knex, limits: SweepLimits, deadLettered: (reason
   const { rows: goneIds } = await db.raw<{ rows: Array<{ id: string }> }>(
     `SELECT g.id FROM pending_endpoints() p(id) CROSS JOIN LATERAL (SELECT ep.id FROM endpoints ep WHERE ep.id = p.id AND ${gone} LIMIT 1) g`,
   );
-  // Raw: the builder's UPDATE ... FROM takes one table, and this one needs two.
+  // Raw: the builder's UPDATE ... FROM cannot set columns from the joined endpoint.
+  const ids = goneIds.map((g) => g.id);
   const { rows: deadEndpoint } =
-    goneIds.length === 0
+    ids.length === 0
       ? { rows: [] }
       : await db.raw<{ rows: Array<{ dead_reason: string }> }>(
           `UPDATE deliveries d SET status = 'dead', dead_reason = CASE WHEN ep.deleted_at IS NULL THEN 'endpoint_disabled' ELSE 'endpoint_deleted' END,
                   last_error = CASE WHEN ep.deleted_at IS NULL THEN 'endpoint is disabled' ELSE 'endpoint was deleted' END,
                   updated_at = now()
-             FROM endpoints ep, delivery_queue q
-            WHERE q.endpoint_id = ANY(:ids) AND q.status = 'pending' AND ep.id = q.endpoint_id AND ${gone}
-              AND d.id = q.delivery_id AND d.status = 'pending'
-              AND d.id = ANY(ARRAY(SELECT lock_waiting(ARRAY(SELECT w.delivery_id FROM delivery_queue w
-                                                            WHERE w.endpoint_id = ANY(:ids) AND w.status = 'pending'), '{pending}')))
+             FROM endpoints ep
+            WHERE d.id = ANY(:waiting) AND d.status = 'pending' AND ep.id = d.endpoint_id AND ${gone}
             RETURNING d.dead_reason`,
-          { ids: goneIds.map((g) => g.id) },
+          { waiting: lockWaiting(db, waitingIds(db, 'pending').whereIn('endpoint_id', ids), ['pending']) },
         );
   told('endpoint_disabled', deadEndpoint.filter((r) => r.dead_reason === 'endpoint_disabled').length);
   told('endpoint_deleted', deadEndpoint.filter((r) => r.dead_reason === 'endpoint_deleted').length);
