@@ -138,8 +138,8 @@ export const envSchema = z.object({
   AUDIT_RETENTION_DAYS: int(1, 36500).default(defaultRetention.auditRetentionDays),
   DB_POOL_MAX: int(1, 500).default(20),
   // Connections opened and warmed before the process reports ready, and kept open while idle
-  // (src/infra/db.ts, warmPool). At most DB_POOL_MAX.
-  DB_POOL_MIN: int(0, 500).default(4),
+  // (src/infra/db.ts, warmPool). At most DB_POOL_MAX; unset, DB_POOL_MAX: a pool of fixed size.
+  DB_POOL_MIN: int(0, 500).optional(),
   // Group commit at intake (src/infra/batcher.ts): callbacks per statement, and statements in
   // flight at once, while more wait to go together. 1 and DB_POOL_MAX: one statement per callback.
   INTAKE_BATCH_MAX: int(1, 1000).default(64),

@@ -94,7 +94,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const retention = { retentionDays: e.RETENTION_DAYS, deadLetterRetentionDays: e.DEAD_LETTER_RETENTION_DAYS, auditRetentionDays: e.AUDIT_RETENTION_DAYS };
   const maxAge = maxAgeProblem(e.MAX_EVENT_AGE_SECONDS, retention);
   if (maxAge) throw new ConfigError(`invalid configuration: MAX_EVENT_AGE_SECONDS: ${maxAge}`);
-  if (e.DB_POOL_MIN > e.DB_POOL_MAX) throw new ConfigError(`invalid configuration: DB_POOL_MIN: must not exceed DB_POOL_MAX (${e.DB_POOL_MAX})`);
+  if (e.DB_POOL_MIN !== undefined && e.DB_POOL_MIN > e.DB_POOL_MAX) throw new ConfigError(`invalid configuration: DB_POOL_MIN: must not exceed DB_POOL_MAX (${e.DB_POOL_MAX})`);
   if (e.INTAKE_STATEMENTS_IN_FLIGHT > e.DB_POOL_MAX) {
     // More would only wait for a connection, holding batches that could have grown meanwhile.
     throw new ConfigError(`invalid configuration: INTAKE_STATEMENTS_IN_FLIGHT: must not exceed DB_POOL_MAX (${e.DB_POOL_MAX})`);
@@ -144,7 +144,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     replayMaxLimit: e.REPLAY_MAX_LIMIT,
     replayRatePerSecond: e.REPLAY_RATE_PER_SECOND,
     dbPoolMax: e.DB_POOL_MAX,
-    dbPoolMin: e.DB_POOL_MIN,
+    // Opened whole by default: a pool that grows under load opens and warms its connections at the
+    // moment a burst arrives, all at once (docs/performance.md, "A burst's first second").
+    dbPoolMin: e.DB_POOL_MIN ?? e.DB_POOL_MAX,
     intakeBatching: { maxBatch: e.INTAKE_BATCH_MAX, maxInFlight: e.INTAKE_STATEMENTS_IN_FLIGHT },
     tenantRateLimitPerSecond: e.TENANT_RATE_LIMIT_PER_SECOND,
     queuePrefix: e.QUEUE_PREFIX,

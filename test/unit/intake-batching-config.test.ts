@@ -41,8 +41,9 @@ describe('RecentMap', () => {
 });
 
 describe('DB_POOL_MIN', () => {
-  it('opens 4 connections before ready by default, and refuses more than DB_POOL_MAX', () => {
-    expect(loadConfig(requiredEnv).dbPoolMin).toBe(4);
+  it('opens the whole pool before ready by default, and refuses more than DB_POOL_MAX', () => {
+    expect(loadConfig(requiredEnv).dbPoolMin).toBe(20);
+    expect(loadConfig({ ...requiredEnv, DB_POOL_MAX: '8' }).dbPoolMin).toBe(8);
     expect(loadConfig({ ...requiredEnv, DB_POOL_MIN: '0' }).dbPoolMin).toBe(0);
     expect(configError({ DB_POOL_MIN: '21' })).toBe('invalid configuration: DB_POOL_MIN: must not exceed DB_POOL_MAX (20)');
   });
