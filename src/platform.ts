@@ -148,7 +148,10 @@ async function openStorage(config: Config, role: Role, logger: Logger) {
     throw err;
   }
   await retention.ensureAhead();
-  await warmPool(db, config.dbPoolMin);
+  const warmed = await warmPool(db, config.dbPoolMin);
+  if (warmed.refused) {
+    logger.warn({ err: warmed.refused, opened: warmed.opened, wanted: config.dbPoolMin }, 'the database refused part of the pool: starting with the connections it gave');
+  }
   retention.start({ remove: role !== 'api' });
   if (role !== 'api') await warnWithoutAutovacuum(db, logger).catch((err: unknown) => logger.debug({ err }, 'could not read the autovacuum setting'));
   return { db, maintenanceDb, redis, box, retention };

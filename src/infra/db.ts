@@ -95,16 +95,28 @@ export function createDb({ url, poolMax = 20, poolMin = 0, timeoutMs = 5_000, ca
   });
 }
 
+export interface WarmedPool {
+  opened: number;
+  /** Why the server refused the rest, when it refused some of them but not all. */
+  refused?: Error;
+}
+
 /**
  * Opens `count` pooled connections at once (each warmed as it is made, see DbOptions.warmUps) and
  * gives them back to the pool, which keeps up to its `min` of them: what a process does before it
  * reports ready, so its first requests wait for neither a connection nor a cold statement.
+ * A server that refuses some (its max_connections, full during a rollout) leaves the pool with
+ * those it gave, to grow later if it can: a process that could serve is not kept from starting.
+ * One that refuses every connection is a missing database, and this throws.
  */
-export async function warmPool(db: Knex, count: number): Promise<void> {
+export async function warmPool(db: Knex, count: number): Promise<WarmedPool> {
   const taken = await Promise.allSettled(Array.from({ length: count }, () => db.client.acquireConnection() as Promise<unknown>));
-  await Promise.all(taken.flatMap((t) => (t.status === 'fulfilled' ? [db.client.releaseConnection(t.value)] : [])));
+  const opened = taken.filter((t) => t.status === 'fulfilled');
+  await Promise.all(opened.map((t) => db.client.releaseConnection(t.value)));
   const failed = taken.find((t): t is PromiseRejectedResult => t.status === 'rejected');
-  if (failed) throw failed.reason;
+  if (!failed) return { opened: opened.length };
+  if (opened.length === 0) throw failed.reason;
+  return { opened: opened.length, refused: failed.reason instanceof Error ? failed.reason : new Error(String(failed.reason)) };
 }
 
 /**
