@@ -26,9 +26,10 @@ export function testEnv(databaseUrl: string, overrides: Record<string, string> =
     RETRY_MAX_DELAY_MS: '1000',
     ATTEMPT_TIMEOUT_MS: '2000',
     CONNECT_TIMEOUT_MS: '1000',
-    // Many platforms share one test server (max_connections 100): each opens 4 connections, not
-    // its whole pool, and grows when it needs to.
-    DB_POOL_MIN: '4',
+    // Many platforms share one test server (PostgreSQL's default max_connections, 100): each
+    // platform started with this environment opens 4 connections, not its whole pool, and grows
+    // when it needs to.
+    DB_POOL_MIN: String(Math.min(4, Number(overrides.DB_POOL_MAX ?? 4))),
     ...overrides,
   };
 }

@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { envSchema } from '../../src/config/env-schema.js';
+import { loadConfig } from '../../src/config/index.js';
+import { requiredEnv } from '../helpers/config.js';
 
 const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
 
@@ -20,6 +22,9 @@ describe('README', () => {
       const value = (defaults as Record<string, unknown>)[name];
       if (value !== undefined && name !== 'PUBLIC_BASE_URL') expect(table.get(name), name).toBe(String(value));
     }
+    // Its default is another variable's value (src/config/index.ts).
+    expect(table.get('DB_POOL_MIN')).toBe('DB_POOL_MAX');
+    expect(loadConfig(requiredEnv).dbPoolMin).toBe(loadConfig(requiredEnv).dbPoolMax);
   });
 
   it('names every runtime dependency and says why', () => {
