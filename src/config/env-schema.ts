@@ -137,7 +137,7 @@ export const envSchema = z.object({
   DEAD_LETTER_RETENTION_DAYS: int(1, 3650).default(defaultRetention.deadLetterRetentionDays),
   AUDIT_RETENTION_DAYS: int(1, 36500).default(defaultRetention.auditRetentionDays),
   DB_POOL_MAX: int(1, 500).default(20),
-  // Connections opened and warmed before the process reports ready, and kept open while idle
+  // Connections opened and warmed before the process reports ready, and kept while idle
   // (src/infra/db.ts, warmPool). At most DB_POOL_MAX; unset, DB_POOL_MAX: a pool of fixed size.
   DB_POOL_MIN: int(0, 500).optional(),
   // Group commit at intake (src/infra/batcher.ts): callbacks per statement, and statements in
