@@ -150,7 +150,7 @@ async function openStorage(config: Config, role: Role, logger: Logger) {
   await retention.ensureAhead();
   const warmed = await warmPool(db, config.dbPoolMin);
   if (warmed.refused) {
-    logger.warn({ err: warmed.refused, opened: warmed.opened, wanted: config.dbPoolMin }, 'the database refused part of the pool: starting with the connections it gave');
+    logger.warn({ err: warmed.refused, opened: warmed.opened, wanted: config.dbPoolMin }, 'opened only part of the database pool: starting with those connections');
   }
   retention.start({ remove: role !== 'api' });
   if (role !== 'api') await warnWithoutAutovacuum(db, logger).catch((err: unknown) => logger.debug({ err }, 'could not read the autovacuum setting'));

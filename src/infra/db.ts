@@ -97,7 +97,7 @@ export function createDb({ url, poolMax = 20, poolMin = 0, timeoutMs = 5_000, ca
 
 export interface WarmedPool {
   opened: number;
-  /** Why the server refused the rest, when it refused some of them but not all. */
+  /** Why the rest could not be opened, when some of them could. */
   refused?: Error;
 }
 
@@ -105,9 +105,9 @@ export interface WarmedPool {
  * Opens `count` pooled connections at once (each warmed as it is made, see DbOptions.warmUps) and
  * gives them back to the pool, which keeps up to its `min` of them: what a process does before it
  * reports ready, so its first requests wait for neither a connection nor a cold statement.
- * A server that refuses some (its max_connections, full during a rollout) leaves the pool with
- * those it gave, to grow later if it can: a process that could serve is not kept from starting.
- * One that refuses every connection is a missing database, and this throws.
+ * When only some open (the server's max_connections full during a rollout, or any other failure),
+ * the pool keeps those and grows later if it can: a process that could serve is not kept from
+ * starting. When none opens (unreachable, or full), this throws.
  */
 export async function warmPool(db: Knex, count: number): Promise<WarmedPool> {
   const taken = await Promise.allSettled(Array.from({ length: count }, () => db.client.acquireConnection() as Promise<unknown>));

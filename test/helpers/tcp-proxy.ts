@@ -29,7 +29,16 @@ interface Link {
   held: boolean;
 }
 
-export async function startTcpProxy(target: { host: string; port: number }): Promise<TcpProxy> {
+export interface TcpProxyOptions {
+  /**
+   * Forwards at most this many connections at once and closes any more as they arrive, as a
+   * server at its connection limit turns them away (exactly, unlike PostgreSQL's own limits, which
+   * concurrent logins can overshoot or undershoot).
+   */
+  maxConnections?: number;
+}
+
+export async function startTcpProxy(target: { host: string; port: number }, options: TcpProxyOptions = {}): Promise<TcpProxy> {
   const links = new Set<Link>();
   let mode: CutMode | undefined;
 
@@ -42,6 +51,7 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
   const server = net.createServer((client) => {
     client.on('error', () => client.destroy());
     if (mode === 'refuse') return void client.destroy();
+    if (options.maxConnections !== undefined && links.size >= options.maxConnections) return void client.destroy();
     const link: Link = { client, held: mode === 'blackhole' };
     links.add(link);
     client.on('close', () => drop(link));
@@ -86,9 +96,9 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
 }
 
 /** A proxy in front of the test database and the URL that reaches the database through it. */
-export async function proxyDatabase(databaseUrl: string): Promise<{ proxy: TcpProxy; url: string }> {
+export async function proxyDatabase(databaseUrl: string, options: TcpProxyOptions = {}): Promise<{ proxy: TcpProxy; url: string }> {
   const target = new URL(databaseUrl);
-  const proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port || 5432) });
+  const proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port || 5432) }, options);
   const viaProxy = new URL(databaseUrl);
   viaProxy.port = String(proxy.port);
   return { proxy, url: viaProxy.toString() };
