@@ -97,8 +97,8 @@ export function createDb({ url, poolMax = 20, poolMin = 0, timeoutMs = 5_000, ca
 
 export interface WarmedPool {
   opened: number;
-  /** Why the rest could not be opened, when some of them could. */
-  refused?: Error;
+  /** Why the rest could not be opened (the driver's error), when some of them could. */
+  refused?: unknown;
 }
 
 /**
@@ -116,7 +116,7 @@ export async function warmPool(db: Knex, count: number): Promise<WarmedPool> {
   const failed = taken.find((t): t is PromiseRejectedResult => t.status === 'rejected');
   if (!failed) return { opened: opened.length };
   if (opened.length === 0) throw failed.reason;
-  return { opened: opened.length, refused: failed.reason instanceof Error ? failed.reason : new Error(String(failed.reason)) };
+  return { opened: opened.length, refused: failed.reason };
 }
 
 /**
