@@ -72,7 +72,9 @@ describe('log redaction (child process, startup banner included)', () => {
     child = spawn(join(root, 'node_modules/.bin/tsx'), ['src/main.ts', 'all'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout!.on('data', (b: Buffer) => (output += b.toString()));
     child.stderr!.on('data', (b: Buffer) => (output += b.toString()));
-    const exited = new Promise<void>((res) => child.once('exit', (code, signal) => ((exit = { code, signal }), res())));
+    // 'close', not 'exit': a child's last lines can still be in the pipe when it exits, and under
+    // load its shutdown line was read after the test had looked for it.
+    const exited = new Promise<void>((res) => child.once('close', (code, signal) => ((exit = { code, signal }), res())));
     const url = `http://127.0.0.1:${port}`;
     await eventually(
       async () => {
