@@ -36,7 +36,7 @@ export interface DbOptions {
    * once per failed connection during an outage). Without it knex writes them to the console,
    * unstructured and regardless of LOG_LEVEL.
    */
-  logger?: Pick<Logger, 'warn' | 'debug'>;
+  logger?: Pick<Logger, 'warn' | 'info' | 'debug'>;
   /** Connections the pool keeps open once made (see warmPool); none by default. */
   poolMin?: number;
   /** Run on every new pooled connection before its first use (see WarmUp in sql.ts). */
@@ -57,9 +57,19 @@ function sessionSettings(cancelOnServer: boolean, timeoutMs: number): string {
   return ['SET jit = off', ...(cancelOnServer ? [`SET statement_timeout = ${statementTimeoutMs(timeoutMs)}`] : [])].join('; ');
 }
 
+/**
+ * TCP keepalive probes start after a pooled connection has been idle this long. A whole pool held
+ * idle between bursts otherwise sends nothing for hours (Linux's default is 2 h), and a NAT or
+ * firewall that forgets idle flows after a few minutes cuts it silently: its next statement would
+ * wait for query_timeout before failing. The probes keep such a flow alive, and find a dead peer.
+ */
+export const keepAliveIdleMs = 30_000;
+
 export function createDb({ url, poolMax = 20, poolMin = 0, timeoutMs = 5_000, cancelOnServer = false, logger, warmUps = [] }: DbOptions): Knex {
   const setUp = sessionSettings(cancelOnServer, timeoutMs);
-  return knexFactory({
+  const min = Math.min(poolMin, poolMax);
+  const refill = min > 0 ? new PoolRefill(min, logger) : undefined;
+  const db = knexFactory({
     ...(logger && {
       log: {
         warn: (detail: unknown) => logger.warn({ detail: String(detail) }, 'database client warning'),
@@ -69,9 +79,15 @@ export function createDb({ url, poolMax = 20, poolMin = 0, timeoutMs = 5_000, ca
       },
     }),
     client: 'pg',
-    connection: { connectionString: url, connectionTimeoutMillis: timeoutMs, query_timeout: timeoutMs * 2, keepAlive: true },
+    connection: {
+      connectionString: url,
+      connectionTimeoutMillis: timeoutMs,
+      query_timeout: timeoutMs * 2,
+      keepAlive: true,
+      keepAliveInitialDelayMillis: keepAliveIdleMs,
+    },
     pool: {
-      min: Math.min(poolMin, poolMax),
+      min,
       max: poolMax,
       idleTimeoutMillis: 30_000,
       // The settings with SET, not as startup parameters, which PgBouncer refuses by default.
@@ -83,6 +99,8 @@ export function createDb({ url, poolMax = 20, poolMin = 0, timeoutMs = 5_000, ca
           .then(
             (failed) => {
               if (failed) logger?.warn({ err: failed }, 'warming a database connection failed; it is used unwarmed');
+              // pg emits 'error' on a connected client only when its connection died unasked.
+              if (refill) conn.on('error', () => refill.lost());
               done(null, conn);
             },
             // SET, BEGIN or ROLLBACK failed: the connection is broken, so it is closed, not pooled.
@@ -93,7 +111,72 @@ export function createDb({ url, poolMax = 20, poolMin = 0, timeoutMs = 5_000, ca
     acquireConnectionTimeout: timeoutMs,
     migrations: { migrationSource: new DirectoryMigrationSource(migrationsDirectory) },
   });
+  refill?.attach(db);
+  return db;
 }
+
+/**
+ * Opens a pool's connections again up to its `min` after some died (PostgreSQL restarted or failed
+ * over, a network path was cut). tarn opens connections only for an acquire that waits, so without
+ * this the first burst after a restart would pay for opening and warming each one, which is what
+ * warmPool spares a process at start. Tried again with backoff while the server refuses.
+ */
+class PoolRefill {
+  #db: Knex | undefined;
+  #running = false;
+  #again = false;
+  #retry: NodeJS.Timeout | undefined;
+  #failures = 0;
+
+  constructor(
+    private readonly min: number,
+    private readonly logger?: Pick<Logger, 'warn' | 'info' | 'debug'>,
+  ) {}
+
+  attach(db: Knex): void {
+    this.#db = db;
+  }
+
+  /** A pooled connection died: refill once the current round (if any) is over. */
+  lost(): void {
+    if (this.#running) this.#again = true;
+    else if (!this.#retry) void this.#refill();
+  }
+
+  async #refill(): Promise<void> {
+    // knex clears its pool when destroyed; a connection that dies during shutdown leaves it so.
+    const pool = this.#db?.client.pool as { numUsed(): number } | undefined;
+    if (!pool) return;
+    this.#running = true;
+    this.#again = false;
+    let refused: unknown;
+    try {
+      // Acquiring takes the idle connections first: knex's validation drops the dead ones among
+      // them and tarn opens (and warms) new ones in their place, up to `min` with those in use.
+      const wanted = this.min - pool.numUsed();
+      if (wanted > 0) ({ refused } = await warmPool(this.#db!, wanted).catch((err: unknown) => ({ opened: 0, refused: err })));
+    } finally {
+      this.#running = false;
+    }
+    if (!this.#db?.client.pool) return;
+    if (refused === undefined) {
+      if (this.#failures > 0) this.logger?.info({ afterFailures: this.#failures }, 'reopened the database pool');
+      this.#failures = 0;
+      if (this.#again) void this.#refill();
+      return;
+    }
+    this.#failures++;
+    this.logger?.debug({ err: refused, failures: this.#failures }, 'could not reopen the database pool yet; trying again');
+    const delayMs = Math.min(refillMaxDelayMs, refillFirstDelayMs * 2 ** (this.#failures - 1));
+    this.#retry = setTimeout(() => {
+      this.#retry = undefined;
+      void this.#refill();
+    }, delayMs).unref();
+  }
+}
+
+const refillFirstDelayMs = 500;
+const refillMaxDelayMs = 10_000;
 
 export interface WarmedPool {
   opened: number;

@@ -20,6 +20,8 @@ export interface TcpProxy {
   /** Forwards again; connections held by a black hole are dropped (their byte stream is lost). */
   restore(): void;
   close(): Promise<void>;
+  /** Connections closed on arrival so far (a `refuse` outage, or `maxConnections` reached). */
+  readonly refused: number;
 }
 
 interface Link {
@@ -41,6 +43,7 @@ export interface TcpProxyOptions {
 export async function startTcpProxy(target: { host: string; port: number }, options: TcpProxyOptions = {}): Promise<TcpProxy> {
   const links = new Set<Link>();
   let mode: CutMode | undefined;
+  let refused = 0;
 
   const drop = (link: Link) => {
     links.delete(link);
@@ -50,8 +53,10 @@ export async function startTcpProxy(target: { host: string; port: number }, opti
 
   const server = net.createServer((client) => {
     client.on('error', () => client.destroy());
-    if (mode === 'refuse') return void client.destroy();
-    if (options.maxConnections !== undefined && links.size >= options.maxConnections) return void client.destroy();
+    if (mode === 'refuse' || (options.maxConnections !== undefined && links.size >= options.maxConnections)) {
+      refused++;
+      return void client.destroy();
+    }
     const link: Link = { client, held: mode === 'blackhole' };
     links.add(link);
     client.on('close', () => drop(link));
@@ -76,6 +81,9 @@ export async function startTcpProxy(target: { host: string; port: number }, opti
 
   return {
     port,
+    get refused() {
+      return refused;
+    },
     cut(next) {
       mode = next;
       for (const link of [...links]) {
