@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { applyFunctionSources, functionsDirectory } from './function-sources.js';
+import { keepAliveIdleMs } from './keepalive.js';
 import { DirectoryMigrationSource } from './migration-source.js';
 import { warmConnection, type WarmUp } from './sql.js';
 
@@ -56,14 +57,6 @@ export const statementTimeoutMs = (timeoutMs: number) => Math.round(timeoutMs * 
 function sessionSettings(cancelOnServer: boolean, timeoutMs: number): string {
   return ['SET jit = off', ...(cancelOnServer ? [`SET statement_timeout = ${statementTimeoutMs(timeoutMs)}`] : [])].join('; ');
 }
-
-/**
- * TCP keepalive probes start after a pooled connection has been idle this long. A whole pool held
- * idle between bursts otherwise sends nothing for hours (Linux's default is 2 h), and a NAT or
- * firewall that forgets idle flows after a few minutes cuts it silently: its next statement would
- * wait for query_timeout before failing. The probes keep such a flow alive, and find a dead peer.
- */
-export const keepAliveIdleMs = 30_000;
 
 export function createDb({ url, poolMax = 20, poolMin = 0, timeoutMs = 5_000, cancelOnServer = false, logger, warmUps = [] }: DbOptions): Knex {
   const setUp = sessionSettings(cancelOnServer, timeoutMs);

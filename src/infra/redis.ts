@@ -1,4 +1,5 @@
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+import { keepAliveIdleMs } from './keepalive.js';
 
 /** One Redis server or a Redis Cluster: the platform's code works with either. */
 export type RedisClient = Redis | Cluster;
@@ -32,6 +33,7 @@ export function createRedis(url: string, role: RedisRole, extra: RedisOptions = 
   return new Redis(url, {
     lazyConnect: false,
     connectTimeout: 3_000,
+    keepAlive: keepAliveIdleMs,
     ...roleOptions(role),
     ...(role === 'request' ? { enableOfflineQueue: false } : {}),
     retryStrategy: reconnectDelay,
@@ -56,7 +58,7 @@ export function clusterOptions(redisUrl: string, role: RedisRole): ClusterOption
   return {
     enableOfflineQueue: role === 'worker',
     clusterRetryStrategy: reconnectDelay,
-    redisOptions: { connectTimeout: 3_000, ...roleOptions(role), ...credentials },
+    redisOptions: { connectTimeout: 3_000, keepAlive: keepAliveIdleMs, ...roleOptions(role), ...credentials },
   };
 }
 
