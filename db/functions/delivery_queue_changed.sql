@@ -1,11 +1,15 @@
--- delivery_queue_changed: statement-level AFTER UPDATE trigger on deliveries
--- (deliveries_queue_changed), keeping delivery_queue equal to the unfinished deliveries.
+-- delivery_queue_changed: statement-level AFTER UPDATE and AFTER DELETE trigger on deliveries
+-- (deliveries_queue_changed, deliveries_queue_removed), keeping delivery_queue equal to the
+-- unfinished deliveries.
 --
--- Inputs:  the transition table `changed` (REFERENCING NEW TABLE AS changed).
+-- Inputs:  the transition table `changed` (REFERENCING NEW TABLE AS changed after an update, OLD
+--          TABLE AS changed after a delete).
 -- Outputs: none (trigger; returns NULL).
--- Effects: delivery_queue: deletes the rows of deliveries that finished (succeeded, dead, ...);
---          inserts or updates the rows of those still pending, queued or in_flight, writing only
---          rows whose scheduling columns changed.
+-- Effects: delivery_queue: deletes the rows of deliveries that were deleted (a tenant's deletion;
+--          retention deletes only finished ones, which have none) or that finished (succeeded,
+--          dead, ...); inserts or updates the rows of those still pending, queued or in_flight,
+--          writing only rows whose scheduling columns changed. The queue has no foreign key to
+--          deliveries (migration 20261205000049): this is the only rule that keeps it a mirror.
 -- Locks:   row locks of the queue rows it writes; the caller already holds the deliveries rows,
 --          so locks are taken in one order, deliveries then delivery_queue.
 -- Plans:   sequential scans priced out, and the finished rows found by primary key: a plan made
@@ -21,6 +25,10 @@ DECLARE
   v_finished text[];
 BEGIN
   -- An array, so the delete probes the primary key whatever the planner guesses of `changed`.
+  IF TG_OP = 'DELETE' THEN
+    DELETE FROM delivery_queue WHERE delivery_id = ANY(ARRAY(SELECT n.id FROM changed n WHERE n.status IN ('pending', 'queued', 'in_flight')));
+    RETURN NULL;
+  END IF;
   SELECT array_agg(n.id) INTO v_finished FROM changed n WHERE n.status NOT IN ('pending', 'queued', 'in_flight');
   IF v_finished IS NOT NULL THEN
     DELETE FROM delivery_queue WHERE delivery_id = ANY(v_finished);

@@ -20,6 +20,7 @@ import { metrics } from '../metrics/registry.js';
 import {
   deliveriesAllRemovable,
   deliveriesReferenceEvents,
+  eventDaysLock,
   detachAndDrop,
   databaseCutoffs,
   dropDetachedLeftovers,
@@ -32,6 +33,7 @@ import {
   removeEventKeys,
   removeOlderThan,
   type IdRange,
+  type LockSession,
   type PartitionBounds,
   withAdvisoryLock,
 } from '../store/retention-store.js';
@@ -94,9 +96,9 @@ export class Retention {
    * One run. Answers undefined when another process holds the retention lock (it is running).
    */
   async run({ dryRun }: { dryRun: boolean }): Promise<RetentionReport | undefined> {
-    return withAdvisoryLock(this.deps.db, lockKey, async () => {
+    return withAdvisoryLock(this.deps.db, lockKey, async (session) => {
       const started = Date.now();
-      const report = await this.removeExpired(dryRun);
+      const report = await this.removeExpired(dryRun, session);
       if (!dryRun) for (const table of RETAINED_TABLES) if (report.removed[table] > 0) metrics.retentionRemoved.inc({ table }, report.removed[table]);
       this.deps.logger.info(
         { dryRun, removed: report.removed, partitions: report.partitions, held: report.held, partitionsCreated: report.partitionsCreated, ms: Date.now() - started },
@@ -106,7 +108,7 @@ export class Retention {
     });
   }
 
-  private async removeExpired(dryRun: boolean): Promise<RetentionReport> {
+  private async removeExpired(dryRun: boolean, session: LockSession): Promise<RetentionReport> {
     const { db, policy } = this.deps;
     const { now, cut } = await databaseCutoffs(db, policy);
     const removed = Object.fromEntries(RETAINED_TABLES.map((t) => [t, 0])) as Record<RetainedTable, number>;
@@ -150,18 +152,24 @@ export class Retention {
 
     // 3. Whole days of events with their receipts and keys, once nothing points into them. A dry
     // run has removed no deliveries, so it counts a day as free when steps 1 and 2 would free it.
+    // From the check to the drop, under eventDaysLock: a backfill writing deliveries of past events
+    // waits, or is waited for and its deliveries seen by the check (no foreign key would refuse them).
     const receipts = of('receipts');
     for (const p of of('events')) {
       if (p.upper > typeIdFloor('evt', cut.succeeded)) break;
-      if (await deliveriesReferenceEvents(db, p, cut, dryRun)) {
-        report.held.push({ partition: p.name, reason: 'a delivery of one of its events is still kept' });
-        continue;
-      }
-      removed.event_keys += await removeEventKeys(db, p.name, dryRun);
-      // Receipts are cut on the same event-id bounds: the partition of this day's receipts.
-      for (const r of receipts.filter((r) => r.upper === p.upper && r.lower === p.lower)) await drop(r, 'receipts');
-      await drop(p, 'events');
-      if (!dryRun) await raiseWatermark(db, 'events', typeIdTime(p.upper) ?? now);
+      const removeDay = async () => {
+        if (await deliveriesReferenceEvents(db, p, cut, dryRun)) {
+          report.held.push({ partition: p.name, reason: 'a delivery of one of its events is still kept' });
+          return;
+        }
+        removed.event_keys += await removeEventKeys(db, p.name, dryRun);
+        // Receipts are cut on the same event-id bounds: the partition of this day's receipts.
+        for (const r of receipts.filter((r) => r.upper === p.upper && r.lower === p.lower)) await drop(r, 'receipts');
+        await drop(p, 'events');
+        if (!dryRun) await raiseWatermark(db, 'events', typeIdTime(p.upper) ?? now);
+      };
+      if (dryRun) await removeDay();
+      else await session.hold(eventDaysLock, removeDay);
     }
 
     // 4. Messages, audit log, replays.

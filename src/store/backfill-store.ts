@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import { windowReadsPerEvent } from '../domain/backfill.js';
 import { newId } from '../domain/ids.js';
 import { audit } from './audit-store.js';
+import { eventDaysLock } from './retention-store.js';
 import { eventColumns, type EventRow } from './events-store.js';
 import type { TenantScope } from './tenant-scope.js';
 
@@ -145,6 +146,8 @@ export async function startBackfill(
   write: (trx: Knex.Transaction, rows: { endpointId: string; replayId: string; eventIds: string[]; deliveryIds: string[] }) => Promise<string[]>,
 ): Promise<{ id: string; total: number } | BackfillRefusal> {
   return scope.transactionWithPlatformDb(async (s, trx) => {
+    // First: no day of events the window reaches is dropped until this commits (eventDaysLock).
+    await s.composed('SELECT pg_advisory_xact_lock_shared(:key::bigint)', { key: eventDaysLock });
     await s.composed('SELECT pg_advisory_xact_lock(:key::int, hashtext(:endpointId))', { key: backfillLock, endpointId });
     const ep = await targetEndpoint(s, endpointId, true);
     if (typeof ep === 'string') return ep;

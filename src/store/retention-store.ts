@@ -19,18 +19,35 @@ export interface PartitionBounds {
   detachPending: boolean;
 }
 
+/** The connection that holds a session-level advisory lock, for further locks held beside it. */
+export interface LockSession {
+  /** Waits for the session-level advisory lock `key` on this connection, runs `work`, releases it. */
+  hold<T>(key: number, work: () => Promise<T>): Promise<T>;
+}
+
 /**
  * Runs `work` while holding the session-level advisory lock `key`; answers undefined at once when
  * another session holds it. Raw pg client: a session lock must be taken and released on the same
- * connection, which a query through knex's pool does not promise.
+ * connection, which a query through knex's pool does not promise. `work` may hold further locks on
+ * that connection (LockSession), so they take none of the pool's other connections.
  */
-export async function withAdvisoryLock<T>(db: Knex, key: number, work: () => Promise<T>): Promise<T | undefined> {
+export async function withAdvisoryLock<T>(db: Knex, key: number, work: (session: LockSession) => Promise<T>): Promise<T | undefined> {
   const conn = await db.client.acquireConnection();
+  const session: LockSession = {
+    async hold(other, inner) {
+      await conn.query('SELECT pg_advisory_lock($1)', [other]);
+      try {
+        return await inner();
+      } finally {
+        await conn.query('SELECT pg_advisory_unlock($1)', [other]);
+      }
+    },
+  };
   try {
     const locked = await conn.query('SELECT pg_try_advisory_lock($1) AS ok', [key]);
     if (!locked.rows[0].ok) return undefined;
     try {
-      return await work();
+      return await work(session);
     } finally {
       await conn.query('SELECT pg_advisory_unlock($1)', [key]);
     }
@@ -38,6 +55,16 @@ export async function withAdvisoryLock<T>(db: Knex, key: number, work: () => Pro
     await db.client.releaseConnection(conn);
   }
 }
+
+/**
+ * Held by retention, exclusively, from its check that no kept delivery points into a day of events
+ * until that day is dropped; held shared by every transaction that writes deliveries of past events
+ * (a backfill), from before it reads them. `deliveries.event_id` has no foreign key (migration
+ * 20261205000049): without this, a backfill that committed between the check and the drop would
+ * leave deliveries whose event is gone. Publishing and intake write deliveries of today's events
+ * only, which retention never drops.
+ */
+export const eventDaysLock = 727_006;
 
 /**
  * PostgreSQL's clock, and where each retention window begins by it (db/functions/retention_cutoff.sql,

@@ -120,6 +120,22 @@ describe('delivery_queue mirrors the unfinished deliveries through every transit
   });
 });
 
+describe('a delivery deleted from deliveries', () => {
+  it('takes its queue row with it, and leaves the others', async () => {
+    // No route deletes an unfinished delivery; a tenant's deletion does, through its endpoints.
+    // The queue has no foreign key to deliveries: the mirror's trigger is what removes the row.
+    const db = t.platform.db;
+    const ep = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/removed', eventTypes: ['removed.*'] });
+    await publishMany(tenant, 3, 1, 'removed.created');
+    const ids: string[] = await db('deliveries').where({ endpoint_id: ep.id }).orderBy('id').pluck('id');
+    expect(ids).toHaveLength(3);
+    expect(await db('delivery_queue').where({ endpoint_id: ep.id }).orderBy('delivery_id').pluck('delivery_id')).toEqual(ids);
+    await db('deliveries').whereIn('id', ids.slice(0, 2)).del();
+    expect(await db('delivery_queue').where({ endpoint_id: ep.id }).pluck('delivery_id')).toEqual(ids.slice(2));
+    expect((await mirror(ep.id)).queue.map((r) => r.id)).toEqual(ids.slice(2));
+  });
+});
+
 describe('a claim kept in the queue row only', () => {
   const admission = { queuedLeaseSeconds: 30, circuitFailureThreshold: 5, perEndpointBatch: 100 };
   const limits = { circuitFailureThreshold: 5, circuitCooldownSeconds: 30 };

@@ -5,6 +5,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import type { Knex } from 'knex';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { loadConfig } from '../../src/config/index.js';
 import { createDb } from '../../src/infra/db.js';
@@ -12,7 +13,8 @@ import { renderMetrics } from '../../src/metrics/registry.js';
 import type { RetentionReport } from '../../src/ops/retention.js';
 import { expectError } from '../helpers/api.js';
 import { countWhereIn, dayMs, daysAgo, insertOldEvent, type OldEvent } from '../helpers/backdate.js';
-import { ensurePartitions } from '../../src/store/retention-store.js';
+import { ensurePartitions, eventDaysLock } from '../../src/store/retention-store.js';
+import { newId } from '../../src/domain/ids.js';
 import { metricValue } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { standard } from '../helpers/providers.js';
@@ -230,5 +232,44 @@ describe('retention limits', () => {
     expect(preview.body.sample.map((d: { id: string }) => d.id)).not.toContain(old.deliveryIds[0]);
     expect((await replay(old.deliveryIds[1]!)).status).toBe(202);
     expect(await db('deliveries').where({ id: old.deliveryIds[0] }).first('status')).toEqual({ status: 'dead' });
+  });
+});
+
+describe('a backfill that writes deliveries of a day retention is dropping', () => {
+  it('is waited for, and its deliveries keep the day (deliveries have no foreign key to their event)', async () => {
+    const at = daysAgo(70);
+    const old = await insertOldEvent(db, { tenantId: tenant.id, sourceId: source.id, at, dedupeKey: 'msg_backfilled', deliveries: [] });
+    // A backfill's transaction, as startBackfill opens it: the shared lock first. Retention, started
+    // now, waits for it before it checks the day; meanwhile the backfill writes a delivery of the
+    // day's event (which retention, not waiting, would have found no reference to, and dropped).
+    const backfill = new pg.Client({ connectionString: t.database.url });
+    await backfill.connect();
+    try {
+      await backfill.query('BEGIN');
+      await backfill.query('SELECT pg_advisory_xact_lock_shared($1::bigint)', [eventDaysLock]);
+      const report = runRetention();
+      await eventually(
+        async () => (await db.raw(
+          `SELECT count(*)::int AS n FROM pg_locks
+            WHERE locktype = 'advisory' AND NOT granted AND objid = ? AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+          [eventDaysLock],
+        )).rows[0].n > 0,
+        'retention waiting for the backfill',
+      );
+      const deliveryId = newId('delivery');
+      await backfill.query(
+        `INSERT INTO deliveries (id, tenant_id, event_id, endpoint_id, status, next_attempt_at, deadline_at)
+         VALUES ($1, $2, $3, $4, 'pending', now() + interval '1 hour', now() + interval '1 day')`,
+        [deliveryId, tenant.id, old.eventId, epA],
+      );
+      await backfill.query('COMMIT');
+      const { held } = await report;
+      expect(held).toContainEqual({ partition: dayName('events', at), reason: 'a delivery of one of its events is still kept' });
+      expect(await partitionNames()).toContain(dayName('events', at));
+      const kept = await db('deliveries as d').join('events as e', 'e.id', 'd.event_id').where('d.id', deliveryId).select('e.id');
+      expect(kept).toEqual([{ id: old.eventId }]);
+    } finally {
+      await backfill.end();
+    }
   });
 });
