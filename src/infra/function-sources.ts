@@ -3,6 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Knex } from 'knex';
+import { advisoryLocks } from './advisory-locks.js';
 import { compareReleases, currentRelease } from './release.js';
 
 /**
@@ -15,8 +16,8 @@ export const functionsDirectory = fileURLToPath(new URL('../../db/functions', im
 /** Where each file's checksum is recorded once applied (migration 20261202000029). */
 export const functionsTable = 'schema_functions';
 
-/** Serialises migrators applying sources; a key of its own, apart from the platform's other advisory locks. */
-const applyLock = 727004;
+/** Serialises migrators applying sources. */
+const applyLock = advisoryLocks.functionSources;
 
 export interface FunctionSource {
   /** The function's name, which is the file's name without `.sql`. */

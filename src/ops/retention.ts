@@ -16,6 +16,7 @@
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { RETAINED_TABLES, typeIdFloor, typeIdTime, type RetainedTable, type RetentionPolicy } from '../domain/retention.js';
+import { advisoryLocks } from '../infra/advisory-locks.js';
 import { metrics } from '../metrics/registry.js';
 import {
   deliveriesAllRemovable,
@@ -53,8 +54,6 @@ export interface RetentionReport {
 const daysAhead = 8;
 const dayMs = 86_400_000;
 const batch = 5_000;
-/** One retention run at a time over all workers. */
-const lockKey = 727_004;
 
 export class Retention {
   private timer: NodeJS.Timeout | undefined;
@@ -96,7 +95,7 @@ export class Retention {
    * One run. Answers undefined when another process holds the retention lock (it is running).
    */
   async run({ dryRun }: { dryRun: boolean }): Promise<RetentionReport | undefined> {
-    return withAdvisoryLock(this.deps.db, lockKey, async (session) => {
+    return withAdvisoryLock(this.deps.db, advisoryLocks.retentionRun, async (session) => {
       const started = Date.now();
       const report = await this.removeExpired(dryRun, session);
       if (!dryRun) for (const table of RETAINED_TABLES) if (report.removed[table] > 0) metrics.retentionRemoved.inc({ table }, report.removed[table]);

@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import { windowReadsPerEvent } from '../domain/backfill.js';
 import { newId } from '../domain/ids.js';
+import { advisoryLocks } from '../infra/advisory-locks.js';
 import { audit } from './audit-store.js';
 import { eventDaysLock } from './retention-store.js';
 import { eventColumns, type EventRow } from './events-store.js';
@@ -33,8 +34,8 @@ interface TargetEndpoint {
   filter_path: string | null;
 }
 
-/** Serialises backfills of one endpoint; a key of its own, apart from the platform's other advisory locks. */
-const backfillLock = 727005;
+/** Serialises backfills of one endpoint. */
+const backfillLock = advisoryLocks.backfillEndpoint;
 
 /** How many events a dry run shows. */
 const sampleSize = 10;

@@ -7,6 +7,7 @@
  * is one text shared by every statement that needs it.
  */
 import type { Knex } from 'knex';
+import { advisoryLocks } from '../infra/advisory-locks.js';
 import type { Cutoffs, RetentionPolicy } from '../domain/retention.js';
 import type { TenantScope } from './tenant-scope.js';
 
@@ -64,7 +65,7 @@ export async function withAdvisoryLock<T>(db: Knex, key: number, work: (session:
  * leave deliveries whose event is gone. Publishing and intake write deliveries of today's events
  * only, which retention never drops.
  */
-export const eventDaysLock = 727_006;
+export const eventDaysLock = advisoryLocks.eventDays;
 
 /**
  * PostgreSQL's clock, and where each retention window begins by it (db/functions/retention_cutoff.sql,
