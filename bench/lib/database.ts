@@ -164,9 +164,12 @@ export async function insertEndpoints(db: Knex, tenantId: string, label: string,
   return ids;
 }
 
-/** Deletes every event, delivery, attempt and receipt, keeping tenants, sources and endpoints. */
+/**
+ * Deletes every event, delivery, attempt and receipt, keeping tenants, sources and endpoints. The
+ * queue is named: it has no key to deliveries that a cascade would follow (migration 20261205000049).
+ */
 export async function clearWork(db: Knex): Promise<void> {
-  await db.raw('TRUNCATE attempts, deliveries, receipts, messages, events, event_keys CASCADE');
+  await db.raw('TRUNCATE attempts, deliveries, delivery_queue, receipts, messages, events, event_keys CASCADE');
 }
 
 export async function countRows(db: Knex, sql: string, bindings: readonly Knex.Value[] = []): Promise<number> {
