@@ -112,7 +112,10 @@ export function createDb({ url, poolMax = 20, poolMin = 0, timeoutMs = 5_000, ca
  * Opens a pool's connections again up to its `min` after some died (PostgreSQL restarted or failed
  * over, a network path was cut). tarn opens connections only for an acquire that waits, so without
  * this the first burst after a restart would pay for opening and warming each one, which is what
- * warmPool spares a process at start. Tried again with backoff while the server refuses.
+ * warmPool spares a process at start. Tried again with backoff while the server refuses every
+ * connection; when it lets some through (its max_connections full), the pool keeps those, as at
+ * start, and grows under load if it can. A round holds the pool's idle connections while it opens
+ * the rest, which takes milliseconds unless the server is unreachable, when requests fail anyway.
  */
 class PoolRefill {
   #db: Knex | undefined;
@@ -139,21 +142,23 @@ class PoolRefill {
   async #refill(): Promise<void> {
     // knex clears its pool when destroyed; a connection that dies during shutdown leaves it so.
     const pool = this.#db?.client.pool as { numUsed(): number } | undefined;
-    if (!pool) return;
+    const wanted = pool ? this.min - pool.numUsed() : 0;
+    if (wanted <= 0) return;
     this.#running = true;
     this.#again = false;
-    let refused: unknown;
+    let round: WarmedPool;
     try {
       // Acquiring takes the idle connections first: knex's validation drops the dead ones among
       // them and tarn opens (and warms) new ones in their place, up to `min` with those in use.
-      const wanted = this.min - pool.numUsed();
-      if (wanted > 0) ({ refused } = await warmPool(this.#db!, wanted).catch((err: unknown) => ({ opened: 0, refused: err })));
+      round = await warmPool(this.#db!, wanted).catch((err: unknown) => ({ opened: 0, refused: err }));
     } finally {
       this.#running = false;
     }
     if (!this.#db?.client.pool) return;
-    if (refused === undefined) {
-      if (this.#failures > 0) this.logger?.info({ afterFailures: this.#failures }, 'reopened the database pool');
+    const { opened, refused } = round;
+    if (refused === undefined || opened > 0) {
+      if (refused === undefined) this.logger?.info({ connections: opened, afterFailures: this.#failures }, 'reopened the database pool');
+      else this.logger?.warn({ err: refused, opened, wanted }, 'reopened only part of the database pool: going on with those connections');
       this.#failures = 0;
       if (this.#again) void this.#refill();
       return;

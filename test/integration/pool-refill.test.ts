@@ -90,6 +90,23 @@ describe('a pool with a minimum after its connections die', () => {
     }
   });
 
+  it('keeps what a server at its connection limit lets through, and says so', async () => {
+    const app = 'pool-refill-partial';
+    const { proxy, url } = await proxyDatabase(database.url, { maxConnections: 2 });
+    const { lines, logger } = keptLog();
+    const db = createDb({ url: named(url, app), poolMax: 3, poolMin: 3, logger });
+    try {
+      expect((await warmPool(db, 3)).opened).toBe(2);
+      await observer.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [app]);
+      await eventually(async () => lines.some((l) => l.level === 'warn' && l.msg.startsWith('reopened only part of the database pool')), 'the partial line');
+      await eventually(async () => (await backends(app)).length === 2, 'two backends again');
+      expect((await db.raw('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
+    } finally {
+      await db.destroy();
+      await proxy.close();
+    }
+  });
+
   it('leaves a pool without a minimum to grow on demand', async () => {
     const app = 'pool-refill-none';
     const db = createDb({ url: named(database.url, app), poolMax: 3 });
