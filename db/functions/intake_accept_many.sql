@@ -139,7 +139,8 @@ BEGIN
     RETURN NEXT;
   END LOOP;
 
-  -- Events before what references them: deliveries and receipts check their event.
+  -- Events before what references them: receipts check their event; deliveries have had no key
+  -- to it since migration 20261205000049.
   INSERT INTO events (id, tenant_id, source_id, origin, type, message_id, dedupe_key, status, status_rank,
                       provider_sequence, stale, body, data, created_at, trace_parent)
   SELECT i."eventId", i."tenantId", i."sourceId", i.origin, i.type, i."messageId", i."dedupeKey", i.status, i."statusRank",

@@ -129,7 +129,8 @@ BEGIN
     v_deads := v_deads || v_dead;
   END LOOP;
 
-  -- Events before their deliveries, which check their event. The rows come back for the answer.
+  -- Events before their deliveries, in this one transaction (deliveries have no key to check it
+  -- since migration 20261205000049). The rows come back for the answer.
   WITH created AS (
     INSERT INTO events AS e (id, tenant_id, origin, type, message_id, idempotency_key, request_hash, body, data, created_at, trace_parent)
     SELECT i.event_id, i.tenant_id, i.origin, i.type, i.message_id, i.idempotency_key, i.request_hash, i.body, i.data, i.created_at, i.trace_parent

@@ -22,9 +22,19 @@ export interface PartitionBounds {
 
 /** The connection that holds a session-level advisory lock, for further locks held beside it. */
 export interface LockSession {
-  /** Waits for the session-level advisory lock `key` on this connection, runs `work`, releases it. */
+  /**
+   * Waits for the session-level advisory lock `key` on this connection (at most `holdWaitMs`, then
+   * throws), runs `work`, releases it.
+   */
   hold<T>(key: number, work: () => Promise<T>): Promise<T>;
 }
+
+/**
+ * The server stops waiting for a held lock first, before the client's query_timeout (twice the
+ * pool's timeout, 10 s): a lock the client gave up on but the server granted later would stay held
+ * by an idle pooled connection.
+ */
+const holdWaitMs = 5_000;
 
 /**
  * Runs `work` while holding the session-level advisory lock `key`; answers undefined at once when
@@ -36,7 +46,12 @@ export async function withAdvisoryLock<T>(db: Knex, key: number, work: (session:
   const conn = await db.client.acquireConnection();
   const session: LockSession = {
     async hold(other, inner) {
-      await conn.query('SELECT pg_advisory_lock($1)', [other]);
+      await conn.query(`SET lock_timeout = ${holdWaitMs}`);
+      try {
+        await conn.query('SELECT pg_advisory_lock($1)', [other]);
+      } finally {
+        await conn.query('RESET lock_timeout');
+      }
       try {
         return await inner();
       } finally {

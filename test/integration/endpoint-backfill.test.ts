@@ -1,4 +1,6 @@
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { eventDaysLock } from '../../src/store/retention-store.js';
 import { expectError } from '../helpers/api.js';
 import { createEndpoint, publish, publishMany } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
@@ -327,5 +329,29 @@ describe('endpoint backfill', () => {
     expectError(await backfill(a, ep, {}), 409, 'endpoint_disabled');
     expect((await a.call('DELETE', `/v1/endpoints/${ep}`)).status).toBe(204);
     expectError(await backfill(a, ep, {}), 409, 'endpoint_deleted');
+  });
+
+  it('waits while retention checks and drops a day of events, then goes on', async () => {
+    // Deliveries have no key to their event: retention holds eventDaysLock from its check of a day
+    // to its drop, and a backfill, which writes deliveries of past events, takes it shared first.
+    const retention = new pg.Client({ connectionString: t.database.url });
+    await retention.connect();
+    try {
+      await retention.query('SELECT pg_advisory_lock($1::bigint)', [eventDaysLock]);
+      const pending = backfill(a, epN, { reason: 'while retention drops a day' });
+      await eventually(
+        async () => (await t.platform.db.raw(
+          `SELECT count(*)::int AS n FROM pg_locks
+            WHERE locktype = 'advisory' AND NOT granted AND objid = ? AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+          [eventDaysLock],
+        )).rows[0].n > 0,
+        'the backfill waiting for retention',
+      );
+      await retention.query('SELECT pg_advisory_unlock($1::bigint)', [eventDaysLock]);
+      const res = await pending;
+      expect(res.status, res.text).toBe(202);
+    } finally {
+      await retention.end();
+    }
   });
 });
