@@ -24,7 +24,8 @@ AS $function$
 DECLARE
   v_finished text[];
 BEGIN
-  -- An array, so the delete probes the primary key whatever the planner guesses of `changed`.
+  -- Arrays, so each delete probes the primary key whatever the planner guesses of `changed`.
+  -- Deleted deliveries: only unfinished ones have a queue row (retention deletes finished ones).
   IF TG_OP = 'DELETE' THEN
     DELETE FROM delivery_queue WHERE delivery_id = ANY(ARRAY(SELECT n.id FROM changed n WHERE n.status IN ('pending', 'queued', 'in_flight')));
     RETURN NULL;

@@ -38,6 +38,16 @@ export async function createTestDatabase(template = templateDatabase): Promise<T
   };
 }
 
+/** How many sessions of this database are waiting for the one-argument advisory lock `key`. */
+export async function advisoryLockWaiters(db: Knex, key: number): Promise<number> {
+  const { rows } = await db.raw<{ rows: Array<{ n: number }> }>(
+    `SELECT count(*)::int AS n FROM pg_locks
+      WHERE locktype = 'advisory' AND NOT granted AND objid = :key AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+    { key },
+  );
+  return rows[0]!.n;
+}
+
 /** An empty database, for migration tests. */
 export async function createEmptyDatabase(): Promise<TestDatabase> {
   return createTestDatabase('template0');

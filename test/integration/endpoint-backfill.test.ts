@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { eventDaysLock } from '../../src/store/retention-store.js';
+import { advisoryLockWaiters } from '../helpers/database.js';
 import { expectError } from '../helpers/api.js';
 import { createEndpoint, publish, publishMany } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
@@ -339,14 +340,7 @@ describe('endpoint backfill', () => {
     try {
       await retention.query('SELECT pg_advisory_lock($1::bigint)', [eventDaysLock]);
       const pending = backfill(a, epN, { reason: 'while retention drops a day' });
-      await eventually(
-        async () => (await t.platform.db.raw(
-          `SELECT count(*)::int AS n FROM pg_locks
-            WHERE locktype = 'advisory' AND NOT granted AND objid = ? AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
-          [eventDaysLock],
-        )).rows[0].n > 0,
-        'the backfill waiting for retention',
-      );
+      await eventually(async () => (await advisoryLockWaiters(t.platform.db, eventDaysLock)) > 0, 'the backfill waiting for retention');
       await retention.query('SELECT pg_advisory_unlock($1::bigint)', [eventDaysLock]);
       const res = await pending;
       expect(res.status, res.text).toBe(202);

@@ -39,6 +39,11 @@ async function backends(applicationName: string): Promise<Array<{ pid: number; p
   return rows;
 }
 
+/** PostgreSQL ends every backend of the pool named `applicationName`, as a restart would. */
+async function terminate(applicationName: string): Promise<void> {
+  await observer.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [applicationName]);
+}
+
 /** A logger that keeps what it is told, for the refill's own lines. */
 function keptLog() {
   const lines: Array<{ level: string; msg: string }> = [];
@@ -54,7 +59,7 @@ describe('a pool with a minimum after its connections die', () => {
       await warmPool(db, 4);
       const before = await backends(app);
       expect(before).toHaveLength(4);
-      await observer.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [app]);
+      await terminate(app);
       // No statement goes through the pool until its four connections are back, all of them new.
       const after = await eventually(async () => {
         const now = await backends(app);
@@ -97,7 +102,7 @@ describe('a pool with a minimum after its connections die', () => {
     const db = createDb({ url: named(url, app), poolMax: 3, poolMin: 3, logger });
     try {
       expect((await warmPool(db, 3)).opened).toBe(2);
-      await observer.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [app]);
+      await terminate(app);
       await eventually(async () => lines.some((l) => l.level === 'warn' && l.msg.startsWith('reopened only part of the database pool')), 'the partial line');
       await eventually(async () => (await backends(app)).length === 2, 'two backends again');
       expect((await db.raw('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
@@ -113,7 +118,7 @@ describe('a pool with a minimum after its connections die', () => {
     try {
       await warmPool(db, 2);
       expect(await backends(app)).toHaveLength(2);
-      await observer.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [app]);
+      await terminate(app);
       await eventually(async () => (await backends(app)).length === 0, 'both backends gone');
       // The next statement opens the one it needs, and nothing else was opened before it.
       expect((await db.raw('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);

@@ -18,7 +18,7 @@ import { newId } from '../../src/domain/ids.js';
 import { metricValue } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { standard } from '../helpers/providers.js';
-import { attemptsListed } from '../helpers/database.js';
+import { advisoryLockWaiters, attemptsListed } from '../helpers/database.js';
 
 const run = promisify(execFile);
 
@@ -248,14 +248,7 @@ describe('a backfill that writes deliveries of a day retention is dropping', () 
       await backfill.query('BEGIN');
       await backfill.query('SELECT pg_advisory_xact_lock_shared($1::bigint)', [eventDaysLock]);
       const report = runRetention();
-      await eventually(
-        async () => (await db.raw(
-          `SELECT count(*)::int AS n FROM pg_locks
-            WHERE locktype = 'advisory' AND NOT granted AND objid = ? AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
-          [eventDaysLock],
-        )).rows[0].n > 0,
-        'retention waiting for the backfill',
-      );
+      await eventually(async () => (await advisoryLockWaiters(db, eventDaysLock)) > 0, 'retention waiting for the backfill');
       const deliveryId = newId('delivery');
       await backfill.query(
         `INSERT INTO deliveries (id, tenant_id, event_id, endpoint_id, status, next_attempt_at, deadline_at)
