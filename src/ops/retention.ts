@@ -8,7 +8,8 @@
  *   2. deliveries left over (a day held back by one unfinished delivery): removable ones are deleted
  *      in batches, their attempts with them.
  *   3. events: a day's partition is dropped, with its receipts and its keys, once it is older than
- *      RETENTION_DAYS and no delivery points into it any more.
+ *      RETENTION_DAYS and no delivery points into it any more. The events watermark rises first, so
+ *      that nothing made afterwards (a backfill) reads that day.
  *   4. messages untouched for RETENTION_DAYS; audit_log partitions and replays past
  *      AUDIT_RETENTION_DAYS.
  * Nothing pending, queued, in flight or waiting to retry is removable, and neither is its event.
@@ -151,24 +152,25 @@ export class Retention {
 
     // 3. Whole days of events with their receipts and keys, once nothing points into them. A dry
     // run has removed no deliveries, so it counts a day as free when steps 1 and 2 would free it.
-    // From the check to the drop, under eventDaysLock: a backfill writing deliveries of past events
-    // waits, or is waited for and its deliveries seen by the check (no foreign key would refuse them).
+    // Only the check and the watermark's rise are under eventDaysLock: a backfill either committed
+    // before the check (and its deliveries hold the day) or starts after and reads past the
+    // watermark (windowEvents). The removal itself, seconds for a large day, holds no backfill.
     const receipts = of('receipts');
     for (const p of of('events')) {
       if (p.upper > typeIdFloor('evt', cut.succeeded)) break;
-      const removeDay = async () => {
-        if (await deliveriesReferenceEvents(db, p, cut, dryRun)) {
-          report.held.push({ partition: p.name, reason: 'a delivery of one of its events is still kept' });
-          return;
-        }
-        removed.event_keys += await removeEventKeys(db, p.name, dryRun);
-        // Receipts are cut on the same event-id bounds: the partition of this day's receipts.
-        for (const r of receipts.filter((r) => r.upper === p.upper && r.lower === p.lower)) await drop(r, 'receipts');
-        await drop(p, 'events');
+      const free = async () => {
+        if (await deliveriesReferenceEvents(db, p, cut, dryRun)) return false;
         if (!dryRun) await raiseWatermark(db, 'events', typeIdTime(p.upper) ?? now);
+        return true;
       };
-      if (dryRun) await removeDay();
-      else await session.hold(eventDaysLock, removeDay);
+      if (!(dryRun ? await free() : await session.hold(eventDaysLock, free))) {
+        report.held.push({ partition: p.name, reason: 'a delivery of one of its events is still kept' });
+        continue;
+      }
+      removed.event_keys += await removeEventKeys(db, p.name, dryRun);
+      // Receipts are cut on the same event-id bounds: the partition of this day's receipts.
+      for (const r of receipts.filter((r) => r.upper === p.upper && r.lower === p.lower)) await drop(r, 'receipts');
+      await drop(p, 'events');
     }
 
     // 4. Messages, audit log, replays.

@@ -3,7 +3,7 @@ import { windowReadsPerEvent } from '../domain/backfill.js';
 import { newId } from '../domain/ids.js';
 import { advisoryLocks } from '../infra/advisory-locks.js';
 import { audit } from './audit-store.js';
-import { eventDaysLock } from './retention-store.js';
+import { eventDaysLock, eventsKeptFromId } from './retention-store.js';
 import { eventColumns, type EventRow } from './events-store.js';
 import type { TenantScope } from './tenant-scope.js';
 
@@ -68,6 +68,8 @@ async function targetEndpoint(scope: TenantScope, endpointId: string, lock: bool
 function windowEvents(scope: TenantScope, { since, until }: BackfillRequest): Knex.QueryBuilder {
   return scope
     .fromWholeTenant('events')
+    // Not a day retention has begun to remove (see eventDaysLock).
+    .where('events.id', '>=', eventsKeptFromId(scope))
     .where('events.id', '>=', scope.expression(`typeid_floor('evt', :at::timestamptz)`, { at: new Date(since.getTime() - idSlackMs) }))
     .where('events.id', '<', scope.expression(`typeid_floor('evt', :at::timestamptz)`, { at: new Date(until.getTime() + idSlackMs) }))
     .where('events.created_at', '>=', since)

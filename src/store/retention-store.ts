@@ -74,8 +74,9 @@ export async function withAdvisoryLock<T>(db: Knex, key: number, work: (session:
 
 /**
  * Held by retention, exclusively, from its check that no kept delivery points into a day of events
- * until that day is dropped; held shared by every transaction that writes deliveries of past events
- * (a backfill), from before it reads them. `deliveries.event_id` has no foreign key (migration
+ * until the events watermark has risen past that day; held shared by every transaction that writes
+ * deliveries of past events (a backfill), from before it reads them, which reads only events from
+ * the watermark on (eventsKeptFromId). `deliveries.event_id` has no foreign key (migration
  * 20261205000049): without this, a backfill that committed between the check and the drop would
  * leave deliveries whose event is gone. Publishing and intake write deliveries of today's events
  * only, which retention never drops.
@@ -286,7 +287,10 @@ export async function removeOlderThan(
   }
 }
 
-/** Records that rows of `table` made before `before` have been removed (never moves back). */
+/**
+ * Records that rows of `table` made before `before` are removed, or being removed by the run that
+ * raised it: nothing may read them to make new rows (never moves back).
+ */
 export async function raiseWatermark(db: Knex, table: string, before: Date): Promise<void> {
   await db('retention_watermarks')
     .insert({ table_name: table, removed_before: before })
@@ -298,4 +302,13 @@ export async function raiseWatermark(db: Knex, table: string, before: Date): Pro
 export async function watermark(scope: TenantScope, table: string): Promise<Date | undefined> {
   const row: { removed_before: Date } | undefined = await scope.shared('retention_watermarks').where({ table_name: table }).first('removed_before');
   return row?.removed_before;
+}
+
+/**
+ * The lowest event id retention has not removed (or begun to remove), as a SQL expression read when
+ * the statement runs: '' before any removal. What reads old events to make new rows starts there.
+ */
+export function eventsKeptFromId(scope: TenantScope): Knex.Raw {
+  const floor = scope.shared('retention_watermarks').where({ table_name: 'events' }).select(scope.expression(`typeid_floor('evt', removed_before)`));
+  return scope.expression(`coalesce(:floor, '')`, { floor });
 }

@@ -14,6 +14,8 @@ import type { RetentionReport } from '../../src/ops/retention.js';
 import { expectError } from '../helpers/api.js';
 import { countWhereIn, dayMs, daysAgo, insertOldEvent, type OldEvent } from '../helpers/backdate.js';
 import { ensurePartitions, eventDaysLock } from '../../src/store/retention-store.js';
+import { previewBackfill } from '../../src/store/backfill-store.js';
+import { TenantScope } from '../../src/store/tenant-scope.js';
 import { newId } from '../../src/domain/ids.js';
 import { metricValue } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
@@ -263,6 +265,48 @@ describe('a backfill that writes deliveries of a day retention is dropping', () 
       expect(kept).toEqual([{ id: old.eventId }]);
     } finally {
       await backfill.end();
+    }
+  });
+});
+
+describe('a backfill while retention removes a day of events', () => {
+  it('is not held by the removal, and reads none of that day from the moment it begins', async () => {
+    // Past RETENTION_DAYS (30) but newer than any day the tests above removed: the events
+    // watermark is still below it, so a backfill's window reaches it until retention begins.
+    const at = daysAgo(35);
+    const old = await insertOldEvent(db, { tenantId: tenant.id, sourceId: source.id, at, dedupeKey: 'msg_removing', deliveries: [] });
+    const ep = (await tenant.call('POST', '/v1/endpoints', { body: { url: 'http://127.0.0.1:9/d' } })).body.id;
+    const scope = TenantScope.forSystem(db, tenant.id);
+    const previewed = async () => {
+      const preview = await previewBackfill(scope, ep, { since: daysAgo(40), until: new Date(), reason: 'retention test' }, 100);
+      if (typeof preview === 'string') throw new Error(preview);
+      return preview.sample.map((e) => e.id);
+    };
+    expect(await previewed()).toContain(old.eventId);
+
+    // The removal's first step, the day's keys, waits for a row lock held here.
+    const blocker = new pg.Client({ connectionString: t.database.url });
+    await blocker.connect();
+    try {
+      await blocker.query('BEGIN');
+      await blocker.query('SELECT 1 FROM event_keys WHERE event_id = $1 FOR UPDATE', [old.eventId]);
+      const report = runRetention();
+      await eventually(async () => {
+        const { rows } = await db.raw<{ rows: unknown[] }>(
+          "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'DELETE FROM event_keys%' AND datname = current_database()",
+        );
+        return rows.length > 0;
+      }, "retention removing the day's keys");
+
+      expect(await previewed()).not.toContain(old.eventId);
+      const res = await tenant.call('POST', `/v1/endpoints/${ep}/backfill`, { body: { since: daysAgo(29).toISOString(), reason: 'while retention removes a day' } });
+      expect(res.status, res.text).toBe(202);
+
+      await blocker.query('COMMIT');
+      expect((await report).partitions).toContain(dayName('events', at));
+      expect(await db('events').where({ id: old.eventId }).first('id')).toBeUndefined();
+    } finally {
+      await blocker.end();
     }
   });
 });
