@@ -9,7 +9,8 @@
  *      in batches, their attempts with them.
  *   3. events: a day's partition is dropped, with its receipts and its keys, once it is older than
  *      RETENTION_DAYS and no delivery points into it any more. The events watermark rises first, so
- *      that nothing made afterwards (a backfill) reads that day.
+ *      that nothing made afterwards (a backfill) reads that day. Then unfinished deliveries whose
+ *      event is gone (a backfill raced a run that did not take that order) are removed.
  *   4. messages untouched for RETENTION_DAYS; audit_log partitions and replays past
  *      AUDIT_RETENTION_DAYS.
  * Nothing pending, queued, in flight or waiting to retry is removable, and neither is its event.
@@ -34,6 +35,7 @@ import {
   type RemovedDeliveries,
   removeEventKeys,
   removeOlderThan,
+  removeOrphanedDeliveries,
   type IdRange,
   type LockSession,
   type PartitionBounds,
@@ -171,6 +173,15 @@ export class Retention {
       // Receipts are cut on the same event-id bounds: the partition of this day's receipts.
       for (const r of receipts.filter((r) => r.upper === p.upper && r.lower === p.lower)) await drop(r, 'receipts');
       await drop(p, 'events');
+    }
+    // After the drops: a backfill that read a dropped day had to commit before its detach ended.
+    const orphaned = await removeOrphanedDeliveries(db, dryRun);
+    if (orphaned.length > 0) {
+      removed.deliveries += orphaned.length;
+      this.deps.logger.warn(
+        { count: orphaned.length, deliveryIds: orphaned.slice(0, 10) },
+        'unfinished deliveries of events retention had removed (written by a backfill that raced it): removed',
+      );
     }
 
     // 4. Messages, audit log, replays.

@@ -305,10 +305,29 @@ export async function watermark(scope: TenantScope, table: string): Promise<Date
 }
 
 /**
- * The lowest event id retention has not removed (or begun to remove), as a SQL expression read when
- * the statement runs: '' before any removal. What reads old events to make new rows starts there.
+ * The lowest event id retention has not removed (or begun to remove), read when the statement runs:
+ * '' before any removal.
  */
+const eventsKeptFrom = `coalesce((SELECT typeid_floor('evt', w.removed_before) FROM retention_watermarks w WHERE w.table_name = 'events'), '')`;
+
+/** eventsKeptFrom for a query built from a scope: what reads old events to make new rows starts there. */
 export function eventsKeptFromId(scope: TenantScope): Knex.Raw {
-  const floor = scope.shared('retention_watermarks').where({ table_name: 'events' }).select(scope.expression(`typeid_floor('evt', removed_before)`));
-  return scope.expression(`coalesce(:floor, '')`, { floor });
+  return scope.expression(eventsKeptFrom);
+}
+
+/**
+ * Removes (or, dry, counts) unfinished deliveries whose event retention has removed: none can be
+ * sent, replayed or shown with its event, and admission, which reads the event with the delivery,
+ * would keep picking one at the head of its endpoint without sending it. Only a backfill racing a
+ * retention run that takes no eventDaysLock (release 0.5.0's, while a deploy rolls) leaves one.
+ * Every unfinished delivery is in the queue; those of events below the watermark are few.
+ * Answers their ids.
+ */
+export async function removeOrphanedDeliveries(db: Knex, dryRun: boolean): Promise<string[]> {
+  const orphaned = `SELECT d.id FROM delivery_queue q JOIN deliveries d ON d.id = q.delivery_id
+                     WHERE d.event_id < ${eventsKeptFrom} AND NOT EXISTS (SELECT 1 FROM events e WHERE e.id = d.event_id)`;
+  const { rows } = await db.raw<{ rows: Array<{ id: string }> }>(
+    dryRun ? orphaned : `DELETE FROM deliveries d WHERE d.id IN (${orphaned}) RETURNING d.id`,
+  );
+  return rows.map((r) => r.id);
 }

@@ -12,7 +12,7 @@ import { createDb } from '../../src/infra/db.js';
 import { renderMetrics } from '../../src/metrics/registry.js';
 import type { RetentionReport } from '../../src/ops/retention.js';
 import { expectError } from '../helpers/api.js';
-import { countWhereIn, dayMs, daysAgo, insertOldEvent, type OldEvent } from '../helpers/backdate.js';
+import { countWhereIn, dayMs, daysAgo, idAt, insertOldEvent, type OldEvent } from '../helpers/backdate.js';
 import { ensurePartitions, eventDaysLock } from '../../src/store/retention-store.js';
 import { previewBackfill } from '../../src/store/backfill-store.js';
 import { TenantScope } from '../../src/store/tenant-scope.js';
@@ -308,5 +308,33 @@ describe('a backfill while retention removes a day of events', () => {
     } finally {
       await blocker.end();
     }
+  });
+});
+
+describe('an unfinished delivery whose event retention has removed', () => {
+  it('is removed by the next run, with its queue row, and one whose event is kept stays', async () => {
+    // What a backfill of release 0.5.0, which takes no eventDaysLock, can leave when it commits a
+    // delivery of a day that a retention run has checked and then drops: no key refuses it.
+    const removedDay = daysAgo(38);
+    expect((await db('retention_watermarks').where({ table_name: 'events' }).first('removed_before'))!.removed_before.getTime()).toBeGreaterThan(removedDay.getTime());
+    const orphan = newId('delivery');
+    await db('deliveries').insert({
+      id: orphan, tenant_id: tenant.id, event_id: idAt('event', removedDay), endpoint_id: epA, status: 'pending',
+      next_attempt_at: new Date(), deadline_at: new Date(Date.now() + dayMs),
+    });
+    expect(await db('delivery_queue').where({ delivery_id: orphan }).count({ n: '*' })).toEqual([{ n: 1 }]);
+    // Below the watermark too, but its event is there (its day is held by this very delivery).
+    const kept = await insertOldEvent(db, { tenantId: tenant.id, sourceId: source.id, at: daysAgo(39), dedupeKey: 'msg_kept_pending', deliveries: [{ endpointId: epB, status: 'pending' }] });
+    const keptPending = kept.deliveryIds[0]!;
+
+    const dry = await eventually(() => t.platform.retention.run({ dryRun: true }), 'the retention lock');
+    expect(dry.removed.deliveries).toBeGreaterThanOrEqual(1);
+    expect(await db('deliveries').where({ id: orphan }).first('id')).toEqual({ id: orphan });
+
+    const report = await runRetention();
+    expect(report.removed.deliveries).toBeGreaterThanOrEqual(1);
+    expect(await db('deliveries').where({ id: orphan }).first('id')).toBeUndefined();
+    expect(await db('delivery_queue').where({ delivery_id: orphan }).count({ n: '*' })).toEqual([{ n: 0 }]);
+    expect(await db('deliveries').where({ id: keptPending }).first('status')).toEqual({ status: 'pending' });
   });
 });
