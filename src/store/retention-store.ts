@@ -318,10 +318,10 @@ export function eventsKeptFromId(scope: TenantScope): Knex.Raw {
 /**
  * Removes (or, dry, counts) unfinished deliveries whose event retention has removed: none can be
  * sent, replayed or shown with its event, and admission, which reads the event with the delivery,
- * would keep picking one at the head of its endpoint without sending it. Only a backfill racing a
- * retention run that takes no eventDaysLock (release 0.5.0's, while a deploy rolls) leaves one.
- * Every unfinished delivery is in the queue; those of events below the watermark are few.
- * Answers their ids.
+ * would pick one in every round without sending it, taking one of its endpoint's free slots (all of
+ * them at a concurrency of 1). Only a backfill racing a retention run that takes no eventDaysLock
+ * (release 0.5.0's, while a deploy rolls) leaves one. Every unfinished delivery is in the queue;
+ * those of events below the watermark are few. Answers their ids.
  */
 export async function removeOrphanedDeliveries(db: Knex, dryRun: boolean): Promise<string[]> {
   const orphaned = `SELECT d.id FROM delivery_queue q JOIN deliveries d ON d.id = q.delivery_id
