@@ -53,6 +53,14 @@ export function typeIdTime(id: string): Date | undefined {
   return new Date(ms);
 }
 
+/**
+ * The lowest event id retention has not removed or begun to remove, given the events watermark
+ * (retention_watermarks); '' before any removal. What reads old events to make new rows starts there.
+ */
+export function eventsKeptFromId(removedBefore: Date | undefined): string {
+  return removedBefore ? typeIdFloor('evt', removedBefore) : '';
+}
+
 /** The smallest TypeID of this prefix made at or after `at` (as SQL's typeid_floor). */
 export function typeIdFloor(prefix: string, at: Date): string {
   let ms = Math.floor(at.getTime());

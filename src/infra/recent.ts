@@ -15,6 +15,11 @@ class OldestFirst {
 
   constructor(private readonly keys: () => Iterable<string>) {}
 
+  /** Forgets the kept iterator, which would otherwise hold the cleared table until the next eviction. */
+  reset(): void {
+    this.cursor = undefined;
+  }
+
   next(): string {
     let step = this.cursor?.next();
     if (!step || step.done) {
@@ -66,6 +71,7 @@ export class RecentMap<V> {
 
   clear(): void {
     this.entries.clear();
+    this.oldest.reset();
   }
 
   set(key: string, value: V): void {

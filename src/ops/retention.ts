@@ -10,14 +10,15 @@
  *   3. events: a day's partition is dropped, with its receipts and its keys, once it is older than
  *      RETENTION_DAYS and no delivery points into it any more. The events watermark rises first, so
  *      that nothing made afterwards (a backfill) reads that day. Then unfinished deliveries whose
- *      event is gone (a backfill raced a run that did not take that order) are removed.
+ *      event is gone are removed: a backfill racing a run of the other release while a deploy from
+ *      0.5.0 rolls can leave one.
  *   4. messages untouched for RETENTION_DAYS; audit_log partitions and replays past
  *      AUDIT_RETENTION_DAYS.
  * Nothing pending, queued, in flight or waiting to retry is removable, and neither is its event.
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
-import { RETAINED_TABLES, typeIdFloor, typeIdTime, type RetainedTable, type RetentionPolicy } from '../domain/retention.js';
+import { RETAINED_TABLES, eventsKeptFromId, typeIdFloor, typeIdTime, type RetainedTable, type RetentionPolicy } from '../domain/retention.js';
 import { advisoryLocks } from '../infra/advisory-locks.js';
 import { metrics } from '../metrics/registry.js';
 import {
@@ -36,6 +37,7 @@ import {
   removeEventKeys,
   removeOlderThan,
   removeOrphanedDeliveries,
+  watermark,
   type IdRange,
   type LockSession,
   type PartitionBounds,
@@ -51,6 +53,8 @@ export interface RetentionReport {
   /** Partitions past their window that must stay, and why. */
   held: Array<{ partition: string; reason: string }>;
   partitionsCreated: number;
+  /** Unfinished deliveries whose event was gone, removed (or that would be; see removeOrphanedDeliveries). */
+  orphaned: string[];
 }
 
 /** Partitions are kept this far ahead, so a worker down for days does not stop intake. */
@@ -114,7 +118,7 @@ export class Retention {
     const { db, policy } = this.deps;
     const { now, cut } = await databaseCutoffs(db, policy);
     const removed = Object.fromEntries(RETAINED_TABLES.map((t) => [t, 0])) as Record<RetainedTable, number>;
-    const report: RetentionReport = { dryRun, removed, partitions: [], held: [], partitionsCreated: dryRun ? 0 : await this.ensureAhead(now) };
+    const report: RetentionReport = { dryRun, removed, partitions: [], held: [], orphaned: [], partitionsCreated: dryRun ? 0 : await this.ensureAhead(now) };
     if (!dryRun) report.partitions.push(...(await dropDetachedLeftovers(db)));
     const partitions = await listPartitions(db);
     const of = (parent: string) => partitions.filter((p): p is PartitionBounds & { upper: string } => p.parent === parent && p.upper !== null);
@@ -162,7 +166,10 @@ export class Retention {
       if (p.upper > typeIdFloor('evt', cut.succeeded)) break;
       const free = async () => {
         if (await deliveriesReferenceEvents(db, p, cut, dryRun)) return false;
-        if (!dryRun) await raiseWatermark(db, 'events', typeIdTime(p.upper) ?? now);
+        // The watermark never moves back, and backfills read only above it: a wrong one hides events.
+        const upper = typeIdTime(p.upper);
+        if (!upper) throw new Error(`partition ${p.name} ends at ${p.upper}, which is not an event id`);
+        if (!dryRun) await raiseWatermark(db, 'events', upper);
         return true;
       };
       if (!(dryRun ? await free() : await session.hold(eventDaysLock, free))) {
@@ -175,12 +182,12 @@ export class Retention {
       await drop(p, 'events');
     }
     // After the drops: a backfill that read a dropped day had to commit before its detach ended.
-    const orphaned = await removeOrphanedDeliveries(db, dryRun);
-    if (orphaned.length > 0) {
-      removed.deliveries += orphaned.length;
+    report.orphaned = await removeOrphanedDeliveries(db, eventsKeptFromId(await watermark(db, 'events')), dryRun);
+    if (report.orphaned.length > 0) {
+      removed.deliveries += report.orphaned.length;
       this.deps.logger.warn(
-        { count: orphaned.length, deliveryIds: orphaned.slice(0, 10) },
-        'unfinished deliveries of events retention had removed (written by a backfill that raced it): removed',
+        { dryRun, count: report.orphaned.length, deliveryIds: report.orphaned.slice(0, 10) },
+        `unfinished deliveries of events retention had removed (written by a backfill that raced it): ${dryRun ? 'would be removed' : 'removed'}`,
       );
     }
 

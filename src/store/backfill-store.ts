@@ -3,7 +3,8 @@ import { windowReadsPerEvent } from '../domain/backfill.js';
 import { newId } from '../domain/ids.js';
 import { advisoryLocks } from '../infra/advisory-locks.js';
 import { audit } from './audit-store.js';
-import { eventDaysLock, eventsKeptFromId } from './retention-store.js';
+import { eventsKeptFromId } from '../domain/retention.js';
+import { eventDaysLock, watermark } from './retention-store.js';
 import { eventColumns, type EventRow } from './events-store.js';
 import type { TenantScope } from './tenant-scope.js';
 
@@ -59,17 +60,26 @@ async function targetEndpoint(scope: TenantScope, endpointId: string, lock: bool
   return ep;
 }
 
+/** A request's window with the lowest event id retention keeps, read once per backfill (eventsKeptFromId). */
+interface Window extends BackfillRequest {
+  keptFrom: string;
+}
+
+async function readWindow(scope: TenantScope, request: BackfillRequest): Promise<Window> {
+  return { ...request, keptFrom: eventsKeptFromId(await watermark(scope, 'events')) };
+}
+
 /**
  * The tenant's events accepted in [since, until): what a backfill reads. The whole tenant's events:
  * a portal session sees an event through its deliveries to the session's endpoints, and the events
  * a backfill takes have none by definition. The endpoint itself was found through the session's
  * scope, and a session's event types narrow `candidates`.
  */
-function windowEvents(scope: TenantScope, { since, until }: BackfillRequest): Knex.QueryBuilder {
+function windowEvents(scope: TenantScope, { since, until, keptFrom }: Window): Knex.QueryBuilder {
   return scope
     .fromWholeTenant('events')
     // Not a day retention has begun to remove (see eventDaysLock).
-    .where('events.id', '>=', eventsKeptFromId(scope))
+    .where('events.id', '>=', keptFrom)
     .where('events.id', '>=', scope.expression(`typeid_floor('evt', :at::timestamptz)`, { at: new Date(since.getTime() - idSlackMs) }))
     .where('events.id', '<', scope.expression(`typeid_floor('evt', :at::timestamptz)`, { at: new Date(until.getTime() + idSlackMs) }))
     .where('events.created_at', '>=', since)
@@ -80,7 +90,7 @@ function windowEvents(scope: TenantScope, { since, until }: BackfillRequest): Kn
  * Refuses a window holding more events than a backfill may read (domain/backfill.ts), before
  * reading them all: answers where the first that many end, the time to split it at.
  */
-async function assertWindowWithin(scope: TenantScope, request: BackfillRequest, maxEvents: number): Promise<void> {
+async function assertWindowWithin(scope: TenantScope, request: Window, maxEvents: number): Promise<void> {
   const limit = maxEvents * windowReadsPerEvent;
   const beyond: { created_at: Date } | undefined = await windowEvents(scope, request).orderBy('events.id').offset(limit).first('events.created_at');
   if (beyond) throw new BackfillWindowTooLarge(limit, beyond.created_at);
@@ -93,7 +103,7 @@ async function assertWindowWithin(scope: TenantScope, request: BackfillRequest, 
  * it), that fan-out forwarded (a `stale` event was forwarded to nobody), and that have no
  * delivery to this endpoint yet. Oldest first.
  */
-function candidates(scope: TenantScope, ep: TargetEndpoint, request: BackfillRequest): Knex.QueryBuilder {
+function candidates(scope: TenantScope, ep: TargetEndpoint, request: Window): Knex.QueryBuilder {
   const q = windowEvents(scope, request)
     .where('events.stale', false)
     // Another endpoint's test event is not the tenant's event (migration 20261204000046).
@@ -112,9 +122,10 @@ function candidates(scope: TenantScope, ep: TargetEndpoint, request: BackfillReq
 export async function previewBackfill(scope: TenantScope, endpointId: string, request: BackfillRequest, maxEvents: number) {
   const ep = await targetEndpoint(scope, endpointId, false);
   if (typeof ep === 'string') return ep;
-  await assertWindowWithin(scope, request, maxEvents);
-  const [{ count }] = await candidates(scope, ep, request).count({ count: '*' });
-  const sample: EventRow[] = await candidates(scope, ep, request).select(eventColumns(scope)).orderBy('events.id').limit(sampleSize);
+  const window = await readWindow(scope, request);
+  await assertWindowWithin(scope, window, maxEvents);
+  const [{ count }] = await candidates(scope, ep, window).count({ count: '*' });
+  const sample: EventRow[] = await candidates(scope, ep, window).select(eventColumns(scope)).orderBy('events.id').limit(sampleSize);
   return { total: Number(count), sample };
 }
 
@@ -149,14 +160,16 @@ export async function startBackfill(
   write: (trx: Knex.Transaction, rows: { endpointId: string; replayId: string; eventIds: string[]; deliveryIds: string[] }) => Promise<string[]>,
 ): Promise<{ id: string; total: number } | BackfillRefusal> {
   return scope.transactionWithPlatformDb(async (s, trx) => {
-    // First: no day of events the window reaches is dropped until this commits (eventDaysLock).
+    // First: the events watermark does not rise past a day this backfill may read until it commits,
+    // and it reads from the watermark on (eventDaysLock).
     await s.composed('SELECT pg_advisory_xact_lock_shared(:key::bigint)', { key: eventDaysLock });
     await s.composed('SELECT pg_advisory_xact_lock(:key::int, hashtext(:endpointId))', { key: backfillLock, endpointId });
     const ep = await targetEndpoint(s, endpointId, true);
     if (typeof ep === 'string') return ep;
     const { until } = request;
-    await assertWindowWithin(s, request, pacing.maxEvents);
-    const eventIds: string[] = await candidates(s, ep, request)
+    const window = await readWindow(s, request);
+    await assertWindowWithin(s, window, pacing.maxEvents);
+    const eventIds: string[] = await candidates(s, ep, window)
       .orderBy('events.id')
       .limit(pacing.maxEvents + 1)
       .pluck('events.id');

@@ -9,7 +9,7 @@
 import type { Knex } from 'knex';
 import { advisoryLocks } from '../infra/advisory-locks.js';
 import type { Cutoffs, RetentionPolicy } from '../domain/retention.js';
-import type { TenantScope } from './tenant-scope.js';
+import { TenantScope } from './tenant-scope.js';
 
 export interface PartitionBounds {
   parent: string;
@@ -75,8 +75,8 @@ export async function withAdvisoryLock<T>(db: Knex, key: number, work: (session:
 /**
  * Held by retention, exclusively, from its check that no kept delivery points into a day of events
  * until the events watermark has risen past that day; held shared by every transaction that writes
- * deliveries of past events (a backfill), from before it reads them, which reads only events from
- * the watermark on (eventsKeptFromId). `deliveries.event_id` has no foreign key (migration
+ * deliveries of past events (a backfill), from before it reads the watermark and then only events
+ * from it on (eventsKeptFromId). `deliveries.event_id` has no foreign key (migration
  * 20261205000049): without this, a backfill that committed between the check and the drop would
  * leave deliveries whose event is gone. Publishing and intake write deliveries of today's events
  * only, which retention never drops.
@@ -298,36 +298,30 @@ export async function raiseWatermark(db: Knex, table: string, before: Date): Pro
     .merge({ removed_before: db.raw('greatest(retention_watermarks.removed_before, EXCLUDED.removed_before)') });
 }
 
-/** Up to when rows of `table` have been removed, if ever. */
-export async function watermark(scope: TenantScope, table: string): Promise<Date | undefined> {
-  const row: { removed_before: Date } | undefined = await scope.shared('retention_watermarks').where({ table_name: table }).first('removed_before');
+/** Up to when rows of `table` have been removed, if ever: from a tenant's scope, or unscoped (retention). */
+export async function watermark(from: TenantScope | Knex, table: string): Promise<Date | undefined> {
+  const rows = from instanceof TenantScope ? from.shared('retention_watermarks') : from('retention_watermarks');
+  const row: { removed_before: Date } | undefined = await rows.where({ table_name: table }).first('removed_before');
   return row?.removed_before;
-}
-
-/**
- * The lowest event id retention has not removed (or begun to remove), read when the statement runs:
- * '' before any removal.
- */
-const eventsKeptFrom = `coalesce((SELECT typeid_floor('evt', w.removed_before) FROM retention_watermarks w WHERE w.table_name = 'events'), '')`;
-
-/** eventsKeptFrom for a query built from a scope: what reads old events to make new rows starts there. */
-export function eventsKeptFromId(scope: TenantScope): Knex.Raw {
-  return scope.expression(eventsKeptFrom);
 }
 
 /**
  * Removes (or, dry, counts) unfinished deliveries whose event retention has removed: none can be
  * sent, replayed or shown with its event, and admission, which reads the event with the delivery,
- * would pick one in every round without sending it, taking one of its endpoint's free slots (all of
- * them at a concurrency of 1). Only a backfill racing a retention run that takes no eventDaysLock
- * (release 0.5.0's, while a deploy rolls) leaves one. Every unfinished delivery is in the queue;
- * those of events below the watermark are few. Answers their ids.
+ * picks one in every round without sending it until the sweep dead-letters it at its deadline
+ * (docs/operations/upgrade.md). Only a backfill racing a retention run of the other release, while
+ * a deploy from 0.5.0 rolls, leaves one. Candidates are deliveries of events below the watermark
+ * (`keptFrom`, bound so that the planner walks deliveries_event_endpoint for them) that are still
+ * in the queue. Answers their ids.
  */
-export async function removeOrphanedDeliveries(db: Knex, dryRun: boolean): Promise<string[]> {
-  const orphaned = `SELECT d.id FROM delivery_queue q JOIN deliveries d ON d.id = q.delivery_id
-                     WHERE d.event_id < ${eventsKeptFrom} AND NOT EXISTS (SELECT 1 FROM events e WHERE e.id = d.event_id)`;
+export async function removeOrphanedDeliveries(db: Knex, keptFrom: string, dryRun: boolean): Promise<string[]> {
+  const orphaned = `SELECT d.id FROM deliveries d
+                     WHERE d.event_id < :keptFrom
+                       AND EXISTS (SELECT 1 FROM delivery_queue q WHERE q.delivery_id = d.id)
+                       AND NOT EXISTS (SELECT 1 FROM events e WHERE e.id = d.event_id)`;
   const { rows } = await db.raw<{ rows: Array<{ id: string }> }>(
-    dryRun ? orphaned : `DELETE FROM deliveries d WHERE d.id IN (${orphaned}) RETURNING d.id`,
+    dryRun ? orphaned : `DELETE FROM deliveries WHERE id IN (${orphaned}) RETURNING id`,
+    { keptFrom },
   );
   return rows.map((r) => r.id);
 }

@@ -47,6 +47,19 @@ describe('RecentSet', () => {
     }
   });
 
+  it('holds only the newest key at a capacity of 1 or 0: each add forgets the one before', () => {
+    const one = new RecentSet(1);
+    const none = new RecentSet(0);
+    for (let i = 0; i < 50; i++) {
+      one.add(`k${i}`);
+      none.add(`k${i}`);
+      expect([one.has(`k${i}`), one.size]).toEqual([true, 1]);
+      if (i > 0) expect(one.has(`k${i - 1}`)).toBe(false);
+      // A capacity of 0 forgets the previous key as the next one comes in.
+      expect(none.size).toBe(1);
+    }
+  });
+
   it('keeps only the newest keys while every add is new', () => {
     const set = new RecentSet(3);
     for (let i = 0; i < 10; i++) set.add(`k${i}`);
