@@ -6,6 +6,7 @@ import { hashSecretToken } from '../domain/secret-token.js';
 import { API_KEY_PREFIX, findApiKey } from '../store/api-keys-store.js';
 import { PORTAL_SESSION_PREFIX, resolvePortalSession } from '../store/portal-sessions-store.js';
 import type { ReadReplica } from '../infra/read-replica.js';
+import { RecentMap } from '../infra/recent.js';
 import { TenantScope } from '../store/tenant-scope.js';
 import type { Middleware } from './route.js';
 
@@ -37,7 +38,7 @@ const keyCacheMax = 10_000;
  * publishing hundreds of events a second then costs one look-up a second, not one per request.
  */
 function cachedKeys(platformDb: Knex): (token: string) => Promise<ApiKey | undefined> {
-  const cache = new Map<string, { key: ApiKey; until: number }>();
+  const cache = new RecentMap<{ key: ApiKey; until: number }>(keyCacheMax);
   return async (token) => {
     const hash = hashSecretToken(token);
     const hit = cache.get(hash);
@@ -46,11 +47,8 @@ function cachedKeys(platformDb: Knex): (token: string) => Promise<ApiKey | undef
     // as of some instant after `asked`, so a key revoked before then is never served past asked + 1 s.
     const asked = Date.now();
     const key = await findApiKey(platformDb, hash);
-    cache.delete(hash);
-    if (key) {
-      if (cache.size >= keyCacheMax) cache.delete(cache.keys().next().value!);
-      cache.set(hash, { key, until: asked + keyCacheMs });
-    }
+    if (key) cache.set(hash, { key, until: asked + keyCacheMs });
+    else cache.delete(hash);
     return key;
   };
 }

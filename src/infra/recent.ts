@@ -69,6 +69,10 @@ export class RecentMap<V> {
     return this.entries.get(key);
   }
 
+  delete(key: string): void {
+    this.entries.delete(key);
+  }
+
   clear(): void {
     this.entries.clear();
     this.oldest.reset();

@@ -61,11 +61,11 @@ async function targetEndpoint(scope: TenantScope, endpointId: string, lock: bool
 }
 
 /** A request's window with the lowest event id retention keeps, read once per backfill (eventsKeptFromId). */
-interface Window extends BackfillRequest {
+interface BackfillWindow extends BackfillRequest {
   keptFrom: string;
 }
 
-async function readWindow(scope: TenantScope, request: BackfillRequest): Promise<Window> {
+async function readWindow(scope: TenantScope, request: BackfillRequest): Promise<BackfillWindow> {
   return { ...request, keptFrom: eventsKeptFromId(await watermark(scope, 'events')) };
 }
 
@@ -75,7 +75,7 @@ async function readWindow(scope: TenantScope, request: BackfillRequest): Promise
  * a backfill takes have none by definition. The endpoint itself was found through the session's
  * scope, and a session's event types narrow `candidates`.
  */
-function windowEvents(scope: TenantScope, { since, until, keptFrom }: Window): Knex.QueryBuilder {
+function windowEvents(scope: TenantScope, { since, until, keptFrom }: BackfillWindow): Knex.QueryBuilder {
   return scope
     .fromWholeTenant('events')
     // Not a day retention has begun to remove (see eventDaysLock).
@@ -90,7 +90,7 @@ function windowEvents(scope: TenantScope, { since, until, keptFrom }: Window): K
  * Refuses a window holding more events than a backfill may read (domain/backfill.ts), before
  * reading them all: answers where the first that many end, the time to split it at.
  */
-async function assertWindowWithin(scope: TenantScope, request: Window, maxEvents: number): Promise<void> {
+async function assertWindowWithin(scope: TenantScope, request: BackfillWindow, maxEvents: number): Promise<void> {
   const limit = maxEvents * windowReadsPerEvent;
   const beyond: { created_at: Date } | undefined = await windowEvents(scope, request).orderBy('events.id').offset(limit).first('events.created_at');
   if (beyond) throw new BackfillWindowTooLarge(limit, beyond.created_at);
@@ -103,7 +103,7 @@ async function assertWindowWithin(scope: TenantScope, request: Window, maxEvents
  * it), that fan-out forwarded (a `stale` event was forwarded to nobody), and that have no
  * delivery to this endpoint yet. Oldest first.
  */
-function candidates(scope: TenantScope, ep: TargetEndpoint, request: Window): Knex.QueryBuilder {
+function candidates(scope: TenantScope, ep: TargetEndpoint, request: BackfillWindow): Knex.QueryBuilder {
   const q = windowEvents(scope, request)
     .where('events.stale', false)
     // Another endpoint's test event is not the tenant's event (migration 20261204000046).

@@ -1,4 +1,5 @@
 import { newId } from '../domain/ids.js';
+import { RecentMap } from '../infra/recent.js';
 
 /**
  * Delivery ids are TypeIDs made here, not in SQL: they must sort by creation time, and ids made in
@@ -10,8 +11,8 @@ import { newId } from '../domain/ids.js';
  * endpoint added or removed costs one extra call for the next event of each type.
  */
 export const initialDeliveryIdGuess = 4;
-const maxRemembered = 10_000;
-const needed = new Map<string, number>();
+/** What each tenant and type needed last, for the 10,000 pairs set most recently: tenants choose their types. */
+const needed = new RecentMap<number>(10_000);
 
 /** Runs `call` with enough delivery ids: again, with as many as it said it needs, when it had too few. */
 export async function withDeliveryIds<R extends { endpoint_count: number }>(
@@ -24,7 +25,7 @@ export async function withDeliveryIds<R extends { endpoint_count: number }>(
   // Endpoints would have to be added between every two calls to need a third; a fifth means a bug.
   for (let round = 1; ; round++) {
     const row = await call(ids);
-    remember(key, row.endpoint_count);
+    needed.set(key, row.endpoint_count);
     if (row.endpoint_count <= ids.length) return row;
     if (round === 5) throw new Error(`fan-out still needs ${row.endpoint_count} delivery ids after ${round} calls`);
     ids = newDeliveryIds(row.endpoint_count);
@@ -33,11 +34,4 @@ export async function withDeliveryIds<R extends { endpoint_count: number }>(
 
 function newDeliveryIds(n: number): string[] {
   return Array.from({ length: n }, () => newId('delivery'));
-}
-
-function remember(key: string, count: number): void {
-  // Most recently used last; the oldest goes when the map is full (types are chosen by tenants).
-  needed.delete(key);
-  if (needed.size >= maxRemembered) needed.delete(needed.keys().next().value!);
-  needed.set(key, count);
 }

@@ -26,6 +26,11 @@ class Model<V> {
   get(key: string): V | undefined {
     return this.entries.find(([k]) => k === key)?.[1];
   }
+
+  delete(key: string): void {
+    const at = this.entries.findIndex(([k]) => k === key);
+    if (at >= 0) this.entries.splice(at, 1);
+  }
 }
 
 const universe = Array.from({ length: 300 }, (_, i) => `key ${i}`);
@@ -71,7 +76,7 @@ describe('RecentSet', () => {
 });
 
 describe('RecentMap', () => {
-  it('answers the value last set for each of the keys set last, across clears, over 20,000 sets', () => {
+  it('answers the value last set for each of the keys set last, across deletes and clears, over 20,000 operations', () => {
     const next = random(11);
     const map = new RecentMap<number>(50);
     let model = new Model<number>(50);
@@ -82,6 +87,11 @@ describe('RecentMap', () => {
         continue;
       }
       const key = universe[next(120)]!;
+      if (op % 13 === 0) {
+        map.delete(key);
+        model.delete(key);
+        continue;
+      }
       map.set(key, op);
       model.set(key, op);
       if (op % 89 === 0 || op > 19_900) {
