@@ -82,7 +82,8 @@ async function runRetentionOnce(config: Config, logger: Logger, args: string[]):
       `retention${dryRun ? ' (dry run: nothing changed)' : ''}: RETENTION_DAYS=${retentionDays}, DEAD_LETTER_RETENTION_DAYS=${deadLetterRetentionDays}, AUDIT_RETENTION_DAYS=${auditRetentionDays}\n` +
         Object.entries(report.removed).map(([table, rows]) => `  ${table.padEnd(12)} ${verb} ${rows} rows\n`).join('') +
         `  partitions   ${verb} ${report.partitions.length}${report.partitions.length ? `: ${report.partitions.join(', ')}` : ''}\n` +
-        report.held.map((h) => `  kept         ${h.partition}: ${h.reason}\n`).join(''),
+        report.held.map((h) => `  kept         ${h.partition}: ${h.reason}\n`).join('') +
+        (report.orphaned.length ? `  orphaned     ${verb} ${report.orphaned.length} unfinished deliveries whose event was gone: ${report.orphaned.join(', ')}\n` : ''),
     );
   } finally {
     await db.destroy();

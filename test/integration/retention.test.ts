@@ -337,6 +337,8 @@ describe('an unfinished delivery whose event retention has removed', () => {
 
     const dry = await eventually(() => t.platform.retention.run({ dryRun: true }), 'the retention lock');
     expect(dry.orphaned).toEqual([orphan]);
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', 'src/main.ts', 'retention', '--dry-run'], { env: { ...process.env, ...t.env, LOG_LEVEL: 'silent' } });
+    expect(stdout).toContain(`orphaned     would remove 1 unfinished deliveries whose event was gone: ${orphan}`);
     expect(await db('deliveries').where({ id: orphan }).first('id')).toEqual({ id: orphan });
 
     expect((await runRetention()).orphaned).toEqual([orphan]);
