@@ -13,7 +13,7 @@
 class OldestFirst {
   private cursor: Iterator<string> | undefined;
 
-  constructor(private readonly keys: () => Iterable<string>) {}
+  constructor(private readonly of: { keys(): Iterator<string> }) {}
 
   /** Forgets the kept iterator, which would otherwise hold the cleared table until the next eviction. */
   reset(): void {
@@ -24,7 +24,7 @@ class OldestFirst {
     let step = this.cursor?.next();
     if (!step || step.done) {
       // An exhausted iterator stays exhausted, even for keys added after it ended.
-      this.cursor = this.keys()[Symbol.iterator]();
+      this.cursor = this.of.keys();
       step = this.cursor.next();
     }
     return step.value as string;
@@ -38,7 +38,7 @@ class OldestFirst {
  */
 export class RecentSet {
   private readonly keys = new Set<string>();
-  private readonly oldest = new OldestFirst(() => this.keys.values());
+  private readonly oldest = new OldestFirst(this.keys);
 
   constructor(private readonly capacity: number) {}
 
@@ -61,7 +61,7 @@ export class RecentSet {
 /** A map of the most recently set keys, at most `capacity` of them, forgetting like RecentSet. */
 export class RecentMap<V> {
   private readonly entries = new Map<string, V>();
-  private readonly oldest = new OldestFirst(() => this.entries.keys());
+  private readonly oldest = new OldestFirst(this.entries);
 
   constructor(private readonly capacity: number) {}
 
