@@ -1,4 +1,4 @@
--- admit_due: release 0.1.0's signature. The rule is admit_due_v3 (see its file); this returns the
+-- admit_due: release 0.1.0's signature. The rule is admit_due_v4 (see its file); this returns the
 -- same rows without the trace-context columns and the claim's token. No release since 0.1.0 calls it; it stays because
 -- released migrations' downs drop it by signature (docs/operations/functions.md, "Except").
 CREATE OR REPLACE FUNCTION admit_due(
@@ -15,5 +15,5 @@ LANGUAGE sql VOLATILE AS $$
   SELECT local, id, tenant_id, status, attempt_count, attempt_base, replayed_at, next_trigger, deadline_at, succeeded_at,
          event_id, event_type, event_created_at, body, ep_id, url, ep_status, retry_policy, secret_enc,
          previous_secret_enc, previous_secret_expires_at, deleted_at, skipped
-    FROM admit_due_v3(p_threshold, p_batch, p_queued_lease_seconds, p_local, p_in_flight_lease_ms, p_all_local)
+    FROM admit_due_v4(p_threshold, p_batch, p_queued_lease_seconds, p_local, p_in_flight_lease_ms, p_all_local)
 $$;

@@ -7,8 +7,7 @@
 -- it back as an attempt with exactly these values (trigger `initial`, number 1, outcome `success`).
 -- Inputs:  the attempt's trigger, number (the delivery's attempt count when it started) and outcome.
 -- Outputs: true to store it in the delivery.
--- Effects: none. IMMUTABLE: the writers (record_attempt_v4, record_successes_v4, and release
---          0.5.0's `_v3`) call it per row.
+-- Effects: none. IMMUTABLE: the writers (record_attempt_v4, record_successes_v4) call it per row.
 -- Locks:   none.
 CREATE OR REPLACE FUNCTION attempt_stored_in_delivery(p_trigger text, p_attempt_number integer, p_outcome text)
 RETURNS boolean

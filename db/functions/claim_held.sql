@@ -1,8 +1,7 @@
 -- claim_held: whether an attempt's result may still be recorded under a claim, given the claim's
 -- status, attempt count and lease. claim_held_v2 asks it of the claim wherever it is kept (the
 -- guard of record_attempt_v4, record_successes_v4 and the egress failure in
--- src/delivery/sql/attempts.ts); release 0.5.0's record_attempt_v3 and record_successes_v3 ask
--- it of `deliveries` alone, where their claims are.
+-- src/delivery/sql/attempts.ts).
 --
 -- The delivery must still be in flight on the attempt its claim counted, under that same claim
 -- (lease_token): a late result of an attempt whose lease was taken back, or whose claim a crash of

@@ -3,9 +3,7 @@
 -- (record_attempt_v4, record_successes_v4, the egress failure in src/delivery/sql/attempts.ts).
 --
 -- The claim is the queue row's when claim_in_queue says so, else the delivery's own; either must
--- be in flight on this attempt under this token (claim_held). claim_held, over `deliveries` alone,
--- stays the guard of release 0.5.0's functions (the `_v3` ones), which record only claims written
--- to `deliveries`.
+-- be in flight on this attempt under this token (claim_held).
 --
 -- Inputs:  the delivery's status, attempt_count and lease_until; its queue row's (NULL when it has
 --          none); the attempt's number and its claim's token. Inlined by the planner: a plain SQL

@@ -3,9 +3,9 @@
 -- A claim is kept in one of two places. A slot of this release's processes claims a delivery in its
 -- queue row only (admit_due_v4, hand_off_v4: status `in_flight`, lease, the attempt's number in
 -- attempt_count, claimed_at), and `deliveries` stays `pending` with the count of the attempts before.
--- A Redis job's claim, and every claim of release 0.5.0's processes, is written to `deliveries`
--- (`in_flight`, the count including the attempt). This says which: the queue row holds a claim and
--- the delivery's row is still as that claim found it. Readers take the claim from the queue row
+-- A Redis job's claim is written to `deliveries` (`in_flight`, the count including the attempt).
+-- This says which: the queue row holds a claim and the delivery's row is still as that claim found
+-- it. Readers take the claim from the queue row
 -- when it answers true, from `deliveries` otherwise (claim_held_v2, delivery_state, the lost-worker
 -- sweep in src/delivery/sql/sweep.ts).
 --

@@ -3,8 +3,7 @@
 -- The one rule for "may this endpoint start another attempt, and with which delivery". Admission
 -- (admit_due_v4) and both slot hand-offs (hand_off_v4, called by the two recording functions)
 -- ask it, so a changed status, max_concurrency, rate limit, circuit or ordering applies to all
--- three at once, even while a backlog drains. Release 0.5.0's `_v3` ask it too while a deploy
--- rolls.
+-- three at once, even while a backlog drains.
 --
 -- Inputs:  p_endpoint_id; p_want, the most the caller wants; p_threshold, the consecutive failures
 --          that make the circuit half-open; p_hand_off, true when a slot that just finished asks.

@@ -2,7 +2,7 @@
 --
 -- The one way to find them: a skip scan over delivery_queue_due, one index descent per endpoint with
 -- a pending delivery, so its cost follows those endpoints, never the pending rows (a backlog of
--- millions) nor the endpoints that exist. Admission's candidates come from it (admit_due_v3), and
+-- millions) nor the endpoints that exist. Admission's candidates come from it (admit_due_v4), and
 -- so does the sweep's dead-letter step for disabled and deleted endpoints (src/delivery/sql/sweep.ts),
 -- which read every pending entry of the queue on each sweep before (docs/performance.md, "The full
 -- run at the end of the sitting", twelfth sitting).

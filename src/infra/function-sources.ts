@@ -47,7 +47,7 @@ async function functionExists(db: Knex, name: string): Promise<boolean> {
  * files): every source whose checksum differs from the recorded one, or whose function is missing
  * (a versioned migration's down may have dropped it), is applied and its checksum recorded. All of
  * them in one transaction: a function may call another file's function (release 0.1.0's
- * `admit_due` is a wrapper over `admit_due_v3`), and running processes must see both files' new
+ * `admit_due` is a wrapper over `admit_due_v4`), and running processes must see both files' new
  * text at once, never one without the other. check_function_bodies is off, so the order of the
  * files does not matter inside it. A file a newer release applied is left alone: during a rolling
  * deploy an old process that restarts must not put back its older text. Returns the names applied.

@@ -18,7 +18,11 @@ const functionFiles = readFunctionSources().map((f) => f.name);
  * Contract steps that drop only functions their files created: with versioned migrations alone
  * there is nothing for them to drop, and they must change nothing. upgrade.test.ts sees them work.
  */
-const dropsOnlyFileFunctions = ['20261203000043_drop_release_0_1_0_wrappers.ts', '20261204000047_drop_release_0_4_0_wrappers.ts'];
+const dropsOnlyFileFunctions = [
+  '20261203000043_drop_release_0_1_0_wrappers.ts',
+  '20261204000047_drop_release_0_4_0_wrappers.ts',
+  '20261205000050_drop_release_0_5_0_functions.ts',
+];
 
 /** Every relation, type and function in the public schema except knex's own bookkeeping. */
 async function appObjects(db: Knex): Promise<string[]> {
