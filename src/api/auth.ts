@@ -6,7 +6,7 @@ import { hashSecretToken } from '../domain/secret-token.js';
 import { API_KEY_PREFIX, findApiKey } from '../store/api-keys-store.js';
 import { PORTAL_SESSION_PREFIX, resolvePortalSession } from '../store/portal-sessions-store.js';
 import type { ReadReplica } from '../infra/read-replica.js';
-import { RecentMap } from '../infra/recent.js';
+import { RecentMap } from '../domain/recent.js';
 import { TenantScope } from '../store/tenant-scope.js';
 import type { Middleware } from './route.js';
 

@@ -1,6 +1,6 @@
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { AppError } from '../domain/errors.js';
-import { RecentMap } from '../infra/recent.js';
+import { RecentMap } from '../domain/recent.js';
 import type { RedisClient } from '../infra/redis.js';
 import type { Middleware } from './route.js';
 

@@ -1,4 +1,5 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { RecentMap } from './recent.js';
 
 /**
  * AES-256-GCM for secrets at rest. Stored form: `v1:` + base64(iv | tag | ciphertext).
@@ -10,8 +11,7 @@ export class SecretBox {
    * AES-GCM per attempt showed up in profiles. A stored form always opens to the same plaintext
    * (rotation writes a new one with a fresh IV), so entries never go stale; the bound keeps memory flat.
    */
-  private readonly opened = new Map<string, string>();
-  private static readonly maxOpened = 10_000;
+  private readonly opened = new RecentMap<string>(10_000);
 
   constructor(private readonly key: Buffer) {
     if (key.length !== 32) throw new Error('SECRETS_KEY must be 32 bytes');
@@ -30,7 +30,6 @@ export class SecretBox {
     const known = this.opened.get(cacheKey);
     if (known !== undefined) return known;
     const plaintext = this.decrypt(sealed, boundTo);
-    if (this.opened.size >= SecretBox.maxOpened) this.opened.delete(this.opened.keys().next().value!);
     this.opened.set(cacheKey, plaintext);
     return plaintext;
   }

@@ -3,7 +3,7 @@ import { digestHex } from '../domain/dedupe.js';
 import { AppError, notFound } from '../domain/errors.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import { isStorageUnavailable } from '../infra/db.js';
-import { RecentSet } from '../infra/recent.js';
+import { RecentSet } from '../domain/recent.js';
 import type { FanOutResult } from '../domain/fan-out.js';
 import { IntakeWriter, type IntakeRecord } from '../store/intake-store.js';
 import { findSourceForIntake, verificationSecrets, type SourceRow } from '../store/sources-store.js';

@@ -28,7 +28,7 @@ import {
   type Tracer,
 } from '@opentelemetry/api';
 import { ConfigError } from '../config/index.js';
-import { RecentMap } from './recent.js';
+import { RecentMap } from '../domain/recent.js';
 
 export { SpanKind, SpanStatusCode, type Span, type Context, type Attributes };
 

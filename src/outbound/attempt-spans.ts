@@ -9,7 +9,7 @@
  * at every hop.
  */
 import type { ClaimedDelivery } from '../delivery/index.js';
-import { RecentMap } from '../infra/recent.js';
+import { RecentMap } from '../domain/recent.js';
 import { contextUnder, failSpan, remoteSpanContext, SpanKind, startSpan, toTraceParent, type Attributes, type Span } from '../infra/tracing.js';
 
 /** `url.full` and the server's name and port, never the query, fragment or credentials (a token may be there). */

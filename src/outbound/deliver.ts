@@ -5,7 +5,7 @@ import type { AttemptRecord, ClaimedDelivery, DeliveryLifecycle, Recorded, Succe
 import { decide, proxyRetryAt, resolvePolicy, type AttemptResult, type ProxyFailure, type RetryPolicy } from '../domain/retry-policy.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import { ed25519PrivateKey, signatureHeader } from '../domain/signing.js';
-import { RecentMap } from '../infra/recent.js';
+import { RecentMap } from '../domain/recent.js';
 import { metrics, statusClass } from '../metrics/registry.js';
 import { signingSecrets } from '../store/endpoints-store.js';
 import type { EndpointHeaders } from './endpoint-headers.js';

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import type { EndpointTls } from '../domain/endpoint-tls.js';
 import type { SecretBox } from '../domain/secret-box.js';
-import { RecentMap } from '../infra/recent.js';
+import { RecentMap } from '../domain/recent.js';
 import type { HeldState } from '../domain/slo.js';
 import { openHeaders, openTls, readSealedAttemptSettings } from '../store/endpoints-store.js';
 import { TenantScope } from '../store/tenant-scope.js';

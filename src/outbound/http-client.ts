@@ -9,7 +9,7 @@ import { performance } from 'node:perf_hooks';
 import type { Readable } from 'node:stream';
 import { Agent, buildConnector, errors as undiciErrors } from 'undici';
 import type { AttemptResult, ErrorClass, ProxyFailure, ProxyFailureReason } from '../domain/retry-policy.js';
-import { RecentMap } from '../infra/recent.js';
+import { RecentMap } from '../domain/recent.js';
 import { metrics } from '../metrics/registry.js';
 import { classifyAddress, isLocalhostName, targetRefusal } from './address-guard.js';
 import type { EndpointTls } from '../domain/endpoint-tls.js';

@@ -1,6 +1,6 @@
 import type { Dispatcher } from 'undici';
 import type { EndpointTls } from '../domain/endpoint-tls.js';
-import { RecentMap } from '../infra/recent.js';
+import { RecentMap } from '../domain/recent.js';
 
 /** An endpoint's TLS settings for one attempt; `version` changes whenever the settings do. */
 export interface AttemptTls {

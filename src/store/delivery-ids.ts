@@ -1,5 +1,5 @@
 import { newId } from '../domain/ids.js';
-import { RecentMap } from '../infra/recent.js';
+import { RecentMap } from '../domain/recent.js';
 
 /**
  * Delivery ids are TypeIDs made here, not in SQL: they must sort by creation time, and ids made in

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/index.js';
 import { configError, requiredEnv } from '../helpers/config.js';
-import { RecentMap, RecentSet } from '../../src/infra/recent.js';
+import { RecentMap, RecentSet } from '../../src/domain/recent.js';
 
 describe('intake group commit settings', () => {
   it('defaults to 64 callbacks per statement and 2 statements in flight', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RecentMap, RecentSet } from '../../src/infra/recent.js';
+import { RecentMap, RecentSet } from '../../src/domain/recent.js';
 
 /** Deterministic pseudo-random integers in [0, n). */
 function random(seed: number) {
