@@ -1,6 +1,7 @@
 import autocannon from 'autocannon';
 import { performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
+import { epochMs } from './clock.js';
 import type { PreparedRequest } from './payload.js';
 import { percentile } from './stats.js';
 
@@ -76,7 +77,7 @@ export interface PacedOptions {
   rate: number;
   seconds: number;
   connections: number;
-  /** Called with each complete response; `at` is Date.now() when the response had fully arrived. */
+  /** Called with each complete response; `at` is epochMs() when the response had fully arrived. */
   onResponse?: (request: PreparedRequest, status: number, body: string, at: number, index: number) => void;
 }
 
@@ -99,7 +100,7 @@ export async function paced(baseUrl: string, next: () => PreparedRequest, opts: 
       .request({ method: 'POST', path: request.path, headers: request.headers, body: request.body })
       .then(async (res) => {
         const body = await res.body.text();
-        const at = Date.now();
+        const at = epochMs();
         lastAnswer = performance.now();
         latenciesMs[index] = lastAnswer - scheduled;
         statusCodes[res.statusCode] = (statusCodes[res.statusCode] ?? 0) + 1;

@@ -11,6 +11,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { epochMs } from './clock.js';
 
 const okPorts = Number(process.argv[2] ?? 10);
 const hangPorts = Number(process.argv[3] ?? 1);
@@ -30,7 +31,7 @@ const servers: Server[] = [];
 async function listen(index: number, kind: PortKind): Promise<number> {
   counts[index] = 0;
   const server = createServer((req, res) => {
-    const at = Date.now();
+    const at = epochMs();
     const n = (counts[index]! += 1);
     firstAt ??= at;
     lastAt = at;

@@ -154,8 +154,8 @@ function lagAnalysis(arrivals: Arrival[], acked: Map<string, number>, streamStar
       attempts: lags.length,
       answered500: perMinute.reduce((sum, b) => sum + (b?.answered500 ?? 0), 0),
       unmatchedArrivals: unmatched,
-      lagP50Ms: percentile(lags, 50),
-      lagP99Ms: percentile(lags, 99),
+      lagP50Ms: round(percentile(lags, 50), 1),
+      lagP99Ms: round(percentile(lags, 99), 1),
       window: {
         attempts: windowAttempts,
         lagMaxSeconds: round(windowLagMs / 1000, 3),

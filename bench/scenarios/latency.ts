@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createTenant } from '../lib/api.js';
 import { resetState, startMeasured, withSetupApi, type BenchContext } from '../lib/context.js';
+import { epochMs } from '../lib/clock.js';
 import { paced, type PacedResult } from '../lib/load.js';
 import { publishRequest } from '../lib/payload.js';
 import type { Arrival } from '../lib/receiver.js';
@@ -43,8 +44,8 @@ export interface StreamLatency {
 /**
  * Publishes a stream with POST /v1/events, evenly spaced (open loop), and measures each delivery:
  * the receiver's arrival time minus the moment the 202 had arrived at the client, matched by
- * webhook-id (= event id), first arrival per endpoint only. Both clocks are the same machine's
- * Date.now(). Arrivals of other events (warm-up, other tenants) are ignored.
+ * webhook-id (= event id), first arrival per endpoint only. Both clocks are the same machine's,
+ * read with sub-millisecond resolution (epochMs). Arrivals of other events (warm-up, other tenants) are ignored.
  */
 export async function measureStream(ctx: BenchContext, platformUrl: string, apiKey: string, spec: StreamSpec): Promise<StreamLatency> {
   let acked: Map<string, number>;
@@ -80,7 +81,7 @@ export async function measureStream(ctx: BenchContext, platformUrl: string, apiK
       await sleep(250);
       take(await ctx.receiver.arrivals());
     }
-    stoppedWaitingAt = Date.now();
+    stoppedWaitingAt = epochMs();
   } finally {
     await ctx.receiver.record(false);
   }
@@ -102,11 +103,11 @@ export function latencyOverTime(r: StreamLatency, windowMs: number): Array<{ fro
   const first = Math.min(...r.ackedAt);
   const windows: number[][] = [];
   r.ackedAt.forEach((at, i) => (windows[Math.floor((at - first) / windowMs)] ??= []).push(r.latencies[i]!));
-  return [...windows.entries()].filter(([, w]) => w).map(([k, w]) => ({ fromMs: k * windowMs, events: w!.length, p50Ms: percentile(w!, 50), p99Ms: percentile(w!, 99) }));
+  return [...windows.entries()].filter(([, w]) => w).map(([k, w]) => ({ fromMs: k * windowMs, events: w!.length, p50Ms: round(percentile(w!, 50), 1), p99Ms: round(percentile(w!, 99), 1) }));
 }
 
 /**
- * Publishes the stream and returns, for every event accepted after the warm-up, Date.now() when
+ * Publishes the stream and returns, for every event accepted after the warm-up, epochMs() when
  * its 202 had fully arrived, by event id.
  */
 export async function publishPaced(
@@ -137,10 +138,10 @@ export function streamSummary(r: StreamLatency) {
     publishFailed: r.sent.failed,
     measuredDeliveries: r.latencies.length,
     notArrivedWhenWaitingStopped: r.notArrived,
-    p50Ms: percentile(r.latencies, 50),
-    p90Ms: percentile(r.latencies, 90),
-    p99Ms: percentile(r.latencies, 99),
-    maxMs: percentile(r.latencies, 100),
+    p50Ms: round(percentile(r.latencies, 50), 1),
+    p90Ms: round(percentile(r.latencies, 90), 1),
+    p99Ms: round(percentile(r.latencies, 99), 1),
+    maxMs: round(percentile(r.latencies, 100), 1),
     publishP99Ms: round(percentile(r.sent.latenciesMs, 99), 2),
   };
 }
