@@ -3,12 +3,13 @@ import type { PlatformProcess } from '../lib/children.js';
 import type { FairnessCase, Topology } from '../lib/config.js';
 import { resetState, startMeasured, type BenchContext } from '../lib/context.js';
 import { countRows } from '../lib/database.js';
+import { PgSampler } from '../lib/pg-sampler.js';
 import { busyShare, machineCpu } from '../lib/proc.js';
 import { probeRoundTrips, sendList } from '../lib/load.js';
 import { publishRequest } from '../lib/payload.js';
 import { percentile, round } from '../lib/stats.js';
 import { runBacklogCase, type BacklogCase } from './fairness-backlog.js';
-import { measureStream, streamSummary, type StreamLatency, type StreamSpec } from './latency.js';
+import { latencyOverTime, measureStream, streamSummary, type StreamLatency, type StreamSpec } from './latency.js';
 
 export interface FairnessResult {
   /** B's p99 with A's burst / alone. */
@@ -139,7 +140,7 @@ export function onsetSplit(stream: StreamLatency, burstStartedAt: number, onsetS
   const until = burstStartedAt + onsetSeconds * 1000;
   const onset = stream.latencies.filter((_, i) => stream.ackedAt[i]! < until);
   const after = stream.latencies.filter((_, i) => stream.ackedAt[i]! >= until);
-  const p99 = (ms: number[]) => (ms.length > 0 ? percentile(ms, 99) : null);
+  const p99 = (ms: number[]) => (ms.length > 0 ? round(percentile(ms, 99), 1) : null);
   return { onsetSeconds, onset: { deliveries: onset.length, p99Ms: p99(onset) }, after: { deliveries: after.length, p99Ms: p99(after) } };
 }
 
@@ -209,12 +210,16 @@ async function runBurstCase(ctx: BenchContext, topology: Topology): Promise<Burs
     let withBurst;
     phase = await phaseStart(platform, probeUrl(ctx));
     const burstSince = new Date();
+    const burstSampler = ctx.config.pgSample ? new PgSampler(ctx.db) : undefined;
+    burstSampler?.start();
     let burstMachine;
+    let burstActivity;
     try {
       withBurst = await measureStream(ctx, url, quiet.apiKey, stream);
       burstMachine = await phaseEnd(platform, phase);
     } finally {
       stopBurst.abort();
+      burstActivity = burstSampler?.stop(20);
     }
     const burstResult = await burst;
     const burstAnswered = Object.values(burstResult.statusCodes).reduce((a, b) => a + b, 0);
@@ -242,9 +247,11 @@ async function runBurstCase(ctx: BenchContext, topology: Topology): Promise<Burs
         withBurst: {
           ...burstSummary,
           byTime: onsetSplit(withBurst, burstStartedAt, cfg.onsetSeconds),
+          overTime: latencyOverTime(withBurst, 1000),
           schedulerWait: burstWait,
           path: await pathSplit(ctx, withBurst),
           machine: burstMachine,
+          pgActivity: burstActivity,
         },
         burst: {
           events: cfg.burst,
