@@ -1,0 +1,162 @@
+/**
+ * Evidence for docs/architecture.md ("Ids are stored as text"): what converting a TypeID to the
+ * `uuid` it encodes, and back, costs where the third way would convert. In PostgreSQL, the triggers
+ * that keep a `uuid` copy of a table for one release convert every id of every row they write; in
+ * the stores, every id of every row read or bound. Measures both against the same 100,000 ids made
+ * by typeid-js, after checking every conversion against typeid-js itself:
+ *
+ * - SQL: PL/pgSQL functions, as µs of a backend's time per call beyond reading the id alone. The
+ *   same conversions as SQL functions took 18-20 µs (decode) and 36 µs (encode): a function whose
+ *   body needs a subquery is not inlined, and one without repeats its shared parts per use;
+ * - TypeScript: typeid-js (parse and format) against a codec of 128-bit halves written here.
+ *
+ * Experiment code: nothing in src/ uses either codec. Needs PostgreSQL as the tests do.
+ *   npx tsx bench/id-codec.ts
+ */
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { TypeID, typeid } from 'typeid-js';
+
+const alphabet = '0123456789abcdefghjkmnpqrstvwxyz';
+const n = Number(process.env.ID_CODEC_N ?? 100_000);
+
+/**
+ * The 26 characters after the prefix carry 128 bits: the first 3, then 5 each. Each character
+ * becomes its 5 bits as text (a translate, then one replace per letter), the 130 bits are cast
+ * once, and their two 64-bit halves after the first two make the uuid.
+ */
+function sqlDecode(): string {
+  const placeholders = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ!#$%&*';
+  let bits = `translate(right(p_id, 26), '${alphabet}', '${placeholders}')`;
+  for (let i = 0; i < 32; i++) bits = `replace(${bits}, '${placeholders[i]}', '${i.toString(2).padStart(5, '0')}')`;
+  return `
+    CREATE FUNCTION pg_temp.typeid_to_uuid(p_id text) RETURNS uuid
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+    DECLARE
+      b bit(130) := (${bits})::bit(130);
+    BEGIN
+      RETURN (lpad(to_hex(substring(b FROM 3 FOR 64)::int8), 16, '0') || lpad(to_hex(substring(b FROM 67 FOR 64)::int8), 16, '0'))::uuid;
+    END $$`;
+}
+
+/** The uuid's two 64-bit halves, then 26 groups of bits to letters. */
+function sqlEncode(): string {
+  const letters = `'{${alphabet.split('').join(',')}}'::text[]`;
+  const ch = (expr: string) => `(${letters})[(${expr})::int + 1]`;
+  const parts = [ch('(h >> 61) & 7')];
+  for (let i = 2; i <= 13; i++) parts.push(ch(`(h >> ${61 - 5 * (i - 1)}) & 31`));
+  parts.push(ch('((h & 1) << 4) | ((l >> 60) & 15)'));
+  for (let i = 15; i <= 26; i++) parts.push(ch(`(l >> ${60 - 5 * (i - 14)}) & 31`));
+  return `
+    CREATE FUNCTION pg_temp.uuid_to_typeid(p_prefix text, p_id uuid) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+    DECLARE
+      hex text := replace(p_id::text, '-', '');
+      h int8 := ('x' || left(hex, 16))::bit(64)::int8;
+      l int8 := ('x' || right(hex, 16))::bit(64)::int8;
+    BEGIN
+      RETURN p_prefix || '_' || array_to_string(ARRAY[${parts.join(', ')}], '');
+    END $$`;
+}
+
+/** A TypeID's suffix to its 16 bytes, and back: the store-side codec the third way would need. */
+const values = new Int8Array(128).fill(-1);
+for (let i = 0; i < alphabet.length; i++) values[alphabet.charCodeAt(i)] = i;
+
+function toUuid(id: string): string {
+  const s = id.length - 26;
+  let high = 0n;
+  let low = 0n;
+  // Two 64-bit halves as four 32-bit numbers would be faster still; bigint keeps this readable.
+  for (let i = 0; i < 26; i++) {
+    const v = values[id.charCodeAt(s + i)]!;
+    if (v < 0) throw new Error(`not a TypeID: ${id}`);
+    if (i < 13) high = (high << (i === 0 ? 3n : 5n)) | BigInt(v);
+    else if (i === 13) {
+      high = (high << 1n) | BigInt(v >> 4);
+      low = BigInt(v & 15);
+    } else low = (low << 5n) | BigInt(v);
+  }
+  const hex = high.toString(16).padStart(16, '0') + low.toString(16).padStart(16, '0');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+function fromUuid(prefix: string, uuid: string): string {
+  const hex = uuid.replace(/-/g, '');
+  const high = BigInt(`0x${hex.slice(0, 16)}`);
+  const low = BigInt(`0x${hex.slice(16)}`);
+  let out = alphabet[Number((high >> 61n) & 7n)]!;
+  for (let i = 1; i < 13; i++) out += alphabet[Number((high >> BigInt(61 - 5 * i)) & 31n)]!;
+  out += alphabet[Number(((high & 1n) << 4n) | ((low >> 60n) & 15n))]!;
+  for (let i = 14; i < 26; i++) out += alphabet[Number((low >> BigInt(60 - 5 * (i - 13))) & 31n)]!;
+  return `${prefix}_${out}`;
+}
+
+function perCallUs(fn: () => void, count: number): number {
+  const start = process.hrtime.bigint();
+  fn();
+  return Number(process.hrtime.bigint() - start) / 1000 / count;
+}
+
+const ids = Array.from({ length: n }, () => typeid('dlv').toString());
+const uuids = ids.map((id) => TypeID.fromString(id).toUUID());
+// Ids made now all start with the same time bits; random uuids (v4) set the top bits too, the
+// first character's 3 and the sign bits of both 64-bit halves.
+const anyUuids = Array.from({ length: 10_000 }, () => randomUUID());
+const anyIds = anyUuids.map((u) => TypeID.fromUUID('dlv', u).toString());
+
+for (let i = 0; i < anyIds.length; i++) {
+  if (toUuid(anyIds[i]!) !== anyUuids[i] || fromUuid('dlv', anyUuids[i]!) !== anyIds[i]) throw new Error(`codec differs from typeid-js on ${anyIds[i]}`);
+}
+for (let i = 0; i < n; i++) {
+  if (toUuid(ids[i]!) !== uuids[i]) throw new Error(`toUuid(${ids[i]}) = ${toUuid(ids[i]!)}, typeid-js says ${uuids[i]}`);
+  if (fromUuid('dlv', uuids[i]!) !== ids[i]) throw new Error(`fromUuid(${uuids[i]}) = ${fromUuid('dlv', uuids[i]!)}, expected ${ids[i]}`);
+}
+
+const client = new pg.Client({ connectionString: process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres' });
+await client.connect();
+try {
+  await client.query(sqlDecode());
+  await client.query(sqlEncode());
+  const checked = await client.query<{ wrong: string }>(
+    `SELECT count(*) FILTER (WHERE pg_temp.typeid_to_uuid(i) <> u::uuid OR pg_temp.uuid_to_typeid('dlv', u::uuid) <> i) AS wrong
+       FROM unnest($1::text[], $2::text[]) AS t(i, u)`,
+    [[...ids, ...anyIds], [...uuids, ...anyUuids]],
+  );
+  if (Number(checked.rows[0]!.wrong) !== 0) throw new Error(`SQL codec: ${checked.rows[0]!.wrong} of ${n + anyIds.length} conversions differ from typeid-js`);
+  await client.query('CREATE TEMP TABLE codec_ids AS SELECT i AS id, u::uuid AS uuid FROM unnest($1::text[], $2::text[]) AS t(i, u)', [ids, uuids]);
+  const timed = async (sql: string) => {
+    const best: number[] = [];
+    for (let round = 0; round < 3; round++) {
+      const start = process.hrtime.bigint();
+      await client.query(sql);
+      best.push(Number(process.hrtime.bigint() - start) / 1000 / n);
+    }
+    return Math.min(...best);
+  };
+  const readText = await timed('SELECT count(length(id)) FROM codec_ids');
+  const decode = await timed('SELECT count(pg_temp.typeid_to_uuid(id)) FROM codec_ids');
+  const readUuid = await timed('SELECT count(uuid) FROM codec_ids');
+  const encode = await timed("SELECT count(length(pg_temp.uuid_to_typeid('dlv', uuid))) FROM codec_ids");
+  const ts = { parse: [] as number[], format: [] as number[], libParse: [] as number[], libFormat: [] as number[] };
+  for (let round = 0; round < 3; round++) {
+    ts.parse.push(perCallUs(() => ids.forEach(toUuid), n));
+    ts.format.push(perCallUs(() => uuids.forEach((u) => fromUuid('dlv', u)), n));
+    ts.libParse.push(perCallUs(() => ids.forEach((id) => TypeID.fromString(id).toUUID()), n));
+    ts.libFormat.push(perCallUs(() => uuids.forEach((u) => TypeID.fromUUID('dlv', u).toString()), n));
+  }
+  const r = (x: number) => Math.round(x * 100) / 100;
+  console.log(JSON.stringify({
+    ids: n,
+    checkedAgainstTypeidJs: true,
+    sqlUsPerCall: { typeidToUuid: r(decode - readText), uuidToTypeid: r(encode - readUuid) },
+    tsUsPerCall: {
+      handParse: r(Math.min(...ts.parse)),
+      handFormat: r(Math.min(...ts.format)),
+      typeidJsParse: r(Math.min(...ts.libParse)),
+      typeidJsFormat: r(Math.min(...ts.libFormat)),
+    },
+  }, null, 2));
+} finally {
+  await client.end();
+}
