@@ -69,8 +69,8 @@ function toUuid(id: string): string {
   let low = 0n;
   // Two 64-bit halves as four 32-bit numbers would be faster still; bigint keeps this readable.
   for (let i = 0; i < 26; i++) {
-    const v = values[id.charCodeAt(s + i)]!;
-    if (v < 0) throw new Error(`not a TypeID: ${id}`);
+    const v = values[id.charCodeAt(s + i)] ?? -1;
+    if (v < 0 || (i === 0 && v > 7)) throw new Error(`not a TypeID: ${id}`);
     if (i < 13) high = (high << (i === 0 ? 3n : 5n)) | BigInt(v);
     else if (i === 13) {
       high = (high << 1n) | BigInt(v >> 4);

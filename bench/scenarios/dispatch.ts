@@ -1,3 +1,4 @@
+import { epochMs } from '../lib/clock.js';
 import os from 'node:os';
 import { createTenant } from '../lib/api.js';
 import { runToEnd, startPlatform, type PlatformProcess, type Runtime } from '../lib/children.js';
@@ -151,7 +152,7 @@ interface Drain {
 }
 
 async function waitForDrain(ctx: BenchContext, total: number, timeline: Array<[number, number]>, maxMs: number, onFirst: () => Promise<void>): Promise<Drain> {
-  const started = Date.now();
+  const started = epochMs();
   let lastLog = started;
   let firstAt: number | undefined;
   for (;;) {
@@ -161,18 +162,18 @@ async function waitForDrain(ctx: BenchContext, total: number, timeline: Array<[n
       firstAt = counts.firstAt;
       await onFirst(); // the worker has started up: CPU from here on is dispatch work
     }
-    if (firstAt !== undefined) timeline.push([round((Date.now() - firstAt) / 1000, 2), seen]);
-    if (Date.now() - lastLog > 10_000) {
-      lastLog = Date.now();
+    if (firstAt !== undefined) timeline.push([round((epochMs() - firstAt) / 1000, 2), seen]);
+    if (epochMs() - lastLog > 10_000) {
+      lastLog = epochMs();
       ctx.log(`dispatch: ${seen}/${total} delivered`);
     }
     if (seen >= total) break;
-    if (firstAt !== undefined && Date.now() - firstAt > maxMs) {
+    if (firstAt !== undefined && epochMs() - firstAt > maxMs) {
       const delivered = await countRows(ctx.db, "SELECT count(*) AS n FROM deliveries WHERE status = 'succeeded'");
       ctx.log(`dispatch: stopping after ${maxMs / 1000}s with ${delivered}/${total} delivered (BENCH_DISPATCH_MAX_DRAIN_SECONDS)`);
-      return { endedAt: Date.now(), firstAt, delivered, complete: false };
+      return { endedAt: epochMs(), firstAt, delivered, complete: false };
     }
-    if (firstAt === undefined && Date.now() - started > 120_000) throw new Error('dispatch: nothing delivered within 120 s');
+    if (firstAt === undefined && epochMs() - started > 120_000) throw new Error('dispatch: nothing delivered within 120 s');
     await sleep(250);
   }
   await waitUntil(
@@ -181,7 +182,7 @@ async function waitForDrain(ctx: BenchContext, total: number, timeline: Array<[n
     30_000,
     50,
   );
-  return { endedAt: Date.now(), firstAt: firstAt!, delivered: total, complete: true };
+  return { endedAt: epochMs(), firstAt: firstAt!, delivered: total, complete: true };
 }
 
 /**

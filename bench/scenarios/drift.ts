@@ -1,3 +1,4 @@
+import { epochMs } from '../lib/clock.js';
 import { createTenant } from '../lib/api.js';
 import { resetState, startMeasured, type BenchContext } from '../lib/context.js';
 import { rssBytes } from '../lib/proc.js';
@@ -52,7 +53,7 @@ export async function runDrift(ctx: BenchContext): Promise<DriftResult> {
     }, 60_000);
     try {
       ctx.log(`drift: ${cfg.rate} events/s for ${cfg.seconds}s to 3 endpoints, one failing every tenth request`);
-      streamStart = Date.now();
+      streamStart = epochMs();
       states[0] = await sampleState(ctx, platform.pid);
       ({ acked } = await publishPaced(ctx, platform.url, tenant.apiKey, { rate: cfg.rate, seconds: cfg.seconds, warmupSeconds: 0, eventType: () => 'order.created' }));
       // The last events' first attempts.

@@ -5,7 +5,7 @@ import { countRows, insertBacklog } from '../lib/database.js';
 import { PgSampler } from '../lib/pg-sampler.js';
 import { round } from '../lib/stats.js';
 import { noisyEndpoints, p99FloorMs, phaseEnd, phaseStart, probeUrl, schedulerWait, startTopology, tenantsAndStream } from './fairness.js';
-import { latencyOverTime, measureStream, streamSummary } from './latency.js';
+import { latencyOverTime, measureStream, streamP99, streamSummary } from './latency.js';
 
 export interface BacklogCase {
   /** B's p99 while A's backlog drains / B's p99 alone, on the same platform. */
@@ -88,7 +88,7 @@ export async function runBacklogCase(ctx: BenchContext, topology: Topology): Pro
     }
     ctx.log(`fairness backlog (${topology}): B p99 alone ${aloneSummary.p99Ms} ms, during A's drain ${drainSummary.p99Ms} ms; A left ${leftAtEnd}`);
     return {
-      ratio: round(drainSummary.p99Ms / Math.max(aloneSummary.p99Ms, p99FloorMs), 3),
+      ratio: round(streamP99(during) / Math.max(streamP99(alone), p99FloorMs), 3),
       details: {
         rate: cfg.rate,
         seconds: cfg.backlogSeconds,

@@ -2,6 +2,7 @@ import { createTenant } from '../lib/api.js';
 import type { PlatformProcess } from '../lib/children.js';
 import type { FairnessCase, Topology } from '../lib/config.js';
 import { resetState, startMeasured, type BenchContext } from '../lib/context.js';
+import { epochMs } from '../lib/clock.js';
 import { countRows } from '../lib/database.js';
 import { PgSampler } from '../lib/pg-sampler.js';
 import { busyShare, machineCpu } from '../lib/proc.js';
@@ -9,7 +10,7 @@ import { probeRoundTrips, sendList } from '../lib/load.js';
 import { publishRequest } from '../lib/payload.js';
 import { percentile, round } from '../lib/stats.js';
 import { runBacklogCase, type BacklogCase } from './fairness-backlog.js';
-import { latencyOverTime, measureStream, streamSummary, type StreamLatency, type StreamSpec } from './latency.js';
+import { latencyOverTime, measureStream, streamP99, streamSummary, type StreamLatency, type StreamSpec } from './latency.js';
 
 export interface FairnessResult {
   /** B's p99 with A's burst / alone. */
@@ -107,8 +108,9 @@ export async function schedulerWait(ctx: BenchContext, tenantId: string, since: 
 /**
  * B's path in two parts, per delivered event: from its 202 to the start of its first attempt (the
  * scheduler: wake-up, admission, a slot), and from that start to its arrival at the receiver (the
- * worker's request and the receiver). One clock: the bench, the receiver and PostgreSQL share this
- * machine. An attempt can start before its 202 has reached the client, so the first part can be
+ * worker's request and the receiver). The bench, the receiver and PostgreSQL share this machine's
+ * clock; the attempt's start is the worker's, in whole milliseconds, so each part is off by up to
+ * 1 ms. An attempt can start before its 202 has reached the client, so the first part can be
  * negative.
  */
 export async function pathSplit(ctx: BenchContext, stream: StreamLatency) {
@@ -204,7 +206,7 @@ async function runBurstCase(ctx: BenchContext, topology: Topology): Promise<Burs
     const burstRequests = Array.from({ length: cfg.burst }, (_, i) => publishRequest(noisy.apiKey, i, 'order.created', ctx.config.payloadBytes));
     ctx.log(`fairness (${topology}): tenant B again while tenant A publishes a burst of ${cfg.burst} events (${cfg.burstConnections} connections)`);
     const stopBurst = new AbortController();
-    const burstStartedAt = Date.now();
+    const burstStartedAt = epochMs();
     const burst = sendList(url, burstRequests, cfg.burstConnections, stopBurst.signal);
     burst.catch(() => undefined); // awaited below; a failure must not surface as an unhandled rejection first
     let withBurst;
@@ -234,7 +236,7 @@ async function runBurstCase(ctx: BenchContext, topology: Topology): Promise<Burs
       if (s.publishFailed > 0) throw new Error(`fairness: ${s.publishFailed} of tenant B's publishes failed (${phase}, ${topology})`);
     }
     ctx.log(`fairness (${topology}): B p99 alone ${aloneSummary.p99Ms} ms, with A's burst ${burstSummary.p99Ms} ms`);
-    const ratio = burstSummary.p99Ms / Math.max(aloneSummary.p99Ms, p99FloorMs);
+    const ratio = streamP99(withBurst) / Math.max(streamP99(alone), p99FloorMs);
     const bareRatio = burstMachine.bareRequestP99Ms / Math.max(aloneMachine.bareRequestP99Ms, p99FloorMs);
     return {
       ratio: round(ratio, 3),
@@ -247,7 +249,7 @@ async function runBurstCase(ctx: BenchContext, topology: Topology): Promise<Burs
         withBurst: {
           ...burstSummary,
           byTime: onsetSplit(withBurst, burstStartedAt, cfg.onsetSeconds),
-          overTime: latencyOverTime(withBurst, 1000),
+          overTime: latencyOverTime(withBurst, 1000, burstStartedAt),
           schedulerWait: burstWait,
           path: await pathSplit(ctx, withBurst),
           machine: burstMachine,

@@ -1,3 +1,4 @@
+import { epochMs } from '../lib/clock.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createTenant } from '../lib/api.js';
 import { resetState, startMeasured, type BenchContext } from '../lib/context.js';
@@ -47,9 +48,9 @@ export async function runFlaky(ctx: BenchContext): Promise<FlakyResult> {
     const stopCollecting = ctx.receiver.collectArrivals(arrivals);
     try {
       ctx.log(`flaky: ${cfg.rate} events/s for ${cfg.seconds}s to an endpoint that fails every tenth request`);
-      streamStart = Date.now();
+      streamStart = epochMs();
       ({ acked, sent } = await publishPaced(ctx, platform.url, tenant.apiKey, { ...cfg, warmupSeconds: 0, eventType: () => 'order.created' }));
-      streamEnd = Date.now();
+      streamEnd = epochMs();
       unfinishedAtEnd = await countRows(ctx.db, unfinishedSql);
       retryLateMs = await retryLateness(ctx, streamEnd - cfg.windowSeconds * 1000, streamEnd);
       ctx.log(`flaky: stream done, ${unfinishedAtEnd} deliveries unfinished; counting again in ${cfg.settleSeconds}s`);

@@ -1,3 +1,4 @@
+import { epochMs } from '../lib/clock.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createTenant, type BenchTenant } from '../lib/api.js';
 import { clearRedisPrefix, resetState, startMeasured, waitUntil, withSetupApi, type BenchContext } from '../lib/context.js';
@@ -67,7 +68,7 @@ async function phase(ctx: BenchContext, tenant: BenchTenant, label: string): Pro
   let result: Omit<PhaseResult, 'timedOutAttempts'>;
   try {
     const firstAt = await waitUntil(async () => (await ctx.receiver.counts()).firstAt ?? undefined, 'the first delivery', 60_000, 50);
-    await sleep(Math.max(0, firstAt + cfg.warmupSeconds * 1000 - Date.now()));
+    await sleep(Math.max(0, firstAt + cfg.warmupSeconds * 1000 - epochMs()));
     const startedAt = Date.now();
     const start = await ctx.receiver.okTotal(healthyCount);
     let end = start;

@@ -98,9 +98,12 @@ export async function measureStream(ctx: BenchContext, platformUrl: string, apiK
   return { latencies, ackedAt, notArrived, sent, arrivals: firstArrivals };
 }
 
-/** p50 / p99 per `windowMs` of acceptance time, from the stream's first 202: where a tail sits in time. */
-export function latencyOverTime(r: StreamLatency, windowMs: number): Array<{ fromMs: number; events: number; p50Ms: number; p99Ms: number }> {
-  const first = Math.min(...r.ackedAt);
+/**
+ * p50 / p99 per `windowMs` of acceptance time, from `from` (epochMs; the stream's first 202 unless
+ * given): where a tail sits in time.
+ */
+export function latencyOverTime(r: StreamLatency, windowMs: number, from?: number): Array<{ fromMs: number; events: number; p50Ms: number; p99Ms: number }> {
+  const first = from ?? Math.min(...r.ackedAt);
   const windows: number[][] = [];
   r.ackedAt.forEach((at, i) => (windows[Math.floor((at - first) / windowMs)] ??= []).push(r.latencies[i]!));
   return [...windows.entries()].filter(([, w]) => w).map(([k, w]) => ({ fromMs: k * windowMs, events: w!.length, p50Ms: round(percentile(w!, 50), 1), p99Ms: round(percentile(w!, 99), 1) }));
@@ -129,6 +132,9 @@ export async function publishPaced(
   });
   return { acked, sent };
 }
+
+/** A stream's p99, unrounded: the fairness ratios divide by it. */
+export const streamP99 = (r: StreamLatency): number => percentile(r.latencies, 99);
 
 /** The numbers behind a StreamLatency, as the details file shows them. */
 export function streamSummary(r: StreamLatency) {
