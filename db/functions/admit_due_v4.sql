@@ -54,7 +54,7 @@
 -- read of its own, then the claim's token (lease_token), which its result is recorded under
 -- (claim_held_v2). Its `status` and `attempt_count` are the claim's. A claim kept in the queue is
 -- why this is a new function: release 0.5.0's processes recorded only claims written to
--- `deliveries` (admit_due_v3, dropped in 0.7.0; docs/operations/functions.md).
+-- `deliveries` (admit_due_v3, dropped by migration 20261205000050).
 CREATE OR REPLACE FUNCTION admit_due_v4(
   p_threshold integer, p_batch integer, p_queued_lease_seconds integer,
   p_local integer, p_in_flight_lease_ms integer, p_all_local boolean

@@ -28,7 +28,7 @@
 -- read of its own, then the claim's token (lease_token), which its result is recorded under
 -- (claim_held_v2). Its `status` and `attempt_count` are the claim's. A claim kept in the queue is
 -- why this is a new function: release 0.5.0's processes recorded only claims written to
--- `deliveries` (hand_off_v3, dropped in 0.7.0; docs/operations/functions.md).
+-- `deliveries` (hand_off_v3, dropped by migration 20261205000050).
 CREATE OR REPLACE FUNCTION hand_off_v4(p_endpoint_ids text[], p_slots integer[], p_threshold integer, p_lease_ms integer)
 RETURNS TABLE (
   id text, tenant_id text, status text, attempt_count integer, attempt_base integer,

@@ -35,7 +35,7 @@
 -- read of its own, then the claim's token (lease_token), which its result is recorded under
 -- (claim_held_v2: the claim in the delivery's queue row or in the delivery, as claim_in_queue says). A
 -- claim kept in the queue is why this is a new function: release 0.5.0's processes recorded their
--- claims, all written to `deliveries`, through the `_v3` (dropped in 0.7.0; docs/operations/functions.md).
+-- claims, all written to `deliveries`, through the `_v3` (dropped by migration 20261205000050).
 CREATE OR REPLACE FUNCTION record_successes_v4(
   p_delivery_ids text[], p_attempt_numbers integer[], p_attempt_ids text[], p_tenant_ids text[], p_triggers text[],
   p_started_ats timestamptz[], p_durations integer[], p_status_codes integer[], p_excerpts text[],
