@@ -16,48 +16,9 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { TypeID, typeid } from 'typeid-js';
+import { typeidAlphabet as alphabet, typeidToUuidSql, uuidToTypeidSql } from './lib/typeid-sql.js';
 
-const alphabet = '0123456789abcdefghjkmnpqrstvwxyz';
 const n = Number(process.env.ID_CODEC_N ?? 100_000);
-
-/**
- * The 26 characters after the prefix carry 128 bits: the first 3, then 5 each. Each character
- * becomes its 5 bits as text (a translate, then one replace per letter), the 130 bits are cast
- * once, and their two 64-bit halves after the first two make the uuid.
- */
-function sqlDecode(): string {
-  const placeholders = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ!#$%&*';
-  let bits = `translate(right(p_id, 26), '${alphabet}', '${placeholders}')`;
-  for (let i = 0; i < 32; i++) bits = `replace(${bits}, '${placeholders[i]}', '${i.toString(2).padStart(5, '0')}')`;
-  return `
-    CREATE FUNCTION pg_temp.typeid_to_uuid(p_id text) RETURNS uuid
-    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
-    DECLARE
-      b bit(130) := (${bits})::bit(130);
-    BEGIN
-      RETURN (lpad(to_hex(substring(b FROM 3 FOR 64)::int8), 16, '0') || lpad(to_hex(substring(b FROM 67 FOR 64)::int8), 16, '0'))::uuid;
-    END $$`;
-}
-
-/** The uuid's two 64-bit halves, then 26 groups of bits to letters. */
-function sqlEncode(): string {
-  const letters = `'{${alphabet.split('').join(',')}}'::text[]`;
-  const ch = (expr: string) => `(${letters})[(${expr})::int + 1]`;
-  const parts = [ch('(h >> 61) & 7')];
-  for (let i = 2; i <= 13; i++) parts.push(ch(`(h >> ${61 - 5 * (i - 1)}) & 31`));
-  parts.push(ch('((h & 1) << 4) | ((l >> 60) & 15)'));
-  for (let i = 15; i <= 26; i++) parts.push(ch(`(l >> ${60 - 5 * (i - 14)}) & 31`));
-  return `
-    CREATE FUNCTION pg_temp.uuid_to_typeid(p_prefix text, p_id uuid) RETURNS text
-    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
-    DECLARE
-      hex text := replace(p_id::text, '-', '');
-      h int8 := ('x' || left(hex, 16))::bit(64)::int8;
-      l int8 := ('x' || right(hex, 16))::bit(64)::int8;
-    BEGIN
-      RETURN p_prefix || '_' || array_to_string(ARRAY[${parts.join(', ')}], '');
-    END $$`;
-}
 
 /** A TypeID's suffix to its 16 bytes, and back: the store-side codec the third way would need. */
 const values = new Int8Array(128).fill(-1);
@@ -116,8 +77,8 @@ for (let i = 0; i < n; i++) {
 const client = new pg.Client({ connectionString: process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres' });
 await client.connect();
 try {
-  await client.query(sqlDecode());
-  await client.query(sqlEncode());
+  await client.query(typeidToUuidSql);
+  await client.query(uuidToTypeidSql);
   const checked = await client.query<{ wrong: string }>(
     `SELECT count(*) FILTER (WHERE pg_temp.typeid_to_uuid(i) <> u::uuid OR pg_temp.uuid_to_typeid('dlv', u::uuid) <> i) AS wrong
        FROM unnest($1::text[], $2::text[]) AS t(i, u)`,

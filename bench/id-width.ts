@@ -12,23 +12,10 @@
  *   npx tsx bench/id-width.ts [database, default whr_bench]
  */
 import pg from 'pg';
+import { typeidToUuidSql } from './lib/typeid-sql.js';
 
 const database = process.argv[2] ?? 'whr_bench';
 const client = new pg.Client({ connectionString: process.env.BENCH_DATABASE_URL ?? `postgres://postgres@127.0.0.1:5432/${database}` });
-
-/** A TypeID's suffix (26 base32 characters) as the uuid it encodes; the prefix is the table's. */
-const typeidToUuid = `
-CREATE FUNCTION pg_temp.typeid_uuid(p_id text) RETURNS uuid LANGUAGE plpgsql IMMUTABLE AS $$
-DECLARE
-  v_suffix text := substr(p_id, length(p_id) - 25);
-  v_n numeric := 0;
-  v_hex text := '';
-BEGIN
-  IF p_id IS NULL THEN RETURN NULL; END IF;
-  FOR i IN 1..26 LOOP v_n := v_n * 32 + strpos('0123456789abcdefghjkmnpqrstvwxyz', substr(v_suffix, i, 1)) - 1; END LOOP;
-  FOR i IN 1..32 LOOP v_hex := substr('0123456789abcdef', mod(v_n, 16)::int + 1, 1) || v_hex; v_n := div(v_n, 16); END LOOP;
-  RETURN v_hex::uuid;
-END $$`;
 
 async function copy(table: string, as: 'text' | 'uuid'): Promise<Record<string, number>> {
   const target = `id_width_${table}_${as}`;
@@ -37,7 +24,7 @@ async function copy(table: string, as: 'text' | 'uuid'): Promise<Record<string, 
        FROM information_schema.columns WHERE table_schema = 'public' AND table_name = $1 ORDER BY ordinal_position`,
     [table],
   );
-  const select = columns.map((c) => (as === 'uuid' && c.isId ? `pg_temp.typeid_uuid(${c.name}) AS ${c.name}` : c.name)).join(', ');
+  const select = columns.map((c) => (as === 'uuid' && c.isId ? `pg_temp.typeid_to_uuid(${c.name}) AS ${c.name}` : c.name)).join(', ');
   await client.query(`CREATE TEMP TABLE ${target} AS SELECT ${select} FROM ${table} LIMIT 0`);
   const fillfactor = (await client.query<{ ff: string | null }>(
     `SELECT (SELECT option_value FROM pg_options_to_table(reloptions) WHERE option_name = 'fillfactor') AS ff FROM pg_class WHERE relname = $1`,
@@ -59,7 +46,7 @@ async function copy(table: string, as: 'text' | 'uuid'): Promise<Record<string, 
 
 await client.connect();
 try {
-  await client.query(typeidToUuid);
+  await client.query(typeidToUuidSql);
   await client.query("SET maintenance_work_mem = '256MB'");
   const events = Number((await client.query<{ n: string }>('SELECT count(*) AS n FROM events')).rows[0]!.n);
   if (events === 0) throw new Error(`${database} holds no events: run the storage scenario with BENCH_KEEP_DB=1 first`);
