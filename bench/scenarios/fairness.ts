@@ -56,21 +56,29 @@ export async function startTopology(ctx: BenchContext, topology: Topology, label
 }
 
 /**
- * What else the phase cost: the share of the machine's CPU that was busy, and each platform
- * process's event loop delay (prom-client's p99 since the previous scrape, which resets it: a
- * scrape starts a phase).
+ * What else the phase cost: the share of the machine's CPU that was busy, each platform process's
+ * event loop delay (prom-client's p99 since the previous scrape, which resets it: a scrape starts a
+ * phase), and each worker's admission rounds per second, by whether they admitted anything.
  */
 export async function phaseStart(platform: RunningPlatform, probeUrl: string) {
-  await Promise.all(platform.processes.map((p) => fetch(`${p.url}/metrics`).then((r) => r.text())));
+  const texts = await Promise.all(platform.processes.map((p) => fetch(`${p.url}/metrics`).then((r) => r.text())));
   const stop = new AbortController();
-  return { cpu: machineCpu(), stop, probe: probeRoundTrips(probeUrl, probeEveryMs, stop.signal) };
+  return { cpu: machineCpu(), stop, probe: probeRoundTrips(probeUrl, probeEveryMs, stop.signal), rounds: texts.map(admissionRounds), at: epochMs() };
+}
+
+/** The admission rounds a process has counted, by outcome (none in the api role). */
+function admissionRounds(metricsText: string): { admitted: number; empty: number } {
+  const count = (outcome: string) => Number(new RegExp(`^webhook_admission_rounds_total\\{outcome="${outcome}"\\} (\\S+)$`, 'm').exec(metricsText)?.[1] ?? 0);
+  return { admitted: count('admitted'), empty: count('empty') };
 }
 
 export async function phaseEnd(platform: RunningPlatform, started: Awaited<ReturnType<typeof phaseStart>>) {
   started.stop.abort();
   const rtts = await started.probe;
+  const seconds = (epochMs() - started.at) / 1000;
   const loops: Record<string, unknown> = {};
-  for (const p of platform.processes) {
+  const rounds: Record<string, unknown> = {};
+  for (const [i, p] of platform.processes.entries()) {
     const text = await fetch(`${p.url}/metrics`).then((r) => r.text());
     const lag = (name: string) => round(Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? Number.NaN) * 1000, 1);
     loops[p.role] = {
@@ -78,12 +86,17 @@ export async function phaseEnd(platform: RunningPlatform, started: Awaited<Retur
       p99Ms: lag('nodejs_eventloop_lag_p99_seconds'),
       maxMs: lag('nodejs_eventloop_lag_max_seconds'),
     };
+    if (p.role === 'api') continue;
+    const before = started.rounds[i]!;
+    const after = admissionRounds(text);
+    rounds[p.role] = { admittedPerSecond: round((after.admitted - before.admitted) / seconds, 1), emptyPerSecond: round((after.empty - before.empty) / seconds, 1) };
   }
   return {
     machineCpuBusy: round(busyShare(started.cpu, machineCpu()), 3),
     bareRequestP50Ms: round(percentile(rtts, 50), 2),
     bareRequestP99Ms: round(percentile(rtts, 99), 2),
     eventLoopDelay: loops,
+    admissionRounds: rounds,
   };
 }
 

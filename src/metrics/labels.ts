@@ -34,6 +34,10 @@ export type ReceiptOutcome = (typeof RECEIPT_OUTCOMES)[number];
 export const STATUS_CLASSES = ['2xx', '3xx', '4xx', '5xx', 'network'] as const;
 export type StatusClass = (typeof STATUS_CLASSES)[number];
 
+/** `admitted`: an admission round put deliveries in flight or queued them; `empty`: it found nothing it could start. */
+export const ADMISSION_ROUND_OUTCOMES = ['admitted', 'empty'] as const;
+export type AdmissionRoundOutcome = (typeof ADMISSION_ROUND_OUTCOMES)[number];
+
 /** `single`: POST /v1/deliveries/:id/replay; `bulk`: one count per delivery replayed by POST /v1/replays. */
 export const REPLAY_KINDS = ['single', 'bulk'] as const;
 export type ReplayKind = (typeof REPLAY_KINDS)[number];
@@ -62,6 +66,7 @@ export const METRIC_NAMES = {
   readReplicaLag: 'webhook_read_replica_lag_seconds',
   readFallbacks: 'webhook_read_fallbacks_total',
   backlogPace: 'webhook_backlog_paced_per_second',
+  admissionRounds: 'webhook_admission_rounds_total',
 } as const;
 
 // ---------------------------------------------------------------------------------------------

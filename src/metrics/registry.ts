@@ -24,7 +24,7 @@ import { RETAINED_TABLES, type RetainedTable } from '../domain/retention.js';
 import { SOURCE_TYPES, type SourceType } from '../domain/sources.js';
 import { acceptsOpenMetrics, openMetricsText } from './exposition.js';
 import { within } from '../infra/within.js';
-import { RECEIPT_OUTCOMES, type ReceiptOutcome, STATUS_CLASSES, type StatusClass, REPLAY_KINDS, type ReplayKind, RECONCILE_OUTCOMES, type ReconcileOutcome, METRIC_NAMES, ACK_BUCKETS, ATTEMPT_BUCKETS, DELIVERY_LATENCY_BUCKETS, FIRST_ATTEMPT_DELAY_BUCKETS } from './labels.js';
+import { RECEIPT_OUTCOMES, type ReceiptOutcome, STATUS_CLASSES, type StatusClass, REPLAY_KINDS, type ReplayKind, ADMISSION_ROUND_OUTCOMES, type AdmissionRoundOutcome, RECONCILE_OUTCOMES, type ReconcileOutcome, METRIC_NAMES, ACK_BUCKETS, ATTEMPT_BUCKETS, DELIVERY_LATENCY_BUCKETS, FIRST_ATTEMPT_DELAY_BUCKETS } from './labels.js';
 
 /** The label values, names and buckets, for code that records or reads a metric. */
 export * from './labels.js';
@@ -143,6 +143,13 @@ const readFallbacksCounter = new Counter({
 const readReplicaLagGauge = new Gauge({
   name: METRIC_NAMES.readReplicaLag,
   help: "Seconds since the oldest primary WAL position this process saw that the read replica has not replayed (0 when caught up). Per process: aggregate with max().",
+  registers: [registry],
+});
+
+const admissionRoundsCounter = new Counter({
+  name: METRIC_NAMES.admissionRounds,
+  help: "This worker's admission rounds, by whether they admitted anything. Empty rounds are the scheduler's overhead: a high rate of them costs PostgreSQL and worker CPU for nothing.",
+  labelNames: ['outcome'] as const,
   registers: [registry],
 });
 
@@ -334,6 +341,8 @@ export const metrics = {
   /** A read that tolerates lag went to the primary (src/infra/read-replica.ts). */
   readFallbacks: typedCounter<{ reason: ReadFallbackReason }>(readFallbacksCounter),
   readReplicaLag: { set: (seconds: number): void => readReplicaLagGauge.set(seconds) },
+  /** One admission round of this worker (src/outbound/admission-loop.ts). */
+  admissionRounds: typedCounter<{ outcome: AdmissionRoundOutcome }>(admissionRoundsCounter),
   /** Late work's pace in this worker (src/outbound/backlog-pacing.ts), read when scraped; undefined: none. */
   backlogPace: { readFrom: (source: (() => number) | undefined): void => void (backlogPaceSource = source) },
 } as const;
@@ -370,6 +379,7 @@ function initialiseCounters(): void {
   }
   for (const reason of DEAD_LETTER_REASONS) deadLetteredCounter.inc({ reason }, 0);
   for (const kind of REPLAY_KINDS) replaysCounter.inc({ kind }, 0);
+  for (const outcome of ADMISSION_ROUND_OUTCOMES) admissionRoundsCounter.inc({ outcome }, 0);
   for (const table of RETAINED_TABLES) retentionRemovedCounter.inc({ table }, 0);
   for (const reason of PROXY_FAILURE_REASONS) egressProxyFailuresCounter.inc({ reason }, 0);
   for (const reason of READ_FALLBACK_REASONS) readFallbacksCounter.inc({ reason }, 0);

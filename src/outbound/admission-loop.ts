@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { AdmissionRound, AdmittedDelivery, ClaimedDelivery } from '../delivery/index.js';
+import { metrics } from '../metrics/registry.js';
 import type { FairShare } from './fair-share.js';
 
 export interface AdmissionLoopDeps {
@@ -140,6 +141,7 @@ export class AdmissionLoop {
         const mode = Date.now() < this.redisFailingUntil || !others ? 'all' : 'share';
         const localSlots = this.deps.freeSlots();
         const round = await this.deps.admit(localSlots, mode);
+        metrics.admissionRounds.inc({ outcome: round.claimed.length + round.queued.length > 0 ? 'admitted' : 'empty' });
         // Queued work waits too when this process had no slot left for it: in Redis, behind
         // whatever job comes first, unless a slot yields.
         this.deps.fairShare?.setWaiting(round.waiting);

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEndpoint, publish } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../helpers/platform.js';
+import { metric } from '../helpers/replay.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
 
 /**
@@ -46,12 +47,16 @@ describe('one process (npm start)', () => {
     const path = `live-${Date.now()}`;
     await createEndpoint(tenant, { url: `${receiver.url}/${path}`, eventTypes: ['live.*'], maxConcurrency: 4 });
     const queued = countQueuedJobs(t);
+    const admittedRounds = () => metric(t, 'webhook_admission_rounds_total', { outcome: 'admitted' });
+    const roundsBefore = await admittedRounds();
     for (let i = 0; i < 30; i++) {
       const id = await publish(tenant, 'live.created', { i });
       await eventually(async () => receiver.requests.some((r) => r.path === `/${path}` && r.headers['webhook-id'] === id), `event ${i} delivered`, 5_000, 5);
     }
     expect(receiver.requests.filter((r) => r.path === `/${path}`)).toHaveLength(30);
     expect(queued.jobs).toBe(0);
+    // Each event came after the last had arrived: most went in flight through a round of their own.
+    expect(await admittedRounds()).toBeGreaterThanOrEqual(roundsBefore + 5);
     // The last attempt is recorded just after its request arrived.
     await eventually(async () => {
       const { rows } = await t.platform.db.raw(`SELECT count(*)::int AS n FROM deliveries d JOIN events e ON e.id = d.event_id WHERE e.type = 'live.created' AND d.status = 'succeeded'`);
