@@ -14,6 +14,7 @@ import type { DeliveryClient } from './http-client.js';
 import { AttemptTracing } from './attempt-spans.js';
 import { traceIds } from '../infra/tracing.js';
 import { countsTowardLatencyObjective, FIRST_ATTEMPT_OBJECTIVE_SECONDS } from '../domain/slo.js';
+import { setImmediate as afterPendingReads } from 'node:timers/promises';
 
 export interface DeliverDeps {
   lifecycle: DeliveryLifecycle;
@@ -120,6 +121,10 @@ export async function runSlot(deps: DeliverDeps, first: ClaimedDelivery): Promis
         (deps.mayContinue?.() ?? true) &&
         (deps.fairShare?.mayHandOff(tenantId, endpoint.id) ?? true);
       claimed = await attemptClaimed(deps, claimed, mayHandOff);
+      // A group commit hands on to many slots at once; started here, in the record's callback,
+      // they would all run before the event loop reads its next socket. After it, they run once
+      // the loop has read what else is ready: another tenant's wake-up, round or response.
+      if (claimed) await afterPendingReads();
     }
   } finally {
     leave?.();

@@ -69,4 +69,38 @@ describe('a chain of slot hand-offs', () => {
     // Results at 1, 2, 3 and 4 s hand on; the one at 5 s does not.
     expect(handOffs).toEqual([30_000, 30_000, 30_000, 30_000, undefined]);
   });
+  it('starts a handed-off delivery only after what else was ready in the event loop', async () => {
+    // A record that hands on also lets another tenant's work become ready (a socket read, here a
+    // setImmediate): that work must not wait behind the next attempt, nor behind every other slot's.
+    const order: string[] = [];
+    let records = 0;
+    const lifecycle = {
+      record: vi.fn(async () => {
+        records++;
+        setImmediate(() => order.push('other work'));
+        return { applied: true, next: records < 3 ? claimed() : undefined };
+      }),
+      announce: vi.fn(async () => undefined),
+    };
+    const client: DeliveryClient = {
+      send: async () => {
+        order.push('attempt');
+        return { outcome: { kind: 'response', statusCode: 200 }, durationMs: 1 };
+      },
+      close: async () => undefined,
+    };
+    const deps: DeliverDeps = {
+      lifecycle: lifecycle as unknown as DeliveryLifecycle,
+      box,
+      client,
+      logger: pino({ level: 'silent' }),
+      defaults: { maxAttempts: 5, baseDelayMs: 1_000, maxDelayMs: 60_000, maxEventAgeSeconds: 86_400, retryAfterMaxSeconds: 3_600 },
+      inFlightLeaseMs: 30_000,
+      circuitFailureThreshold: 5,
+      now: () => new Date(clockMs),
+    };
+    await runSlot(deps, claimed());
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(order).toEqual(['attempt', 'other work', 'attempt', 'other work', 'attempt', 'other work']);
+  });
 });
