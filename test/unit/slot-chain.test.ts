@@ -37,68 +37,54 @@ describe('a chain of slot hand-offs', () => {
     endpoint: { id: 'ep_1', url: 'https://receiver.example/hook', status: 'active', retry_policy: {}, secret_enc: secret, previous_secret_enc: null, previous_secret_expires_at: null, deleted_at: null },
   });
 
+  /** A slot's dependencies around a scripted `record` and `send`. */
+  const slotDeps = (record: (a: AttemptRecord, handOffLeaseMs?: number) => Promise<unknown>, send: DeliveryClient['send'], extra: Partial<DeliverDeps> = {}): DeliverDeps => ({
+    lifecycle: { record: vi.fn(record), announce: vi.fn(async () => undefined) } as unknown as DeliveryLifecycle,
+    box,
+    client: { send, close: async () => undefined },
+    logger: pino({ level: 'silent' }),
+    defaults: { maxAttempts: 5, baseDelayMs: 1_000, maxDelayMs: 60_000, maxEventAgeSeconds: 86_400, retryAfterMaxSeconds: 3_600 },
+    inFlightLeaseMs: 30_000,
+    circuitFailureThreshold: 5,
+    now: () => new Date(clockMs),
+    ...extra,
+  });
+
   it('lets admission decide again once it has held its slot for 5 s', async () => {
     // Each answer takes a second; every record hands the slot its endpoint's next delivery when asked to.
     const handOffs: Array<number | undefined> = [];
-    const lifecycle = {
-      record: vi.fn(async (_a: AttemptRecord, handOffLeaseMs?: number) => {
+    const deps = slotDeps(
+      async (_a, handOffLeaseMs) => {
         handOffs.push(handOffLeaseMs);
         return { applied: true, next: handOffLeaseMs === undefined ? undefined : claimed() };
-      }),
-      announce: vi.fn(async () => undefined),
-    };
-    const client: DeliveryClient = {
-      send: async () => {
+      },
+      async () => {
         clockMs += 1_000;
         return { outcome: { kind: 'response', statusCode: 200 }, durationMs: 1_000 };
       },
-      close: async () => undefined,
-    };
-    const deps: DeliverDeps = {
-      lifecycle: lifecycle as unknown as DeliveryLifecycle,
-      box,
-      client,
-      endpointHeaders: new EndpointHeaders({ box, now: () => clockMs, read: async (_tenantId, id) => ({ id, headers_enc: null }) }),
-      logger: pino({ level: 'silent' }),
-      defaults: { maxAttempts: 5, baseDelayMs: 1_000, maxDelayMs: 60_000, maxEventAgeSeconds: 86_400, retryAfterMaxSeconds: 3_600 },
-      inFlightLeaseMs: 30_000,
-      circuitFailureThreshold: 5,
-      now: () => new Date(clockMs),
-    };
+      { endpointHeaders: new EndpointHeaders({ box, now: () => clockMs, read: async (_tenantId, id) => ({ id, headers_enc: null }) }) },
+    );
     await runSlot(deps, claimed());
     // Results at 1, 2, 3 and 4 s hand on; the one at 5 s does not.
     expect(handOffs).toEqual([30_000, 30_000, 30_000, 30_000, undefined]);
   });
+
   it('starts a handed-off delivery only after what else was ready in the event loop', async () => {
     // A record that hands on also lets another tenant's work become ready (a socket read, here a
     // setImmediate): that work must not wait behind the next attempt, nor behind every other slot's.
     const order: string[] = [];
     let records = 0;
-    const lifecycle = {
-      record: vi.fn(async () => {
+    const deps = slotDeps(
+      async () => {
         records++;
         setImmediate(() => order.push('other work'));
         return { applied: true, next: records < 3 ? claimed() : undefined };
-      }),
-      announce: vi.fn(async () => undefined),
-    };
-    const client: DeliveryClient = {
-      send: async () => {
+      },
+      async () => {
         order.push('attempt');
         return { outcome: { kind: 'response', statusCode: 200 }, durationMs: 1 };
       },
-      close: async () => undefined,
-    };
-    const deps: DeliverDeps = {
-      lifecycle: lifecycle as unknown as DeliveryLifecycle,
-      box,
-      client,
-      logger: pino({ level: 'silent' }),
-      defaults: { maxAttempts: 5, baseDelayMs: 1_000, maxDelayMs: 60_000, maxEventAgeSeconds: 86_400, retryAfterMaxSeconds: 3_600 },
-      inFlightLeaseMs: 30_000,
-      circuitFailureThreshold: 5,
-      now: () => new Date(clockMs),
-    };
+    );
     await runSlot(deps, claimed());
     await new Promise((resolve) => setImmediate(resolve));
     expect(order).toEqual(['attempt', 'other work', 'attempt', 'other work', 'attempt', 'other work']);
