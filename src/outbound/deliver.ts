@@ -12,7 +12,7 @@ import type { EndpointHeaders } from './endpoint-headers.js';
 import type { FairShare } from './fair-share.js';
 import type { DeliveryClient } from './http-client.js';
 import { AttemptTracing } from './attempt-spans.js';
-import { traceIds } from '../infra/tracing.js';
+import { traceIds, type Span } from '../infra/tracing.js';
 import { countsTowardLatencyObjective, FIRST_ATTEMPT_OBJECTIVE_SECONDS } from '../domain/slo.js';
 import { setImmediate as afterPendingReads } from 'node:timers/promises';
 
@@ -40,6 +40,8 @@ export interface DeliverDeps {
   fairShare?: FairShare;
   /** Waits while late work yields to live work (backlog-pacing.ts); without it, nothing is paced. */
   pace?: (claimed: ClaimedDelivery) => Promise<void> | undefined;
+  /** Keeps what an attempt leaves running beside its slot (a latency sample), for stopping to await. */
+  track?: (work: Promise<void>) => void;
 }
 
 /**
@@ -226,9 +228,7 @@ async function attemptOnce(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandO
   metrics.attemptDuration.observe({ status_class: sc }, result.durationMs / 1000, span);
   metrics.deliveryAttempts.inc({ outcome: record.outcome, status_class: sc });
   const waitMs = firstAttemptWaitMs(claimed, startedAt.getTime());
-  if (waitMs !== undefined && (await countsTowardObjective(deps, claimed, waitMs / 1000, startedAt))) {
-    metrics.firstAttemptDelay.observe(waitMs / 1000, span);
-  }
+  if (waitMs !== undefined) observeFirstAttemptDelay(deps, claimed, waitMs / 1000, startedAt, span);
   // Every attempt in flight may get the 410; only the one that disables the endpoint audits and
   // announces it. A failure to disable must not cost the record: the next 410 disables it.
   const disabledNow = record.disableEndpoint
@@ -259,6 +259,21 @@ async function attemptOnce(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandO
 }
 
 /**
+ * A first attempt's sample for the delivery-latency objective, taken beside the slot: a late one
+ * waits for its endpoint's state (countsTowardObjective), and that wait must hold neither the
+ * attempt's record nor the slot's next attempt. Stopping waits for it (DeliverDeps.track).
+ */
+function observeFirstAttemptDelay(deps: DeliverDeps, claimed: ClaimedDelivery, delaySeconds: number, startedAt: Date, span: Span | undefined): void {
+  // Never rejects: nothing awaits it but stopping, and an unhandled rejection ends the process.
+  const sampled = countsTowardObjective(deps, claimed, delaySeconds, startedAt)
+    .then((counts) => {
+      if (counts) metrics.firstAttemptDelay.observe(delaySeconds, span);
+    })
+    .catch((err: unknown) => deps.logger.warn({ err, deliveryId: claimed.id }, 'first attempt delay could not be sampled'));
+  deps.track?.(sampled);
+}
+
+/**
  * Whether a first attempt counts toward the delivery-latency objective (src/domain/slo.ts). Only
  * a late one asks, and it asks for the endpoint's state as read after the attempt started: a resume
  * or a closed circuit a moment ago must be seen, or the backlog it let go would count as late.
@@ -266,9 +281,8 @@ async function attemptOnce(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandO
 async function countsTowardObjective(deps: DeliverDeps, claimed: ClaimedDelivery, delaySeconds: number, startedAt: Date): Promise<boolean> {
   if (delaySeconds <= FIRST_ATTEMPT_OBJECTIVE_SECONDS || !deps.endpointHeaders) return true;
   // A metric's read: when it fails (a saturated pool, when attempts are late), the late attempt
-  // counts, as it would for an endpoint not held back, and its result is still recorded (a throw
-  // here would send the delivery again once its lease ran out).
-  const state = await deps.endpointHeaders.settings(claimed.tenant_id, claimed.endpoint.id, startedAt.getTime()).catch((err: unknown) => {
+  // counts, as it would for an endpoint not held back.
+  const state = await deps.endpointHeaders.settingsAsOf(claimed.tenant_id, claimed.endpoint.id, startedAt.getTime()).catch((err: unknown) => {
     deps.logger.warn({ err, deliveryId: claimed.id }, 'endpoint state for the latency objective could not be read; this late attempt counts');
     return undefined;
   });

@@ -115,6 +115,8 @@ export class Dispatcher {
   private stopping = false;
   /** Slots running in this process, started by admission or by a BullMQ job. */
   private readonly slots = new Set<Promise<void>>();
+  /** What the slots' attempts left running beside them (latency samples waiting for a read). */
+  private readonly besideSlots = new Set<Promise<void>>();
   /** Successes of concurrent slots share one statement and one commit (group commit). */
   private readonly successes: Batcher<SuccessItem, Recorded>;
   /** Lease on an in-flight attempt: a paced wait, the attempt timeout, and a margin for recording the result. */
@@ -182,6 +184,10 @@ export class Dispatcher {
       mayContinue: () => !this.stopping,
       recordSuccess: (item) => this.successes.submit(item),
       fairShare: this.fairShare,
+      track: (work) => {
+        this.besideSlots.add(work);
+        void work.finally(() => this.besideSlots.delete(work));
+      },
       pace: (claimed) => {
         const waitMs = this.pacing.beforeAttempt(firstAttemptWaitMs(claimed, Date.now()), claimed.endpoint.id);
         return waitMs > 0 ? sleep(waitMs, undefined, { signal: this.stopped.signal }).catch(() => undefined) : undefined;
@@ -316,6 +322,9 @@ export class Dispatcher {
     for (const timer of this.recountTimers) clearTimeout(timer);
     clearInterval(this.workersTimer);
     await Promise.allSettled([...this.slots]);
+    // A late first attempt's latency sample waits for its endpoint's next read (a quarter second at
+    // most): taken before the pools close, not dropped.
+    await Promise.allSettled([...this.besideSlots]);
     // A worker stopped just after it started may still be connecting its BullMQ workers, whose
     // commands would then fail unhandled when the connection drops: they get a moment to be ready,
     // bounded, since with Redis down they never would be.

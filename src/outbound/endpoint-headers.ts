@@ -26,6 +26,8 @@ export interface EndpointHeadersOptions {
   read: (tenantId: string, endpointId: string) => Promise<SealedHeaders | undefined>;
   /** How long an answer is used before the endpoint is read again: a change applies within it. */
   freshMs?: number;
+  /** How often at most settingsAsOf reads one endpoint; every caller waiting shares the next read. */
+  asOfGapMs?: number;
   capacity?: number;
   now?: () => number;
 }
@@ -57,12 +59,16 @@ interface Entry {
 export class EndpointHeaders {
   private readonly entries: RecentMap<Entry>;
   private readonly reading = new Map<string, { startedAt: number; settings: Promise<AttemptSettings> }>();
+  /** Reads settingsAsOf has scheduled and not started, with the latest time a caller asked for. */
+  private readonly waiting = new Map<string, { sinceMs: number; settings: Promise<AttemptSettings> }>();
   private readonly freshMs: number;
+  private readonly asOfGapMs: number;
   private readonly now: () => number;
 
   constructor(private readonly options: EndpointHeadersOptions) {
     this.entries = new RecentMap(options.capacity ?? 10_000);
     this.freshMs = options.freshMs ?? 1_000;
+    this.asOfGapMs = options.asOfGapMs ?? 250;
     this.now = options.now ?? Date.now;
   }
 
@@ -70,16 +76,52 @@ export class EndpointHeaders {
     return (await this.settings(tenantId, endpointId)).headers;
   }
 
-  /**
-   * `readSince`: an answer read at or after this time (ms), for a decision that must not use a
-   * state older than something it saw; concurrent callers share one read.
-   */
-  async settings(tenantId: string, endpointId: string, readSince?: number): Promise<AttemptSettings> {
+  /** The settings as read within the last `freshMs`; concurrent callers share one read. */
+  async settings(tenantId: string, endpointId: string): Promise<AttemptSettings> {
     const now = this.now();
     const known = this.entries.get(endpointId);
-    if (known && now - known.readAt < this.freshMs && (readSince === undefined || known.readAt >= readSince)) return known.settings;
+    if (known && now - known.readAt < this.freshMs) return known.settings;
+    return this.reading.get(endpointId)?.settings ?? this.startRead(tenantId, endpointId, now, known);
+  }
+
+  /**
+   * The settings as read at or after `sinceMs`, for a decision that must not use a state older than
+   * something it saw and that can wait for it. Such reads start at most once per `asOfGapMs` per
+   * endpoint, each shared by every caller waiting then: during a backlog's drain every first attempt
+   * asks, and one read each was a tenth of a transaction per delivery.
+   */
+  settingsAsOf(tenantId: string, endpointId: string, sinceMs: number): Promise<AttemptSettings> {
+    const started = this.startedSince(endpointId, sinceMs);
+    if (started) return started;
+    const waiting = this.waiting.get(endpointId);
+    if (waiting) {
+      waiting.sinceMs = Math.max(waiting.sinceMs, sinceMs);
+      return waiting.settings;
+    }
+    const now = this.now();
+    const known = this.entries.get(endpointId);
+    const lastStartMs = Math.max(known?.readAt ?? -Infinity, this.reading.get(endpointId)?.startedAt ?? -Infinity);
+    const waitMs = Math.max(sinceMs - now, lastStartMs + this.asOfGapMs - now);
+    if (waitMs <= 0) return this.startRead(tenantId, endpointId, now, known);
+    const next = { sinceMs, settings: undefined as unknown as Promise<AttemptSettings> };
+    // When it is due, a read starts whatever the clock says: time has passed for every caller.
+    next.settings = new Promise<void>((resolve) => setTimeout(resolve, waitMs)).then(() => {
+      this.waiting.delete(endpointId);
+      return this.startedSince(endpointId, next.sinceMs) ?? this.startRead(tenantId, endpointId, this.now(), this.entries.get(endpointId));
+    });
+    this.waiting.set(endpointId, next);
+    return next.settings;
+  }
+
+  /** A read of the endpoint that started at or after `sinceMs`, done or still in flight. */
+  private startedSince(endpointId: string, sinceMs: number): Promise<AttemptSettings> | undefined {
+    const known = this.entries.get(endpointId);
+    if (known && known.readAt >= sinceMs) return Promise.resolve(known.settings);
     const reading = this.reading.get(endpointId);
-    if (reading && (readSince === undefined || reading.startedAt >= readSince)) return reading.settings;
+    return reading && reading.startedAt >= sinceMs ? reading.settings : undefined;
+  }
+
+  private startRead(tenantId: string, endpointId: string, now: number, known: Entry | undefined): Promise<AttemptSettings> {
     const settings = this.read(tenantId, endpointId, now, known).finally(() => {
       if (this.reading.get(endpointId)?.settings === settings) this.reading.delete(endpointId);
     });

@@ -40,11 +40,14 @@ describe('first attempts for endpoints that are up', () => {
 
     resetMetrics();
     worker = await startTestPlatform({ role: 'worker', database: api.database, queuePrefix: api.queuePrefix, env: api.env });
-    // Observed before each attempt is recorded: once both deliveries succeeded, both were judged.
     await eventually(
       async () => (await api.platform.db('deliveries').whereIn('event_id', published).where('status', 'succeeded').count({ n: '*' }))[0]!.n == 2,
       'both events delivered',
     );
+    // A late attempt is judged beside its slot, once its endpoint is read again; stopping the
+    // worker waits for every judgment its attempts left.
+    await worker.stop();
+    worker = undefined;
 
     // One first attempt counted (the platform's lateness), and it was late; the held one is not there.
     expect(await histogram('count')).toBe(1);

@@ -7,6 +7,10 @@ import { generateSigningSecret } from '../../src/domain/signing.js';
 import { runSlot, type DeliverDeps } from '../../src/outbound/deliver.js';
 import { EndpointHeaders } from '../../src/outbound/endpoint-headers.js';
 import type { DeliveryClient } from '../../src/outbound/http-client.js';
+import { renderMetrics } from '../../src/metrics/registry.js';
+import { metricValue } from '../helpers/dispatch.js';
+
+const firstAttemptSamples = async () => metricValue((await renderMetrics()).body, 'webhook_first_attempt_delay_seconds_count');
 
 /**
  * What an attempt does besides sending and recording (reading the endpoint's state for the latency
@@ -68,6 +72,7 @@ describe('an attempt whose side steps fail is still recorded', () => {
     });
     const warm = endpointHeaders.settings('ten_1', 'ep_1').then(() => void (clockMs = Date.now()));
     const client: DeliveryClient = { send: async () => ({ outcome: { kind: 'response', statusCode }, durationMs: 3 }), close: async () => undefined };
+    const beside: Array<Promise<void>> = [];
     const deps: DeliverDeps = {
       lifecycle: lifecycle as unknown as DeliveryLifecycle,
       box,
@@ -77,17 +82,22 @@ describe('an attempt whose side steps fail is still recorded', () => {
       defaults: { maxAttempts: 5, baseDelayMs: 1_000, maxDelayMs: 60_000, maxEventAgeSeconds: 86_400, retryAfterMaxSeconds: 3_600 },
       inFlightLeaseMs: 30_000,
       circuitFailureThreshold: 5,
+      track: (work) => void beside.push(work),
     };
-    return { deps, recorded, lifecycle, warm, readCount: () => reads };
+    return { deps, recorded, lifecycle, warm, beside, readCount: () => reads };
   }
 
-  it('records a late first success whose state read for the objective failed', async () => {
-    const { deps, recorded, warm, readCount } = setUp(200);
+  it('records a late first success whose state read for the objective failed, and counts it', async () => {
+    const { deps, recorded, warm, beside, readCount } = setUp(200);
     await warm;
+    const sampledBefore = await firstAttemptSamples();
     await runSlot(deps, claimed());
-    expect(readCount()).toBe(2);
     expect(recorded).toHaveLength(1);
     expect(recorded[0]).toMatchObject({ deliveryId: 'dlv_1', attemptNumber: 1, outcome: 'success', statusCode: 200, next: { status: 'succeeded' } });
+    expect(beside).toHaveLength(1);
+    await Promise.all(beside);
+    expect(readCount()).toBe(2);
+    expect(await firstAttemptSamples()).toBe(sampledBefore + 1);
   });
 
   it('records a 410 as dead although disabling its endpoint failed', async () => {
