@@ -15,6 +15,11 @@ export interface HeldState {
   circuitOpenUntil: Date | null;
 }
 
+/** A first attempt that started within the objective: it counts, whatever its endpoint's state. */
+export function startedOnTime(delaySeconds: number): boolean {
+  return delaySeconds <= FIRST_ATTEMPT_OBJECTIVE_SECONDS;
+}
+
 /**
  * Whether a first attempt that started `delaySeconds` after its event's acceptance counts toward
  * the objective. An attempt on time always counts. A late one counts only if its endpoint was up
@@ -29,7 +34,7 @@ export function countsTowardLatencyObjective(
   circuitThreshold: number,
   now: Date,
 ): boolean {
-  if (delaySeconds <= FIRST_ATTEMPT_OBJECTIVE_SECONDS) return true;
+  if (startedOnTime(delaySeconds)) return true;
   const circuit = circuitView({ consecutiveFailures: endpoint.consecutiveFailures, openUntil: endpoint.circuitOpenUntil }, circuitThreshold, now);
   if (circuit.state !== 'closed') return false;
   return endpoint.releasedAt === null || endpoint.releasedAt <= acceptedAt;

@@ -13,7 +13,7 @@ import type { FairShare } from './fair-share.js';
 import type { DeliveryClient } from './http-client.js';
 import { AttemptTracing } from './attempt-spans.js';
 import { traceIds, type Span } from '../infra/tracing.js';
-import { countsTowardLatencyObjective, FIRST_ATTEMPT_OBJECTIVE_SECONDS } from '../domain/slo.js';
+import { countsTowardLatencyObjective, startedOnTime } from '../domain/slo.js';
 import { setImmediate as afterPendingReads } from 'node:timers/promises';
 
 export interface DeliverDeps {
@@ -259,37 +259,32 @@ async function attemptOnce(deps: DeliverDeps, claimed: ClaimedDelivery, mayHandO
 }
 
 /**
- * A first attempt's sample for the delivery-latency objective, taken beside the slot: a late one
- * waits for its endpoint's state (countsTowardObjective), and that wait must hold neither the
- * attempt's record nor the slot's next attempt. Stopping waits for it (DeliverDeps.track).
+ * A first attempt's sample for the delivery-latency objective (src/domain/slo.ts). A late one
+ * counts only if its endpoint was up, as read after the attempt started: a resume or a closed
+ * circuit a moment ago must be seen, or the backlog it let go would count as late. That read is
+ * waited for beside the slot, since it must hold neither the attempt's record nor the slot's next
+ * attempt; stopping waits for it (DeliverDeps.track).
  */
 function observeFirstAttemptDelay(deps: DeliverDeps, claimed: ClaimedDelivery, delaySeconds: number, startedAt: Date, span: Span | undefined): void {
-  // Never rejects: nothing awaits it but stopping, and an unhandled rejection ends the process.
-  const sampled = countsTowardObjective(deps, claimed, delaySeconds, startedAt)
-    .then((counts) => {
-      if (counts) metrics.firstAttemptDelay.observe(delaySeconds, span);
-    })
+  const observe = () => metrics.firstAttemptDelay.observe(delaySeconds, span);
+  if (startedOnTime(delaySeconds) || !deps.endpointHeaders) return observe();
+  const judged = deps.endpointHeaders
+    .settingsAsOf(claimed.tenant_id, claimed.endpoint.id, startedAt.getTime())
+    .then(
+      ({ held }) => {
+        const now = deps.now?.() ?? new Date();
+        if (countsTowardLatencyObjective(delaySeconds, claimed.event_created_at, held, deps.circuitFailureThreshold ?? Number.POSITIVE_INFINITY, now)) observe();
+      },
+      (err: unknown) => {
+        // A metric's read: when it fails (a saturated pool, when attempts are late), the late
+        // attempt counts, as it would for an endpoint not held back.
+        deps.logger.warn({ err, deliveryId: claimed.id }, 'endpoint state for the latency objective could not be read; this late attempt counts');
+        observe();
+      },
+    )
+    // Nothing awaits it but stopping, and an unhandled rejection would end the process.
     .catch((err: unknown) => deps.logger.warn({ err, deliveryId: claimed.id }, 'first attempt delay could not be sampled'));
-  deps.track?.(sampled);
-}
-
-/**
- * Whether a first attempt counts toward the delivery-latency objective (src/domain/slo.ts). Only
- * a late one asks, and it asks for the endpoint's state as read after the attempt started: a resume
- * or a closed circuit a moment ago must be seen, or the backlog it let go would count as late.
- */
-async function countsTowardObjective(deps: DeliverDeps, claimed: ClaimedDelivery, delaySeconds: number, startedAt: Date): Promise<boolean> {
-  if (delaySeconds <= FIRST_ATTEMPT_OBJECTIVE_SECONDS || !deps.endpointHeaders) return true;
-  // A metric's read: when it fails (a saturated pool, when attempts are late), the late attempt
-  // counts, as it would for an endpoint not held back.
-  const state = await deps.endpointHeaders.settingsAsOf(claimed.tenant_id, claimed.endpoint.id, startedAt.getTime()).catch((err: unknown) => {
-    deps.logger.warn({ err, deliveryId: claimed.id }, 'endpoint state for the latency objective could not be read; this late attempt counts');
-    return undefined;
-  });
-  if (!state) return true;
-  const { held } = state;
-  const now = deps.now?.() ?? new Date();
-  return countsTowardLatencyObjective(delaySeconds, claimed.event_created_at, held, deps.circuitFailureThreshold ?? Number.POSITIVE_INFINITY, now);
+  deps.track?.(judged);
 }
 
 /**
