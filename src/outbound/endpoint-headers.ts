@@ -88,7 +88,7 @@ export class EndpointHeaders {
    * The settings as read at or after `sinceMs`, for a decision that must not use a state older than
    * something it saw and that can wait for it. Such reads start at most once per `asOfGapMs` per
    * endpoint, each shared by every caller waiting then: during a backlog's drain every first attempt
-   * asks, and one read each was a tenth of a transaction per delivery.
+   * asks (docs/performance.md, "Late attempts' objective reads, off the slot's path").
    */
   settingsAsOf(tenantId: string, endpointId: string, sinceMs: number): Promise<AttemptSettings> {
     const started = this.startedSince(endpointId, sinceMs);
