@@ -92,7 +92,7 @@ BEGIN
      -- slot's process hands it on or wakes a round of its own. Asked after the due check
      -- (CASE fixes the order), so endpoints with only later work cost no call.
      WHERE CASE WHEN (SELECT q.next_attempt_at FROM delivery_queue q WHERE q.endpoint_id = pend.endpoint_id AND q.status = 'pending'
-                       ORDER BY q.next_attempt_at, q.delivery_id LIMIT 1) <= now()
+                       ORDER BY q.next_attempt_at LIMIT 1) <= now()
                 THEN (SELECT r.free FROM endpoint_room(pend.endpoint_id, p_batch, p_threshold, false) r) > 0
                 ELSE false END
   ), locked AS MATERIALIZED (

@@ -7,8 +7,10 @@
 --
 -- Inputs:  p_endpoint_id; p_want, the most the caller wants; p_threshold, the consecutive failures
 --          that make the circuit half-open; p_hand_off, true when a slot that just finished asks.
--- Outputs: up to the endpoint's room, earliest due first: (delivery_id, endpoint_rank from 1, and
---          the endpoint's busy count, max_concurrency and rate tokens, the same on every row).
+-- Outputs: up to the endpoint's room, earliest due first (deliveries due at the same instant in
+--          the index's order, which delivery_queue_due no longer breaks by id: migration
+--          20261205000051): (delivery_id, endpoint_rank from 1, and the endpoint's busy count,
+--          max_concurrency and rate tokens, the same on every row).
 -- Checks:  room, as endpoint_room says (status, circuit, max_concurrency, rate tokens); a delivery
 --          within its maximum age (one past it waits for the sweep's dead letter, never an
 --          attempt); then per-message ordering, while the endpoint orders: only the head of a
@@ -55,7 +57,7 @@ BEGIN
                 WHERE o.endpoint_id = q.endpoint_id AND o.order_key = q.order_key AND o.delivery_id <> q.delivery_id
                   AND (o.status <> 'pending'
                        OR (COALESCE(o.order_hint, -1), o.order_seq, o.delivery_id) < (COALESCE(q.order_hint, -1), q.order_seq, q.delivery_id))))
-       ORDER BY q.next_attempt_at, q.delivery_id
+       ORDER BY q.next_attempt_at
        LIMIT r.free
        FOR UPDATE OF q SKIP LOCKED) x;
 END $$;

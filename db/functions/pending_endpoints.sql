@@ -22,11 +22,11 @@ BEGIN
   RETURN QUERY
   WITH RECURSIVE pend(endpoint_id) AS (
       (SELECT q.endpoint_id FROM delivery_queue q WHERE q.status = 'pending'
-        ORDER BY q.endpoint_id, q.next_attempt_at, q.delivery_id LIMIT 1)
+        ORDER BY q.endpoint_id, q.next_attempt_at LIMIT 1)
     UNION ALL
       SELECT (SELECT q.endpoint_id FROM delivery_queue q
                WHERE q.status = 'pending' AND q.endpoint_id > pend.endpoint_id
-               ORDER BY q.endpoint_id, q.next_attempt_at, q.delivery_id LIMIT 1)
+               ORDER BY q.endpoint_id, q.next_attempt_at LIMIT 1)
         FROM pend WHERE pend.endpoint_id IS NOT NULL
   )
   SELECT pend.endpoint_id FROM pend WHERE pend.endpoint_id IS NOT NULL;

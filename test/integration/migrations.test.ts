@@ -59,7 +59,8 @@ async function schemaFingerprint(db: Knex): Promise<string[]> {
     SELECT 'function ' || p.oid::regprocedure::text || ' ' || md5(p.prosrc)
       FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace
     UNION ALL
-    SELECT 'options ' || c.relname || ' ' || array_to_string(c.reloptions, ',')
+    -- Sorted: an option set again by ALTER TABLE moves to the end of the list, which means nothing.
+    SELECT 'options ' || c.relname || ' ' || (SELECT string_agg(o, ',' ORDER BY o) FROM unnest(c.reloptions) o)
       FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace AND c.reloptions IS NOT NULL
     ORDER BY 1`);
   return rows.map((r) => r.item);
