@@ -114,9 +114,10 @@ describe('worker processes', { timeout: 90_000 }, () => {
 
   it('two worker processes share the work: all delivered, no overlapping attempts, maxConcurrency held across both', async () => {
     // The first request of every other event gets a 500, so half the deliveries have two attempts
-    // whose timing can be compared; every answer takes 30 ms so concurrency is visible and the run
-    // lasts a few seconds (450 attempts, 5 at a time): long enough for both processes to take part
-    // even when one of them is slow to start on a loaded machine.
+    // whose timing can be compared; every answer takes 80 ms so concurrency is visible and the run
+    // lasts 7 s or more (450 attempts, 5 at a time). A process whose slots took all 5 first keeps
+    // them through hand-offs for up to 5 s (a chain's limit, src/outbound/deliver.ts), and only then
+    // does admission share them: at 30 ms the run could end before that, with one process idle.
     const seen = new Set<string>();
     const state = { inFlight: 0, max: 0 };
     const receiver = await startReceiver((req, res) => {
@@ -128,7 +129,7 @@ describe('worker processes', { timeout: 90_000 }, () => {
       setTimeout(() => {
         state.inFlight--;
         res.writeHead(fail ? 500 : 200).end();
-      }, 30);
+      }, 80);
     });
     const tenant = await t.createTenant();
     const ep = await endpointFor(tenant, receiver, 5);
