@@ -245,7 +245,21 @@ export function metricValue(text: string, name: string, labels: Record<string, s
  * platform runs one; answers the event ids.
  */
 export async function insertPendingBacklog(t: TestPlatform, tenantId: string, endpointId: string, count: number, acceptedAt = new Date()): Promise<string[]> {
-  const now = acceptedAt;
+  const ids = await insertDeliveries(t, tenantId, endpointId, count, acceptedAt, 'pending');
+  t.platform.dispatcher?.wake();
+  return ids;
+}
+
+/**
+ * Writes `count` events whose delivery to one endpoint has succeeded, as history: they never enter
+ * delivery_queue, so they leave none of its index entries behind (a pending delivery updated to
+ * succeeded leaves one in delivery_queue_due, which scans read until vacuum removes it).
+ */
+export async function insertSucceededDeliveries(t: TestPlatform, tenantId: string, endpointId: string, count: number): Promise<string[]> {
+  return insertDeliveries(t, tenantId, endpointId, count, new Date(), 'succeeded');
+}
+
+async function insertDeliveries(t: TestPlatform, tenantId: string, endpointId: string, count: number, now: Date, status: 'pending' | 'succeeded'): Promise<string[]> {
   const events = Array.from({ length: count }, (_, i) => {
     const id = newId('event');
     return { id, tenant_id: tenantId, origin: 'api', type: 'order.created', body: JSON.stringify({ id, type: 'order.created', timestamp: now.toISOString(), messageId: null, data: { i } }), created_at: now };
@@ -258,14 +272,14 @@ export async function insertPendingBacklog(t: TestPlatform, tenantId: string, en
       tenant_id: tenantId,
       event_id: e.id,
       endpoint_id: endpointId,
-      status: 'pending',
-      next_attempt_at: now,
+      status,
+      next_attempt_at: status === 'pending' ? now : null,
+      succeeded_at: status === 'succeeded' ? now : null,
       deadline_at: new Date(now.getTime() + 3_600_000),
       created_at: now,
       updated_at: now,
     })),
     500,
   );
-  t.platform.dispatcher?.wake();
   return events.map((e) => e.id);
 }
