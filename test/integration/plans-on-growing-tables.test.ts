@@ -83,8 +83,9 @@ describe('plans made while deliveries was nearly empty', () => {
     // Statistics as autovacuum takes them in a new database's first seconds: a few hundred rows.
     const done = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/done', eventTypes: ['order.*'], maxConcurrency: 1 });
     // Finished without passing through the queue: a queue row deleted when its delivery finished
-    // leaves its delivery_queue_due entry until vacuum, and while anything holds back the oldest
-    // snapshot (a hot standby's feedback in CI) every scan below would read those 200 again.
+    // leaves its delivery_queue_due entry until vacuum, and a scan cannot mark such entries to be
+    // skipped while an older snapshot is open or their page changed under it: then every scan
+    // below would read those 200 again.
     await insertSucceededDeliveries(t, tenant.id, done.id, 200);
     await t.platform.db.raw('ANALYZE deliveries');
     // And kept so: an ANALYZE after the table grew would let the cached plans go unexamined.
