@@ -251,9 +251,10 @@ export async function insertPendingBacklog(t: TestPlatform, tenantId: string, en
 }
 
 /**
- * Writes `count` events whose delivery to one endpoint has succeeded, as history: they never enter
- * delivery_queue, so they leave none of its index entries behind (a pending delivery updated to
- * succeeded leaves one in delivery_queue_due, which scans read until vacuum removes it).
+ * Writes `count` events whose delivery to one endpoint has succeeded, as history, and answers the
+ * event ids. They never enter delivery_queue: a pending delivery updated to succeeded leaves a dead
+ * entry in delivery_queue_due, which scans read again for as long as none can mark it to be
+ * skipped (an older snapshot open, or its page changed under the scan).
  */
 export async function insertSucceededDeliveries(t: TestPlatform, tenantId: string, endpointId: string, count: number): Promise<string[]> {
   return insertDeliveries(t, tenantId, endpointId, count, new Date(), 'succeeded');
