@@ -176,6 +176,8 @@ export const benchConfig = {
     payloadBytes: int('BENCH_STORAGE_PAYLOAD_BYTES', 400),
     /** Passes from a fresh state; each field is the median of the passes. */
     passes: atLeastOne('BENCH_STORAGE_PASSES', 3),
+    /** Days of partitions made before each pass, as a database keeps them at the default RETENTION_DAYS. */
+    pastDays: int('BENCH_STORAGE_PAST_DAYS', 30),
   },
   retention: {
     /** Attempt rows removed each way (one partition dropped, the same number DELETEd); reported per million. */

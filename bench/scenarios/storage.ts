@@ -35,7 +35,9 @@ async function relationSizes(ctx: BenchContext): Promise<Map<string, number>> {
  * database carries, dead row versions included, until autovacuum makes their space reusable.
  * Over the same window, the CPU of the database's client backends (/proc) per event: the
  * completion wait watches the receiver first, so the bench's own polling adds only a few queries.
- * Each field is the median of BENCH_STORAGE_PASSES passes, each from a fresh state.
+ * Each field is the median of BENCH_STORAGE_PASSES passes, each from a fresh state, on a database
+ * holding BENCH_STORAGE_PAST_DAYS days of partitions, as one that has run for RETENTION_DAYS does:
+ * a statement that opens every partition of a table costs that many.
  */
 export async function runStorage(ctx: BenchContext): Promise<StorageResult> {
   // One pass's CPU moved by a third between runs of the same tree on this host (docs/performance.md,
@@ -52,6 +54,8 @@ export async function runStorage(ctx: BenchContext): Promise<StorageResult> {
 async function storagePass(ctx: BenchContext, pass: number): Promise<StorageResult> {
   const { storage: cfg } = ctx.config;
   await resetState(ctx);
+  if (cfg.pastDays > 0) await ctx.db.raw('SELECT ensure_time_partitions(now() - make_interval(days => ?), now())', [cfg.pastDays]);
+  const eventPartitions = await countRows(ctx.db, "SELECT count(*) AS n FROM pg_inherits WHERE inhparent = 'events'::regclass");
   // The publish runs faster than the default tenant rate limit, which is not what this measures.
   const platform = await startMeasured(ctx, 'all', 'storage', { TENANT_RATE_LIMIT_PER_SECOND: '1000000' });
   try {
@@ -97,7 +101,7 @@ async function storagePass(ctx: BenchContext, pass: number): Promise<StorageResu
     return {
       bytesPerEvent: round(total / cfg.events, 0),
       cpuMsPerEvent: round((cpu.postgres! * 1000) / cfg.events, 3),
-      details: { events: cfg.events, endpoints: 2, payloadBytes: cfg.payloadBytes, bytesPerEventByTable: growth, postgresCpuSeconds: round(cpu.postgres!, 2), pgActivity },
+      details: { events: cfg.events, endpoints: 2, payloadBytes: cfg.payloadBytes, eventPartitions, bytesPerEventByTable: growth, postgresCpuSeconds: round(cpu.postgres!, 2), pgActivity },
     };
   } finally {
     await platform.stop();
