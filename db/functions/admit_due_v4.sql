@@ -43,6 +43,8 @@
 --          with 100,000 pending, docs/performance.md "Fair share under a drain"). Joins are nested
 --          loops only: the writes once merge-joined their few picked ids with all of deliveries_pkey,
 --          every delivery read on every round ("Joins that walked the whole table by its index").
+--          The writes read events through event_in_range, between the picked deliveries' least
+--          and greatest event id (read in statement 2), so they open only those days' partitions.
 --
 -- Cost follows endpoints with pending work, not endpoints that exist: candidates come from
 -- pending_endpoints, a skip scan over delivery_queue_due, one index descent per endpoint with a
@@ -76,6 +78,9 @@ DECLARE
   v_local boolean[];
   v_picked_endpoints text[];
   v_picked_tenants text[];
+  v_picked_events text[];
+  v_events_from text;
+  v_events_to text;
   v_token_endpoints text[];
   v_tokens double precision[];
   v_sort text := current_setting('enable_sort');
@@ -108,7 +113,7 @@ BEGIN
   IF cardinality(v_ids) > 0 THEN
     WITH picked AS MATERIALIZED (
         SELECT n.delivery_id AS id, l.endpoint_id, (SELECT ep.tenant_id FROM endpoints ep WHERE ep.id = l.endpoint_id) AS tenant_id,
-               n.endpoint_rank, n.busy, n.tokens,
+               (SELECT d.event_id FROM deliveries d WHERE d.id = n.delivery_id) AS event_id, n.endpoint_rank, n.busy, n.tokens,
                p_all_local OR n.endpoint_rank <= ceil(n.max_concurrency / 2.0) - n.busy AS local_ok
           FROM unnest(v_ids) AS l(endpoint_id) CROSS JOIN LATERAL next_due(l.endpoint_id, p_batch, p_threshold, false) n
     ), shared AS MATERIALIZED (
@@ -119,15 +124,18 @@ BEGIN
                  + row_number() OVER (PARTITION BY pk.tenant_id ORDER BY pk.busy + pk.endpoint_rank, pk.endpoint_id, pk.id) AS fair_rank
           FROM picked pk
     ), ranked AS MATERIALIZED (
-        SELECT sh.id, sh.endpoint_id, sh.tenant_id,
+        SELECT sh.id, sh.endpoint_id, sh.tenant_id, sh.event_id,
                sh.local_ok AND row_number() OVER (PARTITION BY sh.local_ok ORDER BY sh.fair_rank, sh.busy + sh.endpoint_rank, sh.id) <= p_local AS local
           FROM shared sh
     )
     -- One pass over each: the arrays of one aggregate pass keep their rows in the same order.
-    SELECT r.ids, r.locals, r.endpoint_ids, r.tenant_ids, t.endpoint_ids, t.tokens
-      INTO v_picked, v_local, v_picked_endpoints, v_picked_tenants, v_token_endpoints, v_tokens
+    -- With the range of the events' ids, so that statement 3 opens only those days of `events`
+    -- (event_in_range).
+    SELECT r.ids, r.locals, r.endpoint_ids, r.tenant_ids, r.event_ids, r.events_from, r.events_to, t.endpoint_ids, t.tokens
+      INTO v_picked, v_local, v_picked_endpoints, v_picked_tenants, v_picked_events, v_events_from, v_events_to, v_token_endpoints, v_tokens
       FROM (SELECT array_agg(rk.id) AS ids, array_agg(rk.local) AS locals, array_agg(rk.endpoint_id) AS endpoint_ids,
-                   array_agg(rk.tenant_id) AS tenant_ids FROM ranked rk) r,
+                   array_agg(rk.tenant_id) AS tenant_ids, array_agg(rk.event_id) AS event_ids, min(rk.event_id) AS events_from,
+                   max(rk.event_id) AS events_to FROM ranked rk) r,
            (SELECT array_agg(g.endpoint_id) AS endpoint_ids, array_agg(g.tokens) AS tokens
               FROM (SELECT pk.endpoint_id, min(pk.tokens) AS tokens FROM picked pk
                      WHERE pk.tokens IS NOT NULL GROUP BY pk.endpoint_id) g) t;
@@ -138,17 +146,17 @@ BEGIN
     --    are not the target of an UPDATE.
     RETURN QUERY
     WITH ranked AS MATERIALIZED (
-        SELECT * FROM unnest(v_picked, v_local, v_picked_endpoints, v_picked_tenants) AS r(id, local, endpoint_id, tenant_id)
+        SELECT * FROM unnest(v_picked, v_local, v_picked_endpoints, v_picked_tenants, v_picked_events) AS r(id, local, endpoint_id, tenant_id, event_id)
     ), claimed AS (
         -- A slot's claim: the queue row only (see Effects).
         UPDATE delivery_queue q SET
                status = 'in_flight', attempt_count = d.attempt_count + 1, claimed_at = now(),
                lease_until = now() + make_interval(secs => p_in_flight_lease_ms / 1000.0)
-          FROM ranked r, deliveries d, events ev, endpoints ep
+          FROM ranked r CROSS JOIN LATERAL event_in_range(r.event_id, v_events_from, v_events_to) ev, deliveries d, endpoints ep
          -- The arrays bound the reads whichever side the plan starts from.
          WHERE q.delivery_id = ANY(ARRAY(SELECT r2.id FROM ranked r2 WHERE r2.local)) AND q.delivery_id = r.id AND r.local
            AND d.id = ANY(ARRAY(SELECT r2.id FROM ranked r2 WHERE r2.local)) AND d.id = q.delivery_id
-           AND ev.id = d.event_id AND ep.id = d.endpoint_id
+           AND ep.id = d.endpoint_id
         RETURNING true AS local, d.id, d.tenant_id, q.status, q.attempt_count, d.attempt_base, d.replayed_at, d.next_trigger,
                   d.deadline_at, d.succeeded_at, ev.id AS event_id, ev.type AS event_type, ev.created_at AS event_created_at,
                   event_body(ev) AS body, ep.id AS ep_id, ep.url, ep.status AS ep_status, ep.retry_policy,
@@ -157,9 +165,9 @@ BEGIN
     ), queued AS (
         UPDATE deliveries d SET
                status = 'queued', lease_until = now() + make_interval(secs => p_queued_lease_seconds), updated_at = now()
-          FROM ranked r, events ev, endpoints ep
+          FROM ranked r CROSS JOIN LATERAL event_in_range(r.event_id, v_events_from, v_events_to) ev, endpoints ep
          WHERE d.id = ANY(ARRAY(SELECT r2.id FROM ranked r2 WHERE NOT r2.local)) AND d.id = r.id AND NOT r.local AND NOT p_all_local
-           AND ev.id = d.event_id AND ep.id = d.endpoint_id
+           AND ep.id = d.endpoint_id
         RETURNING false AS local, d.id, d.tenant_id, d.status, d.attempt_count, d.attempt_base, d.replayed_at, d.next_trigger,
                   d.deadline_at, d.succeeded_at, ev.id AS event_id, ev.type AS event_type, ev.created_at AS event_created_at,
                   NULL::text AS body, ep.id AS ep_id, ep.url, ep.status AS ep_status, ep.retry_policy,

@@ -22,6 +22,8 @@
 --          deliveries (docs/performance.md, "A plan made on an empty table"). With sequential scans
 --          priced out it merge-joined the picked ids with all of deliveries_pkey instead, a walk of
 --          every delivery per hand-off ("Joins that walked the whole table by its index").
+--          Events are read through event_in_range, between the picked deliveries' least and
+--          greatest event id, so the writes open only those days' partitions of `events`.
 --
 -- The columns of a delivery in flight are those of src/delivery/sql/claimed.ts, ending with the
 -- stored trace contexts (its event's fan-out, and a replay's own), so an attempt's span needs no
@@ -43,10 +45,15 @@ LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_se
 #variable_conflict use_column
 DECLARE
   v_picked text[];
+  v_events_from text;
+  v_events_to text;
 BEGIN
-  SELECT array_agg(n.delivery_id) INTO v_picked
+  -- With the range of their events' ids, so that the writes open only those days of `events`
+  -- (event_in_range).
+  SELECT array_agg(n.delivery_id), min(d.event_id), max(d.event_id) INTO v_picked, v_events_from, v_events_to
     FROM unnest(p_endpoint_ids, p_slots) AS s(endpoint_id, slots)
-         CROSS JOIN LATERAL next_due(s.endpoint_id, s.slots, p_threshold, true) n;
+         CROSS JOIN LATERAL next_due(s.endpoint_id, s.slots, p_threshold, true) n
+         JOIN deliveries d ON d.id = n.delivery_id;
   IF v_picked IS NULL THEN
     RETURN;
   END IF;
@@ -55,9 +62,9 @@ BEGIN
     UPDATE delivery_queue q
        SET status = 'in_flight', attempt_count = d.attempt_count + 1, claimed_at = now(),
            lease_until = now() + make_interval(secs => p_lease_ms / 1000.0)
-      FROM deliveries d, events ev, endpoints ep
+      FROM deliveries d CROSS JOIN LATERAL event_in_range(d.event_id, v_events_from, v_events_to) ev, endpoints ep
      WHERE q.delivery_id = ANY(v_picked) AND d.id = ANY(v_picked) AND d.id = q.delivery_id
-       AND ev.id = d.event_id AND ep.id = d.endpoint_id
+       AND ep.id = d.endpoint_id
     RETURNING d.id, d.tenant_id, q.status, q.attempt_count, d.attempt_base, d.replayed_at, d.next_trigger,
               d.deadline_at, d.succeeded_at, ev.id, ev.type, ev.created_at, event_body(ev),
               ep.id, ep.url, ep.status, ep.retry_policy, ep.secret_enc, ep.previous_secret_enc,

@@ -1,0 +1,163 @@
+import type { Knex } from 'knex';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { admitDue } from '../../src/delivery/sql/admit.js';
+import { recordSuccesses, type AttemptRecord } from '../../src/delivery/sql/attempts.js';
+import type { ClaimedDelivery } from '../../src/delivery/sql/claimed.js';
+import { newId } from '../../src/domain/ids.js';
+import { createDb } from '../../src/infra/db.js';
+import { ensurePartitions } from '../../src/store/retention-store.js';
+import { daysAgo, idAt } from '../helpers/backdate.js';
+import { createEndpoint, insertPendingBacklog } from '../helpers/dispatch.js';
+import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
+
+/**
+ * Admission and hand-offs read each delivery's event from `events`, one partition a day. A join
+ * that finds the event by a value of another row opens every partition on each run, so their
+ * cost grew with RETENTION_DAYS; they open only the days their deliveries' events lie in
+ * (db/functions/event_in_range.sql). What a statement opened is in pg_locks until its transaction
+ * ends: an index scan it started holds a lock on its index, whether it read anything or not.
+ * Role `api`: no dispatcher, so deliveries move only when the test moves them.
+ */
+
+let t: TestPlatform;
+let tenant: TestTenant;
+let conn: Knex;
+const limits = { circuitFailureThreshold: 3, circuitCooldownSeconds: 30 };
+const leaseMs = 30_000;
+
+beforeAll(async () => {
+  t = await startTestPlatform({ role: 'api' });
+  tenant = await t.createTenant('event-days-opened');
+  // As a database that has kept 30 days: ~40 partitions of events with those made ahead.
+  await ensurePartitions(t.platform.db, daysAgo(30), new Date());
+  // One connection, planned before the transactions below: planning opens every partition.
+  conn = createDb({ url: t.database.url, poolMax: 1 });
+});
+afterAll(async () => {
+  await conn?.destroy();
+  await t?.stop();
+});
+
+async function eventPartitions(): Promise<number> {
+  const { rows } = await conn.raw(`SELECT count(*)::int AS n FROM pg_inherits WHERE inhparent = 'events'::regclass`);
+  return rows[0].n;
+}
+
+/** The partitions of events whose indexes this connection's transaction has opened. */
+async function eventPartitionsOpened(): Promise<string[]> {
+  const { rows } = await conn.raw(`
+    SELECT DISTINCT c.relname AS name
+      FROM pg_locks l
+      JOIN pg_index i ON i.indexrelid = l.relation
+      JOIN pg_inherits h ON h.inhrelid = i.indrelid AND h.inhparent = 'events'::regclass
+      JOIN pg_class c ON c.oid = i.indrelid
+     WHERE l.pid = pg_backend_pid()
+     ORDER BY 1`);
+  return rows.map((r: { name: string }) => r.name);
+}
+
+async function partitionOf(eventId: string): Promise<string> {
+  const { rows } = await conn.raw(`SELECT tableoid::regclass::text AS name FROM events WHERE id = ?`, [eventId]);
+  return rows[0].name;
+}
+
+function success(d: ClaimedDelivery): AttemptRecord {
+  return {
+    deliveryId: d.id, endpointId: d.endpoint.id, attemptNumber: d.attempt_count, leaseToken: d.lease_token, trigger: d.next_trigger,
+    startedAt: new Date(), durationMs: 3, statusCode: 200, outcome: 'success', errorClass: null, errorMessage: null,
+    responseExcerpt: null, next: { status: 'succeeded' }, endpointFailure: false,
+  };
+}
+
+/** A pending delivery, due at `dueAt`, of an event published `days` ago (a retry, a replay or a backfill of it). */
+async function insertOldPending(endpointId: string, days: number, dueAt: Date): Promise<{ eventId: string; deliveryId: string }> {
+  const at = daysAgo(days);
+  const eventId = idAt('event', at);
+  const deliveryId = newId('delivery');
+  await t.platform.db('events').insert({
+    id: eventId, tenant_id: tenant.id, origin: 'api', type: 'order.created', data: '{"old":true}', created_at: at,
+  });
+  const now = new Date();
+  await t.platform.db('deliveries').insert({
+    id: deliveryId, tenant_id: tenant.id, event_id: eventId, endpoint_id: endpointId, status: 'pending',
+    next_attempt_at: dueAt, deadline_at: new Date(now.getTime() + 3_600_000), created_at: at, updated_at: now,
+  });
+  return { eventId, deliveryId };
+}
+
+/** Admits one delivery to a local slot and records its success, which hands the slot on. */
+async function cycle(): Promise<{ admitted: ClaimedDelivery; handed?: ClaimedDelivery }> {
+  const round = await admitDue(conn, { queuedLeaseSeconds: 30, circuitFailureThreshold: 3, perEndpointBatch: 1 }, { count: 1, inFlightLeaseMs: leaseMs, mode: 'all' });
+  expect(round.claimed).toHaveLength(1);
+  const admitted = round.claimed[0]!;
+  const [done] = await recordSuccesses(conn, [{ record: success(admitted), handOff: true }], limits, leaseMs);
+  expect(done!.applied).toBe(true);
+  return { admitted, handed: done!.next };
+}
+
+describe('admission and hand-offs on a database that keeps 30 days of events', () => {
+  it('open only the partition of the day their events were published', async () => {
+    expect(await eventPartitions()).toBeGreaterThanOrEqual(30);
+    const ep = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/today', eventTypes: ['order.*'], maxConcurrency: 4 });
+    // Plans made, outside the transaction measured.
+    await insertPendingBacklog(t, tenant.id, ep.id, 2);
+    await cycle();
+    const events = await insertPendingBacklog(t, tenant.id, ep.id, 2);
+
+    await conn.raw('BEGIN');
+    try {
+      const { admitted, handed } = await cycle();
+      expect([admitted.event_id, handed?.event_id].sort()).toEqual([...events].sort());
+      expect(await eventPartitionsOpened()).toEqual([await partitionOf(events[0]!)]);
+    } finally {
+      await conn.raw('ROLLBACK');
+    }
+  });
+
+  it('still find an old event beside today\'s, claimed and queued alike', async () => {
+    const ep = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/mixed', eventTypes: ['order.*'], maxConcurrency: 4 });
+    const old = await insertOldPending(ep.id, 10, daysAgo(1));
+    const [todayEvent] = await insertPendingBacklog(t, tenant.id, ep.id, 1);
+
+    await conn.raw('BEGIN');
+    try {
+      // To this process's slots: the claims carry each event's body.
+      const local = await admitDue(conn, { queuedLeaseSeconds: 30, circuitFailureThreshold: 3, perEndpointBatch: 4 }, { count: 10, inFlightLeaseMs: leaseMs, mode: 'all' });
+      const byEvent = new Map(local.claimed.filter((c) => c.endpoint.id === ep.id).map((c) => [c.event_id, c]));
+      expect([...byEvent.keys()].sort()).toEqual([old.eventId, todayEvent].sort());
+      expect(JSON.parse(byEvent.get(old.eventId)!.body)).toMatchObject({ id: old.eventId, data: { old: true } });
+      expect(JSON.parse(byEvent.get(todayEvent!)!.body)).toMatchObject({ id: todayEvent });
+    } finally {
+      await conn.raw('ROLLBACK');
+    }
+
+    await conn.raw('BEGIN');
+    try {
+      // For Redis: queued, with no local slot to give.
+      const queued = await admitDue(conn, { queuedLeaseSeconds: 30, circuitFailureThreshold: 3, perEndpointBatch: 4 });
+      expect(queued.queued.filter((q) => q.endpoint_id === ep.id).map((q) => q.id)).toContain(old.deliveryId);
+      expect(queued.queued.filter((q) => q.endpoint_id === ep.id)).toHaveLength(2);
+    } finally {
+      await conn.raw('ROLLBACK');
+    }
+  });
+
+  it('hand a slot on to an old event\'s delivery', async () => {
+    const ep = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/handed-old', eventTypes: ['order.*'], maxConcurrency: 1 });
+    const [todayEvent] = await insertPendingBacklog(t, tenant.id, ep.id, 1, new Date(Date.now() - 60_000));
+    const old = await insertOldPending(ep.id, 20, new Date());
+
+    await conn.raw('BEGIN');
+    try {
+      // Today's event is due first; its slot goes on to the old one.
+      const round = await admitDue(conn, { queuedLeaseSeconds: 30, circuitFailureThreshold: 3, perEndpointBatch: 1 }, { count: 10, inFlightLeaseMs: leaseMs, mode: 'all' });
+      const mine = round.claimed.filter((c) => c.endpoint.id === ep.id);
+      expect(mine.map((c) => c.event_id)).toEqual([todayEvent]);
+      const [done] = await recordSuccesses(conn, [{ record: success(mine[0]!), handOff: true }], limits, leaseMs);
+      expect(done!.next?.id).toBe(old.deliveryId);
+      expect(JSON.parse(done!.next!.body)).toMatchObject({ id: old.eventId, data: { old: true } });
+    } finally {
+      await conn.raw('ROLLBACK');
+    }
+  });
+});
