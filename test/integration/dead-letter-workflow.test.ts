@@ -106,7 +106,12 @@ describe('dead-letter workflow', () => {
       // A long retry delay keeps the three deliveries pending until the tenant gives up and disables.
       const id = (await createEndpoint(tenant, { url: `${failing.url}/retrying`, eventTypes: ['invoice.*'], retryPolicy: { baseDelayMs: 60_000, maxDelayMs: 60_000 } })).id;
       const events = [await publish(tenant, 'invoice.created'), await publish(tenant, 'invoice.created'), await publish(tenant, 'invoice.created')];
-      await eventually(async () => (await dead(`status=pending&endpointId=${id}`)).length === 3, 'three deliveries waiting for a retry');
+      // Pending after a first attempt each: pending alone is also where they start, and a delivery
+      // disabled before its first attempt would leave the receiver one request short below.
+      await eventually(
+        async () => (await dead(`status=pending&endpointId=${id}`)).filter((d) => d.attemptCount === 1).length === 3,
+        'three deliveries waiting for a retry',
+      );
       await tenant.call('PATCH', `/v1/endpoints/${id}`, { body: { status: 'disabled' } });
       const piled = await eventually(async () => {
         const items = await dead(`status=dead&reason=endpoint_disabled&endpointId=${id}`);
