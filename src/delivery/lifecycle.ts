@@ -183,9 +183,10 @@ export class DeliveryLifecycle {
   /**
    * queued → in_flight; a delivery whose endpoint was paused since admission comes back `pending`
    * (it waits for the resume), one whose endpoint was disabled or deleted comes back `dead`; both unsent.
+   * `eventId`, the delivery's event, as admission returned it (see claimDelivery).
    */
-  async claim(deliveryId: string, leaseMs: number): Promise<ClaimedDelivery | undefined> {
-    const claimed = await claimDelivery(this.db, deliveryId, leaseMs);
+  async claim(deliveryId: string, leaseMs: number, eventId?: string): Promise<ClaimedDelivery | undefined> {
+    const claimed = await claimDelivery(this.db, deliveryId, leaseMs, eventId);
     if (claimed?.status === 'dead') this.effects.deadLettered(claimed.endpoint.deleted_at ? 'endpoint_deleted' : 'endpoint_disabled', 1);
     return claimed;
   }

@@ -96,9 +96,9 @@ export function outboundHeaders(d: ClaimedDelivery, secrets: string[], timestamp
   };
 }
 
-/** Claims a delivery admitted to Redis (queued → in_flight) and runs its slot. */
-export async function deliverQueued(deps: DeliverDeps, deliveryId: string): Promise<void> {
-  const claimed = await deps.lifecycle.claim(deliveryId, deps.inFlightLeaseMs);
+/** Claims a delivery admitted to Redis (queued → in_flight) and runs its slot; `eventId` as in DeliveryJob. */
+export async function deliverQueued(deps: DeliverDeps, deliveryId: string, eventId?: string): Promise<void> {
+  const claimed = await deps.lifecycle.claim(deliveryId, deps.inFlightLeaseMs, eventId);
   if (claimed?.status === 'in_flight') await runSlot(deps, claimed);
 }
 

@@ -149,7 +149,7 @@ export class Dispatcher {
       shardOf: (d) => shardOf(d.id, this.jobQueues.length),
       enqueue: async (shard, queued) => {
         await this.jobQueues[shard]!.addBulk(
-          queued.map((d) => ({ name: 'deliver', data: { deliveryId: d.id }, opts: { jobId: deliveryJobId(d.id, d.attempt_count + 1) } })),
+          queued.map((d) => ({ name: 'deliver', data: { deliveryId: d.id, eventId: d.event_id }, opts: { jobId: deliveryJobId(d.id, d.attempt_count + 1) } })),
         );
       },
       unqueue: async (queued) => void (await lifecycle.unqueue(queued.map((d) => d.id))),
@@ -206,7 +206,7 @@ export class Dispatcher {
     // While stopping, a job fetched anyway is left alone: its delivery stays queued and its lease
     // brings it back to whichever worker is running then.
     const processor = async (job: { data: DeliveryJob }) => {
-      if (!this.stopping) await this.startSlot(() => deliverQueued(this.deliverDeps, job.data.deliveryId));
+      if (!this.stopping) await this.startSlot(() => deliverQueued(this.deliverDeps, job.data.deliveryId, job.data.eventId));
     };
     const concurrency = shardConcurrency(config.workerConcurrency, this.prefixes.length);
     this.workers = this.prefixes.map((prefix, shard) => {

@@ -8,6 +8,11 @@ export const jobQueueName = 'deliveries';
 
 export interface DeliveryJob {
   deliveryId: string;
+  /**
+   * The delivery's event, so that the claim reads one partition of `events` (claimDelivery).
+   * Missing from jobs queued by releases up to 0.6.0; the claim then looks it up.
+   */
+  eventId?: string;
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admitDue } from '../../src/delivery/sql/admit.js';
-import { recordSuccesses, type AttemptRecord } from '../../src/delivery/sql/attempts.js';
+import { claimDelivery, recordSuccesses, type AttemptRecord } from '../../src/delivery/sql/attempts.js';
 import type { ClaimedDelivery } from '../../src/delivery/sql/claimed.js';
 import { newId } from '../../src/domain/ids.js';
 import { createDb } from '../../src/infra/db.js';
@@ -11,7 +11,8 @@ import { createEndpoint, insertPendingBacklog } from '../helpers/dispatch.js';
 import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 
 /**
- * Admission and hand-offs read each delivery's event from `events`, one partition a day. A join
+ * Admission, hand-offs and the claims of queued deliveries read each delivery's event from
+ * `events`, one partition a day. A join
  * that finds the event by a value of another row opens every partition on each run, so their
  * cost grew with RETENTION_DAYS; they open only the days their deliveries' events lie in
  * (db/functions/event_in_range.sql). What a statement opened is in pg_locks until its transaction
@@ -159,5 +160,30 @@ describe('admission and hand-offs on a database that keeps 30 days of events', (
     } finally {
       await conn.raw('ROLLBACK');
     }
+  });
+
+  it('claim a queued delivery from its event\'s partition alone, with or without the event id', async () => {
+    const ep = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/queued', eventTypes: ['order.*'], maxConcurrency: 4 });
+    const events = await insertPendingBacklog(t, tenant.id, ep.id, 2);
+    const round = await admitDue(conn, { queuedLeaseSeconds: 30, circuitFailureThreshold: 3, perEndpointBatch: 4 });
+    const queued = round.queued.filter((q) => q.endpoint_id === ep.id);
+    expect(queued.map((q) => q.event_id).sort()).toEqual([...events].sort());
+    const [withEvent, withoutEvent] = queued as [(typeof queued)[0], (typeof queued)[0]];
+
+    await conn.raw('BEGIN');
+    try {
+      // As a job queued by this release carries it.
+      const claimed = await claimDelivery(conn, withEvent.id, leaseMs, withEvent.event_id);
+      expect(claimed?.status).toBe('in_flight');
+      expect(JSON.parse(claimed!.body)).toMatchObject({ id: withEvent.event_id });
+      expect(await eventPartitionsOpened()).toEqual([await partitionOf(withEvent.event_id)]);
+    } finally {
+      await conn.raw('ROLLBACK');
+    }
+    // A job queued by release 0.6.0 names no event: the claim looks it up.
+    const claimed = await claimDelivery(conn, withoutEvent.id, leaseMs);
+    expect(claimed?.status).toBe('in_flight');
+    expect(claimed?.event_id).toBe(withoutEvent.event_id);
+    expect(await claimDelivery(conn, 'dlv_none', leaseMs)).toBeUndefined();
   });
 });

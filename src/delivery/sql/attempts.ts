@@ -23,6 +23,9 @@ import { claimedColumns, rowToClaimed, type ClaimedDelivery } from './claimed.js
  * deleted since admission gets nothing sent either: the delivery is dead-lettered in the same
  * statement (`status` comes back `dead`), with no attempt counted or logged, as if it had still been
  * waiting when the endpoint was disabled.
+ * The event is named by its id, a value known when the statement starts, so only its partition of
+ * `events` is opened: joined by the delivery's event_id alone, each claim started an index scan on
+ * every day kept (docs/performance.md, "Hand-offs open only their events' days").
  */
 const claimStatement = statement(
   'claim_delivery',
@@ -37,21 +40,29 @@ const claimStatement = statement(
             updated_at = now()
        FROM events ev, endpoints ep,
             LATERAL (SELECT ep.status = 'active' AND ep.deleted_at IS NULL AS live, ep.status = 'paused' AND ep.deleted_at IS NULL AS held) x
-      WHERE d.id = :id AND d.status = 'queued' AND ev.id = d.event_id AND ep.id = d.endpoint_id
+      WHERE d.id = :id AND d.status = 'queued' AND ev.id = :eventId AND ev.id = d.event_id AND ep.id = d.endpoint_id
   RETURNING ${claimedColumns}`,
 );
 
 /** The worker's per-attempt statements for a delivery that does not exist and an empty batch (see WarmUp). */
 export const warmAttempts: WarmUp = async (run) => {
-  await run(claimStatement, { lease: 0, id: 'dlv_warm_up' });
+  await run(claimStatement, { lease: 0, id: 'dlv_warm_up', eventId: 'evt_warm_up' });
   await run(successesStatement, {
     deliveryIds: [], attemptNumbers: [], attemptIds: [], triggers: [], startedAts: [],
     durations: [], statusCodes: [], excerpts: [], endpointIds: [], handOffs: [], threshold: 1, lease: 0, leaseTokens: [],
   });
 };
 
-export async function claimDelivery(db: Knex, id: string, leaseMs: number): Promise<ClaimedDelivery | undefined> {
-  const rows = await run(db, claimStatement, { lease: leaseMs, id });
+const eventOfDeliveryStatement = statement('event_of_delivery', 'SELECT event_id FROM deliveries WHERE id = :id');
+
+/**
+ * `eventId`: the delivery's event, which admission returns with it. A caller without it (a job
+ * queued by release 0.6.0 or earlier) costs one more read, to look it up.
+ */
+export async function claimDelivery(db: Knex, id: string, leaseMs: number, eventId?: string): Promise<ClaimedDelivery | undefined> {
+  const event = eventId ?? (await run<{ event_id: string }>(db, eventOfDeliveryStatement, { id }))[0]?.event_id;
+  if (event === undefined) return undefined;
+  const rows = await run(db, claimStatement, { lease: leaseMs, id, eventId: event });
   return rows[0] ? rowToClaimed(rows[0]) : undefined;
 }
 
