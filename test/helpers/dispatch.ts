@@ -8,6 +8,8 @@ import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 import type { ServerResponse } from 'node:http';
+import type { AttemptRecord } from '../../src/delivery/sql/attempts.js';
+import type { ClaimedDelivery } from '../../src/delivery/sql/claimed.js';
 import { newId } from '../../src/domain/ids.js';
 import { deliveryStatuses } from './chaos.js';
 import { eventually, type TestPlatform, type TestTenant } from './platform.js';
@@ -283,4 +285,13 @@ async function insertDeliveries(t: TestPlatform, tenantId: string, endpointId: s
     500,
   );
   return events.map((e) => e.id);
+}
+
+/** The record of a claimed delivery's first attempt answered 200 in 3 ms, as a slot makes it. */
+export function successOf(d: ClaimedDelivery): AttemptRecord {
+  return {
+    deliveryId: d.id, endpointId: d.endpoint.id, attemptNumber: d.attempt_count, leaseToken: d.lease_token, trigger: d.next_trigger,
+    startedAt: new Date(), durationMs: 3, statusCode: 200, outcome: 'success', errorClass: null, errorMessage: null,
+    responseExcerpt: null, next: { status: 'succeeded' }, endpointFailure: false,
+  };
 }

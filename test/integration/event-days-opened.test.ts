@@ -1,13 +1,13 @@
 import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admitDue } from '../../src/delivery/sql/admit.js';
-import { claimDelivery, recordSuccesses, type AttemptRecord } from '../../src/delivery/sql/attempts.js';
+import { claimDelivery, recordSuccesses } from '../../src/delivery/sql/attempts.js';
 import type { ClaimedDelivery } from '../../src/delivery/sql/claimed.js';
 import { newId } from '../../src/domain/ids.js';
 import { createDb } from '../../src/infra/db.js';
 import { ensurePartitions } from '../../src/store/retention-store.js';
 import { daysAgo, idAt } from '../helpers/backdate.js';
-import { createEndpoint, insertPendingBacklog } from '../helpers/dispatch.js';
+import { createEndpoint, insertPendingBacklog, successOf } from '../helpers/dispatch.js';
 import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 
 /**
@@ -62,14 +62,6 @@ async function partitionOf(eventId: string): Promise<string> {
   return rows[0].name;
 }
 
-function success(d: ClaimedDelivery): AttemptRecord {
-  return {
-    deliveryId: d.id, endpointId: d.endpoint.id, attemptNumber: d.attempt_count, leaseToken: d.lease_token, trigger: d.next_trigger,
-    startedAt: new Date(), durationMs: 3, statusCode: 200, outcome: 'success', errorClass: null, errorMessage: null,
-    responseExcerpt: null, next: { status: 'succeeded' }, endpointFailure: false,
-  };
-}
-
 /** A pending delivery, due at `dueAt`, of an event published `days` ago (a retry, a replay or a backfill of it). */
 async function insertOldPending(endpointId: string, days: number, dueAt: Date): Promise<{ eventId: string; deliveryId: string }> {
   const at = daysAgo(days);
@@ -91,7 +83,7 @@ async function cycle(): Promise<{ admitted: ClaimedDelivery; handed?: ClaimedDel
   const round = await admitDue(conn, { queuedLeaseSeconds: 30, circuitFailureThreshold: 3, perEndpointBatch: 1 }, { count: 1, inFlightLeaseMs: leaseMs, mode: 'all' });
   expect(round.claimed).toHaveLength(1);
   const admitted = round.claimed[0]!;
-  const [done] = await recordSuccesses(conn, [{ record: success(admitted), handOff: true }], limits, leaseMs);
+  const [done] = await recordSuccesses(conn, [{ record: successOf(admitted), handOff: true }], limits, leaseMs);
   expect(done!.applied).toBe(true);
   return { admitted, handed: done!.next };
 }
@@ -154,7 +146,7 @@ describe('admission and hand-offs on a database that keeps 30 days of events', (
       const round = await admitDue(conn, { queuedLeaseSeconds: 30, circuitFailureThreshold: 3, perEndpointBatch: 1 }, { count: 10, inFlightLeaseMs: leaseMs, mode: 'all' });
       const mine = round.claimed.filter((c) => c.endpoint.id === ep.id);
       expect(mine.map((c) => c.event_id)).toEqual([todayEvent]);
-      const [done] = await recordSuccesses(conn, [{ record: success(mine[0]!), handOff: true }], limits, leaseMs);
+      const [done] = await recordSuccesses(conn, [{ record: successOf(mine[0]!), handOff: true }], limits, leaseMs);
       expect(done!.next?.id).toBe(old.deliveryId);
       expect(JSON.parse(done!.next!.body)).toMatchObject({ id: old.eventId, data: { old: true } });
     } finally {

@@ -6,7 +6,7 @@ import { recordAttempt, recordSuccesses, type AttemptRecord } from '../../src/de
 import { sweep } from '../../src/delivery/sql/sweep.js';
 import type { ClaimedDelivery } from '../../src/delivery/sql/claimed.js';
 import { createDb } from '../../src/infra/db.js';
-import { createEndpoint, insertPendingBacklog, insertSucceededDeliveries } from '../helpers/dispatch.js';
+import { createEndpoint, insertPendingBacklog, insertSucceededDeliveries, successOf } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 
 /**
@@ -37,16 +37,8 @@ afterAll(async () => {
   await t?.stop();
 });
 
-function success(d: ClaimedDelivery): AttemptRecord {
-  return {
-    deliveryId: d.id, endpointId: d.endpoint.id, attemptNumber: d.attempt_count, leaseToken: d.lease_token, trigger: d.next_trigger,
-    startedAt: new Date(), durationMs: 3, statusCode: 200, outcome: 'success', errorClass: null, errorMessage: null,
-    responseExcerpt: null, next: { status: 'succeeded' }, endpointFailure: false,
-  };
-}
-
 function failure(d: ClaimedDelivery): AttemptRecord {
-  return { ...success(d), statusCode: 503, outcome: 'retry', errorClass: 'http_503', next: { status: 'pending', at: new Date(Date.now() + 3_600_000) }, endpointFailure: true };
+  return { ...successOf(d), statusCode: 503, outcome: 'retry', errorClass: 'http_503', next: { status: 'pending', at: new Date(Date.now() + 3_600_000) }, endpointFailure: true };
 }
 
 /** Admits everything due to local slots and records one success and one failure, each handing its slot on. */
@@ -54,7 +46,7 @@ async function cycle(): Promise<{ handedBySuccess?: ClaimedDelivery; handedByFai
   const round = await admitDue(conn, { queuedLeaseSeconds: 30, circuitFailureThreshold: 3, perEndpointBatch: 2 }, { count: 2, inFlightLeaseMs: leaseMs, mode: 'all' });
   expect(round.claimed.length).toBe(2);
   const [a, b] = round.claimed as [ClaimedDelivery, ClaimedDelivery];
-  const [done] = await recordSuccesses(conn, [{ record: success(a), handOff: true }], limits, leaseMs);
+  const [done] = await recordSuccesses(conn, [{ record: successOf(a), handOff: true }], limits, leaseMs);
   const failed = await recordAttempt(conn, failure(b), limits, leaseMs);
   expect(done!.applied && failed.applied).toBe(true);
   return { handedBySuccess: done!.next, handedByFailure: failed.next };
