@@ -44,7 +44,8 @@
 --          loops only: the writes once merge-joined their few picked ids with all of deliveries_pkey,
 --          every delivery read on every round ("Joins that walked the whole table by its index").
 --          The writes read events through event_in_range, between the picked deliveries' least
---          and greatest event id (read in statement 2), so they open only those days' partitions.
+--          and greatest event id (event_id_range), so they start index scans only on the
+--          partitions of `events` between them, usually one.
 --
 -- Cost follows endpoints with pending work, not endpoints that exist: candidates come from
 -- pending_endpoints, a skip scan over delivery_queue_due, one index descent per endpoint with a
@@ -78,7 +79,6 @@ DECLARE
   v_local boolean[];
   v_picked_endpoints text[];
   v_picked_tenants text[];
-  v_picked_events text[];
   v_events_from text;
   v_events_to text;
   v_token_endpoints text[];
@@ -113,7 +113,7 @@ BEGIN
   IF cardinality(v_ids) > 0 THEN
     WITH picked AS MATERIALIZED (
         SELECT n.delivery_id AS id, l.endpoint_id, (SELECT ep.tenant_id FROM endpoints ep WHERE ep.id = l.endpoint_id) AS tenant_id,
-               (SELECT d.event_id FROM deliveries d WHERE d.id = n.delivery_id) AS event_id, n.endpoint_rank, n.busy, n.tokens,
+               n.endpoint_rank, n.busy, n.tokens,
                p_all_local OR n.endpoint_rank <= ceil(n.max_concurrency / 2.0) - n.busy AS local_ok
           FROM unnest(v_ids) AS l(endpoint_id) CROSS JOIN LATERAL next_due(l.endpoint_id, p_batch, p_threshold, false) n
     ), shared AS MATERIALIZED (
@@ -124,21 +124,21 @@ BEGIN
                  + row_number() OVER (PARTITION BY pk.tenant_id ORDER BY pk.busy + pk.endpoint_rank, pk.endpoint_id, pk.id) AS fair_rank
           FROM picked pk
     ), ranked AS MATERIALIZED (
-        SELECT sh.id, sh.endpoint_id, sh.tenant_id, sh.event_id,
+        SELECT sh.id, sh.endpoint_id, sh.tenant_id,
                sh.local_ok AND row_number() OVER (PARTITION BY sh.local_ok ORDER BY sh.fair_rank, sh.busy + sh.endpoint_rank, sh.id) <= p_local AS local
           FROM shared sh
     )
     -- One pass over each: the arrays of one aggregate pass keep their rows in the same order.
-    -- With the range of the events' ids, so that statement 3 opens only those days of `events`
-    -- (event_in_range).
-    SELECT r.ids, r.locals, r.endpoint_ids, r.tenant_ids, r.event_ids, r.events_from, r.events_to, t.endpoint_ids, t.tokens
-      INTO v_picked, v_local, v_picked_endpoints, v_picked_tenants, v_picked_events, v_events_from, v_events_to, v_token_endpoints, v_tokens
+    SELECT r.ids, r.locals, r.endpoint_ids, r.tenant_ids, t.endpoint_ids, t.tokens
+      INTO v_picked, v_local, v_picked_endpoints, v_picked_tenants, v_token_endpoints, v_tokens
       FROM (SELECT array_agg(rk.id) AS ids, array_agg(rk.local) AS locals, array_agg(rk.endpoint_id) AS endpoint_ids,
-                   array_agg(rk.tenant_id) AS tenant_ids, array_agg(rk.event_id) AS event_ids, min(rk.event_id) AS events_from,
-                   max(rk.event_id) AS events_to FROM ranked rk) r,
+                   array_agg(rk.tenant_id) AS tenant_ids FROM ranked rk) r,
            (SELECT array_agg(g.endpoint_id) AS endpoint_ids, array_agg(g.tokens) AS tokens
               FROM (SELECT pk.endpoint_id, min(pk.tokens) AS tokens FROM picked pk
                      WHERE pk.tokens IS NOT NULL GROUP BY pk.endpoint_id) g) t;
+    -- The range of their events' ids, so that statement 3 opens only the days of `events` between
+    -- them (event_in_range), read after the pick (event_id_range says why).
+    SELECT r.events_from, r.events_to INTO v_events_from, v_events_to FROM event_id_range(v_picked) r;
 
     -- 3. The writes, in a snapshot taken after next_due locked the picked rows: a claim copies
     --    the delivery's columns as they are now (a result recorded since statement 2 began, a
@@ -146,7 +146,9 @@ BEGIN
     --    are not the target of an UPDATE.
     RETURN QUERY
     WITH ranked AS MATERIALIZED (
-        SELECT * FROM unnest(v_picked, v_local, v_picked_endpoints, v_picked_tenants, v_picked_events) AS r(id, local, endpoint_id, tenant_id, event_id)
+        -- With each delivery's event, read in this statement's snapshot, taken after the pick.
+        SELECT r.*, d.event_id FROM unnest(v_picked, v_local, v_picked_endpoints, v_picked_tenants) AS r(id, local, endpoint_id, tenant_id)
+          JOIN deliveries d ON d.id = r.id
     ), claimed AS (
         -- A slot's claim: the queue row only (see Effects).
         UPDATE delivery_queue q SET

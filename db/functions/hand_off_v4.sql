@@ -23,7 +23,8 @@
 --          priced out it merge-joined the picked ids with all of deliveries_pkey instead, a walk of
 --          every delivery per hand-off ("Joins that walked the whole table by its index").
 --          Events are read through event_in_range, between the picked deliveries' least and
---          greatest event id, so the writes open only those days' partitions of `events`.
+--          greatest event id (event_id_range), so the writes start index scans only on the
+--          partitions of `events` between them, usually one.
 --
 -- The columns of a delivery in flight are those of src/delivery/sql/claimed.ts, ending with the
 -- stored trace contexts (its event's fan-out, and a replay's own), so an attempt's span needs no
@@ -48,15 +49,15 @@ DECLARE
   v_events_from text;
   v_events_to text;
 BEGIN
-  -- With the range of their events' ids, so that the writes open only those days of `events`
-  -- (event_in_range).
-  SELECT array_agg(n.delivery_id), min(d.event_id), max(d.event_id) INTO v_picked, v_events_from, v_events_to
+  SELECT array_agg(n.delivery_id) INTO v_picked
     FROM unnest(p_endpoint_ids, p_slots) AS s(endpoint_id, slots)
-         CROSS JOIN LATERAL next_due(s.endpoint_id, s.slots, p_threshold, true) n
-         JOIN deliveries d ON d.id = n.delivery_id;
+         CROSS JOIN LATERAL next_due(s.endpoint_id, s.slots, p_threshold, true) n;
   IF v_picked IS NULL THEN
     RETURN;
   END IF;
+  -- The range of their events' ids, so that the writes open only the days of `events` between
+  -- them (event_in_range), read after the pick (event_id_range says why).
+  SELECT r.events_from, r.events_to INTO v_events_from, v_events_to FROM event_id_range(v_picked) r;
   RETURN QUERY
   WITH handed AS (
     UPDATE delivery_queue q
