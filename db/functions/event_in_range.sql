@@ -3,13 +3,16 @@
 --
 -- A join to `events` by a value read from another row (ev.id = d.event_id) can only prune
 -- partitions as it runs: PostgreSQL starts an index scan of every partition each time the
--- statement runs, and uses one. With RETENTION_DAYS at 30 that is ~40 partitions, ~0.2 ms of a
--- backend per hand-off or admission round, growing with every day kept (docs/performance.md,
--- "Hand-offs open only their events' days"). Bounds passed as the caller's variables are known at
--- the statement's start, so only the partitions between them are opened.
+-- statement runs, and uses one. With RETENTION_DAYS at 30 that is ~40 partitions, and the cost
+-- grows with every day kept (docs/performance.md, "Hand-offs open only their events' days").
+-- Bounds passed as the caller's variables are known at the statement's start, so only the
+-- partitions between them get an index scan: usually one, every day between an old event and
+-- today's when a batch holds both. PostgreSQL 15 still locks every partition of a cached plan
+-- before running it; that part stays.
 --
 -- Inputs:  p_id, the event; p_from and p_to, bounds with p_from <= p_id <= p_to (the least and
---          greatest event id of the caller's rows). An id outside them finds nothing.
+--          greatest event id of the caller's rows, event_id_range). An id outside them finds
+--          nothing.
 -- Outputs: the event's row, or none.
 -- Effects: none. Locks: none beyond reading.
 --
