@@ -146,9 +146,10 @@ BEGIN
     --    are not the target of an UPDATE.
     RETURN QUERY
     WITH ranked AS MATERIALIZED (
-        -- With each delivery's event, read in this statement's snapshot, taken after the pick.
+        -- With each delivery's event, read in this statement's snapshot, taken after the pick. The
+        -- array bounds the read whichever side the plan starts from, as below.
         SELECT r.*, d.event_id FROM unnest(v_picked, v_local, v_picked_endpoints, v_picked_tenants) AS r(id, local, endpoint_id, tenant_id)
-          JOIN deliveries d ON d.id = r.id
+          JOIN deliveries d ON d.id = r.id AND d.id = ANY(v_picked)
     ), claimed AS (
         -- A slot's claim: the queue row only (see Effects).
         UPDATE delivery_queue q SET
