@@ -8,11 +8,13 @@ import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 import type { ServerResponse } from 'node:http';
+import type { Knex } from 'knex';
 import type { AttemptRecord } from '../../src/delivery/sql/attempts.js';
 import type { ClaimedDelivery } from '../../src/delivery/sql/claimed.js';
 import { newId } from '../../src/domain/ids.js';
+import { createDb } from '../../src/infra/db.js';
 import { deliveryStatuses } from './chaos.js';
-import { eventually, type TestPlatform, type TestTenant } from './platform.js';
+import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from './platform.js';
 import type { ReceivedRequest, Responder } from './receiver.js';
 
 export interface Attempt {
@@ -295,3 +297,32 @@ export function successOf(d: ClaimedDelivery): AttemptRecord {
     responseExcerpt: null, next: { status: 'succeeded' }, endpointFailure: false,
   };
 }
+
+/**
+ * For tests that move deliveries step by step through the SQL functions: an api-role platform (no
+ * dispatcher, so deliveries move only when the test moves them), one tenant, and one connection of
+ * the test's own, so every call on it reuses the plans its first calls made.
+ */
+export interface SteppedPlatform {
+  t: TestPlatform;
+  tenant: TestTenant;
+  conn: Knex;
+  stop(): Promise<void>;
+}
+
+export async function startSteppedPlatform(tenantName: string): Promise<SteppedPlatform> {
+  const t = await startTestPlatform({ role: 'api' });
+  const tenant = await t.createTenant(tenantName);
+  const conn = createDb({ url: t.database.url, poolMax: 1 });
+  return {
+    t, tenant, conn,
+    async stop() {
+      await conn.destroy();
+      await t.stop();
+    },
+  };
+}
+
+/** The circuit settings and in-flight lease that stepped tests record results and hand-offs under. */
+export const steppedLimits = { circuitFailureThreshold: 3, circuitCooldownSeconds: 30 };
+export const steppedLeaseMs = 30_000;

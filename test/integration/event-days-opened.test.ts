@@ -4,11 +4,12 @@ import { admitDue } from '../../src/delivery/sql/admit.js';
 import { claimDelivery, recordSuccesses } from '../../src/delivery/sql/attempts.js';
 import type { ClaimedDelivery } from '../../src/delivery/sql/claimed.js';
 import { newId } from '../../src/domain/ids.js';
-import { createDb } from '../../src/infra/db.js';
 import { ensurePartitions } from '../../src/store/retention-store.js';
 import { daysAgo, idAt } from '../helpers/backdate.js';
-import { createEndpoint, insertPendingBacklog, successOf } from '../helpers/dispatch.js';
-import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
+import {
+  createEndpoint, insertPendingBacklog, startSteppedPlatform, steppedLeaseMs as leaseMs, steppedLimits as limits, successOf, type SteppedPlatform,
+} from '../helpers/dispatch.js';
+import type { TestPlatform, TestTenant } from '../helpers/platform.js';
 
 /**
  * Admission, hand-offs and the claims of queued deliveries read each delivery's event from
@@ -20,24 +21,19 @@ import { startTestPlatform, type TestPlatform, type TestTenant } from '../helper
  * Role `api`: no dispatcher, so deliveries move only when the test moves them.
  */
 
+let stepped: SteppedPlatform;
 let t: TestPlatform;
 let tenant: TestTenant;
 let conn: Knex;
-const limits = { circuitFailureThreshold: 3, circuitCooldownSeconds: 30 };
-const leaseMs = 30_000;
 
 beforeAll(async () => {
-  t = await startTestPlatform({ role: 'api' });
-  tenant = await t.createTenant('event-days-opened');
+  // Its one connection is planned before the transactions below: planning opens every partition.
+  stepped = await startSteppedPlatform('event-days-opened');
+  ({ t, tenant, conn } = stepped);
   // As a database that has kept 30 days: ~40 partitions of events with those made ahead.
   await ensurePartitions(t.platform.db, daysAgo(30), new Date());
-  // One connection, planned before the transactions below: planning opens every partition.
-  conn = createDb({ url: t.database.url, poolMax: 1 });
 });
-afterAll(async () => {
-  await conn?.destroy();
-  await t?.stop();
-});
+afterAll(() => stepped?.stop());
 
 async function eventPartitions(): Promise<number> {
   const { rows } = await conn.raw(`SELECT count(*)::int AS n FROM pg_inherits WHERE inhparent = 'events'::regclass`);

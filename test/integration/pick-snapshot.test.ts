@@ -4,9 +4,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admitDue } from '../../src/delivery/sql/admit.js';
 import { recordSuccesses } from '../../src/delivery/sql/attempts.js';
 import { functionsDirectory } from '../../src/infra/function-sources.js';
-import { createDb } from '../../src/infra/db.js';
-import { createEndpoint, insertPendingBacklog, successOf } from '../helpers/dispatch.js';
-import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
+import {
+  createEndpoint, insertPendingBacklog, startSteppedPlatform, steppedLeaseMs as leaseMs, steppedLimits as limits, successOf, type SteppedPlatform,
+} from '../helpers/dispatch.js';
+import type { TestPlatform, TestTenant } from '../helpers/platform.js';
 
 /**
  * next_due reads in a snapshot newer than the statement that calls it, so it can pick and lock a
@@ -18,24 +19,19 @@ import { startTestPlatform, type TestPlatform, type TestTenant } from '../helper
  * moves them.
  */
 
+let stepped: SteppedPlatform;
 let t: TestPlatform;
 let tenant: TestTenant;
 let conn: Knex;
-const limits = { circuitFailureThreshold: 3, circuitCooldownSeconds: 30 };
-const leaseMs = 30_000;
 
 beforeAll(async () => {
-  t = await startTestPlatform({ role: 'api' });
-  tenant = await t.createTenant('pick-snapshot');
+  stepped = await startSteppedPlatform('pick-snapshot');
+  ({ t, tenant, conn } = stepped);
   const slow = readFileSync(`${functionsDirectory}/next_due.sql`, 'utf8').replace(/\nBEGIN\n/, '\nBEGIN\n  PERFORM pg_sleep(1);\n');
   expect(slow).toContain('pg_sleep(1)');
   await t.platform.db.raw(slow);
-  conn = createDb({ url: t.database.url, poolMax: 1 });
 });
-afterAll(async () => {
-  await conn?.destroy();
-  await t?.stop();
-});
+afterAll(() => stepped?.stop());
 
 /** Runs `call`, and while next_due waits inside it, commits one more due delivery to `endpointId`. */
 async function withLateDelivery<T>(endpointId: string, call: () => Promise<T>): Promise<{ result: T; late: string }> {

@@ -5,9 +5,11 @@ import { admitDue } from '../../src/delivery/sql/admit.js';
 import { recordAttempt, recordSuccesses, type AttemptRecord } from '../../src/delivery/sql/attempts.js';
 import { sweep } from '../../src/delivery/sql/sweep.js';
 import type { ClaimedDelivery } from '../../src/delivery/sql/claimed.js';
-import { createDb } from '../../src/infra/db.js';
-import { createEndpoint, insertPendingBacklog, insertSucceededDeliveries, successOf } from '../helpers/dispatch.js';
-import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
+import {
+  createEndpoint, insertPendingBacklog, insertSucceededDeliveries, startSteppedPlatform, steppedLeaseMs as leaseMs, steppedLimits as limits,
+  successOf, type SteppedPlatform,
+} from '../helpers/dispatch.js';
+import { eventually, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 
 /**
  * The record and hand-off functions keep generic plans per connection. A connection that first
@@ -17,25 +19,19 @@ import { eventually, startTestPlatform, type TestPlatform, type TestTenant } fro
  * Role `api`: no dispatcher, so deliveries move only when the test moves them.
  */
 
+let stepped: SteppedPlatform;
 let t: TestPlatform;
 let tenant: TestTenant;
 let conn: Knex;
-const limits = { circuitFailureThreshold: 3, circuitCooldownSeconds: 30 };
-const leaseMs = 30_000;
 
 beforeAll(async () => {
-  t = await startTestPlatform({ role: 'api' });
-  tenant = await t.createTenant('plans-on-growing-tables');
-  // One connection, so every call below uses the plans its first calls made. Generic plans for every
-  // statement that does not choose for itself: what PostgreSQL's plan cache may settle on after a
-  // statement's first five runs, made here at once.
-  conn = createDb({ url: t.database.url, poolMax: 1 });
+  stepped = await startSteppedPlatform('plans-on-growing-tables');
+  ({ t, tenant, conn } = stepped);
+  // Generic plans for every statement that does not choose for itself: what PostgreSQL's plan
+  // cache may settle on after a statement's first five runs, made here at once.
   await conn.raw('SET plan_cache_mode = force_generic_plan');
 });
-afterAll(async () => {
-  await conn?.destroy();
-  await t?.stop();
-});
+afterAll(() => stepped?.stop());
 
 function failure(d: ClaimedDelivery): AttemptRecord {
   return { ...successOf(d), statusCode: 503, outcome: 'retry', errorClass: 'http_503', next: { status: 'pending', at: new Date(Date.now() + 3_600_000) }, endpointFailure: true };
