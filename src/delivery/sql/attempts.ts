@@ -12,37 +12,14 @@ import type { Knex } from 'knex';
 import type { AttemptOutcome, DeadLetterReason, Trigger } from '../../domain/delivery-status.js';
 import { newId } from '../../domain/ids.js';
 import { run, statement, type WarmUp } from '../../infra/sql.js';
-import { claimedColumns, rowToClaimed, type ClaimedDelivery } from './claimed.js';
+import { rowToClaimed, type ClaimedDelivery } from './claimed.js';
 
 /**
- * Takes a queued delivery for one attempt. Only one worker can win: the row moves queued -> in_flight
- * atomically, with a lease long enough for the attempt, after which the sweeper may take it back.
- * The endpoint row is read here, at attempt time, so a URL or secret changed since admission applies.
- * An endpoint paused since admission gets nothing sent: the delivery goes back to pending as it was
- * (`status` comes back `pending`), with no attempt counted, to wait for the resume. One disabled or
- * deleted since admission gets nothing sent either: the delivery is dead-lettered in the same
- * statement (`status` comes back `dead`), with no attempt counted or logged, as if it had still been
- * waiting when the endpoint was disabled.
- * The event is named by its id, a value known when the statement starts, so only its partition of
- * `events` is opened: joined by the delivery's event_id alone, each claim started an index scan on
- * every day kept (docs/performance.md, "Hand-offs open only their events' days").
+ * Takes a queued delivery for one attempt: queued -> in_flight, or, unsent, -> pending or -> dead
+ * when its endpoint was paused, disabled or deleted since admission (db/functions/claim_delivery.sql
+ * says what each means, and why the claim is a function: its plan).
  */
-const claimStatement = statement(
-  'claim_delivery',
-  `UPDATE deliveries d
-        SET status = CASE WHEN x.live THEN 'in_flight' WHEN x.held THEN 'pending' ELSE 'dead' END,
-            attempt_count = d.attempt_count + CASE WHEN x.live THEN 1 ELSE 0 END,
-            lease_until = CASE WHEN x.live THEN now() + make_interval(secs => :lease / 1000.0) END,
-            next_attempt_at = CASE WHEN x.live OR x.held THEN d.next_attempt_at END,
-            dead_reason = CASE WHEN x.live OR x.held THEN d.dead_reason WHEN ep.deleted_at IS NULL THEN 'endpoint_disabled' ELSE 'endpoint_deleted' END,
-            last_error = CASE WHEN x.live OR x.held THEN d.last_error
-                              WHEN ep.deleted_at IS NULL THEN 'endpoint is disabled' ELSE 'endpoint was deleted' END,
-            updated_at = now()
-       FROM events ev, endpoints ep,
-            LATERAL (SELECT ep.status = 'active' AND ep.deleted_at IS NULL AS live, ep.status = 'paused' AND ep.deleted_at IS NULL AS held) x
-      WHERE d.id = :id AND d.status = 'queued' AND ev.id = :eventId AND ev.id = d.event_id AND ep.id = d.endpoint_id
-  RETURNING ${claimedColumns}`,
-);
+const claimStatement = statement('claim_delivery', 'SELECT * FROM claim_delivery(:id, :eventId, :lease)');
 
 /** The worker's per-attempt statements for a delivery that does not exist and an empty batch (see WarmUp). */
 export const warmAttempts: WarmUp = async (run) => {
@@ -62,7 +39,7 @@ const eventOfDeliveryStatement = statement('event_of_delivery', 'SELECT event_id
 export async function claimDelivery(db: Knex, id: string, leaseMs: number, eventId?: string): Promise<ClaimedDelivery | undefined> {
   const event = eventId ?? (await run<{ event_id: string }>(db, eventOfDeliveryStatement, { id }))[0]?.event_id;
   if (event === undefined) return undefined;
-  const rows = await run(db, claimStatement, { lease: leaseMs, id, eventId: event });
+  const rows = await run(db, claimStatement, { lease: Math.round(leaseMs), id, eventId: event });
   return rows[0] ? rowToClaimed(rows[0]) : undefined;
 }
 

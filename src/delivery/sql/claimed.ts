@@ -1,8 +1,8 @@
 /**
  * What an attempt needs of a delivery, its event and its endpoint, as every statement that puts a
  * delivery in flight returns it: the claim, admission straight to a local slot, and slot hand-off
- * (the SQL functions admit_due_v4, hand_off_v4, record_attempt_v4 and record_successes_v4 return
- * the same columns).
+ * (the SQL functions claim_delivery, admit_due_v4, hand_off_v4, record_attempt_v4 and
+ * record_successes_v4 return the same columns).
  */
 import type { EndpointRow } from '../../store/endpoints-store.js';
 import type { Trigger } from '../../domain/delivery-status.js';
@@ -39,12 +39,6 @@ export interface ClaimedDelivery {
   lease_token: number;
   endpoint: Pick<EndpointRow, 'id' | 'url' | 'status' | 'retry_policy' | 'secret_enc' | 'previous_secret_enc' | 'previous_secret_expires_at' | 'deleted_at'>;
 }
-
-export const claimedColumns = `d.id, d.tenant_id, d.status, d.attempt_count, d.attempt_base, d.replayed_at, d.next_trigger, d.deadline_at, d.succeeded_at,
-            ev.id AS event_id, ev.type AS event_type, ev.created_at AS event_created_at, event_body(ev) AS body,
-            ep.id AS ep_id, ep.url, ep.status AS ep_status, ep.retry_policy, ep.secret_enc, ep.previous_secret_enc,
-            ep.previous_secret_expires_at, ep.deleted_at, ev.trace_parent AS event_trace_parent, d.trace_parent,
-            lease_token(d.lease_until) AS lease_token`;
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export function rowToClaimed(r: any): ClaimedDelivery {
