@@ -11,15 +11,19 @@
 --          is sent and it waits for the resume, with no attempt counted; `dead`, its endpoint was
 --          disabled or deleted since admission, dead-lettered in this statement with no attempt
 --          counted or logged, as if it had still been waiting when that happened.
--- Effects: the delivery's row (its queue row through the triggers). Locks: that row.
+-- Effects: the delivery's row (its queue row through the triggers).
+-- Locks:   events first, as every writer takes it (lock_for_new_partition), then the delivery's
+--          row. PostgreSQL 15 locks every day of `events` in the plan before running it, and
+--          reads only the event's.
 --
 -- A function rather than a statement of the worker's, for its plan. The event is named by its id,
 -- a value known when the statement starts, so only its day of `events` is read. As a prepared
 -- statement, PostgreSQL priced a plan for any id over every day kept and chose to plan each call
 -- for its values instead: 0.2 ms of planning for 0.04 of work at 30 days kept (docs/performance.md,
--- "A claim planned once per connection"). Here it is planned once per connection, by key only: a
--- day analyzed while still empty (as `vacuumdb --analyze` leaves the days made ahead) would
--- otherwise be planned as a sequential scan, kept until that day's first ANALYZE.
+-- "A claim planned once per connection"). Here one plan serves any id, made again only when a
+-- table it reads changes or is analyzed. It reads by key only: a day analyzed while still empty
+-- (as `vacuumdb --analyze` leaves the days made ahead) would otherwise be planned as a sequential
+-- scan, kept until the plan is made again.
 CREATE OR REPLACE FUNCTION claim_delivery(p_id text, p_event_id text, p_lease_ms integer)
 RETURNS TABLE (
   id text, tenant_id text, status text, attempt_count integer, attempt_base integer,
@@ -33,6 +37,9 @@ LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_se
   SET enable_hashjoin = off SET enable_mergejoin = off AS $$
 #variable_conflict use_column
 BEGIN
+  -- Creating a day of events locks events, then deliveries; the update below would lock them the
+  -- other way round, so events is locked here first.
+  PERFORM 1 FROM events WHERE false;
   RETURN QUERY
   UPDATE deliveries d
      SET status = CASE WHEN x.live THEN 'in_flight' WHEN x.held THEN 'pending' ELSE 'dead' END,

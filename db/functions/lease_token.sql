@@ -1,7 +1,7 @@
 -- lease_token: the token of a claim, read from the lease the claim set.
 --
--- Every claim of a delivery for an attempt (admit_due_v4, hand_off_v4, the claim of a queued
--- delivery in src/delivery/sql/attempts.ts) sets lease_until to now() plus the lease, now() being
+-- Every claim of a delivery for an attempt (admit_due_v4, hand_off_v4, claim_delivery for a
+-- queued delivery) sets lease_until to now() plus the lease, now() being
 -- the start of its transaction, so two claims of one delivery never share a token. A result is
 -- recorded only under the token of the claim still current (claim_held): after a crash of
 -- PostgreSQL loses a claim's asynchronous commit, the delivery is claimed again under the same

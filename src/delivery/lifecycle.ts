@@ -23,9 +23,9 @@
  * for what finishes it. The SQL of each step:
  *
  *   sql/admit.ts         pending → queued | in_flight          db/functions/admit_due_v4.sql
- *   sql/attempts.ts      queued → in_flight (claim); in_flight → succeeded | pending | dead (record),
- *                        then pending → in_flight (hand-off)   db/functions/claim_delivery.sql,
- *                                                              record_attempt_v4.sql,
+ *   sql/attempts.ts      queued → in_flight (claim)            db/functions/claim_delivery.sql
+ *                        in_flight → succeeded | pending | dead (record),
+ *                        then pending → in_flight (hand-off)   db/functions/record_attempt_v4.sql,
  *                                                              record_successes_v4.sql, hand_off_v4.sql
  *                        in_flight → pending, attempt given back (egressFailed: the proxy failed)
  *   sql/sweep.ts         lost leases back to pending; max age and disabled endpoints to dead

@@ -26,18 +26,28 @@ const plans: string[] = [];
 beforeAll(async () => {
   stepped = await startSteppedPlatform('claim-plan');
   ({ t, tenant, conn } = stepped);
-  // `conn` has one connection: the claims below run on it, and it reports their plans.
+});
+afterAll(() => stepped?.stop());
+
+const reporting = new WeakSet<pg.PoolClient>();
+
+/**
+ * `conn` has one connection, which the claims run on: it is made to report their plans. Asked
+ * right before the claims, since the pool closes a connection left idle and opens another.
+ */
+async function reportPlans(): Promise<void> {
   const client = (await conn.client.acquireConnection()) as pg.PoolClient;
   try {
+    if (reporting.has(client)) return;
     client.on('notice', (n) => plans.push(n.message ?? ''));
     for (const sql of ["LOAD 'auto_explain'", 'SET auto_explain.log_min_duration = 0', 'SET auto_explain.log_nested_statements = on', 'SET client_min_messages = log']) {
       await client.query(sql);
     }
+    reporting.add(client);
   } finally {
     await conn.client.releaseConnection(client);
   }
-});
-afterAll(() => stepped?.stop());
+}
 
 /** Queues `count` deliveries of events published now, as admission does for Redis. */
 async function queued(endpointId: string, count: number): Promise<Array<{ id: string; event_id: string }>> {
@@ -57,6 +67,7 @@ describe('the claim of a queued delivery', () => {
     // More claims than the five PostgreSQL plans for their values before it weighs a plan for any.
     const deliveries = await queued(ep.id, 8);
     expect(deliveries).toHaveLength(8);
+    await reportPlans();
     const from = plans.length;
     for (const d of deliveries) {
       expect((await claimDelivery(conn, d.id, leaseMs, d.event_id))?.status).toBe('in_flight');
@@ -90,6 +101,7 @@ describe('the claim of a queued delivery', () => {
                                                 FROM events e JOIN pg_class c ON c.oid = e.tableoid WHERE e.id = ?`, [eventId]);
     expect(rows[0].reltuples).toBe(0);
 
+    await reportPlans();
     const from = plans.length;
     const claimed = await claimDelivery(conn, deliveryId, leaseMs, eventId);
     expect(claimed?.status).toBe('in_flight');

@@ -19,7 +19,7 @@ import { rowToClaimed, type ClaimedDelivery } from './claimed.js';
  * when its endpoint was paused, disabled or deleted since admission (db/functions/claim_delivery.sql
  * says what each means, and why the claim is a function: its plan).
  */
-const claimStatement = statement('claim_delivery', 'SELECT * FROM claim_delivery(:id, :eventId, :lease)');
+const claimStatement = statement('claim_delivery', 'SELECT * FROM claim_delivery(:id::text, :eventId::text, :lease::int)');
 
 /** The worker's per-attempt statements for a delivery that does not exist and an empty batch (see WarmUp). */
 export const warmAttempts: WarmUp = async (run) => {
