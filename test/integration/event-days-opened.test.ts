@@ -95,7 +95,7 @@ describe('admission and hand-offs on a database that keeps 30 days of events', (
     try {
       // Plans made, and the locks of making them let go with the savepoint. Made outside the
       // transaction instead, they could be made again inside it: a burst of schema changes in
-      // another test file's database makes PostgreSQL drop every backend's cached plans.
+      // another test file's database can make PostgreSQL drop every backend's cached plans.
       await conn.raw('SAVEPOINT planned');
       await cycle();
       await conn.raw('ROLLBACK TO SAVEPOINT planned');
