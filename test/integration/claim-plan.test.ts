@@ -7,6 +7,7 @@ import { newId } from '../../src/domain/ids.js';
 import { daysAgo, idAt } from '../helpers/backdate.js';
 import { createEndpoint, insertPendingBacklog, startSteppedPlatform, steppedLeaseMs as leaseMs, type SteppedPlatform } from '../helpers/dispatch.js';
 import type { TestPlatform, TestTenant } from '../helpers/platform.js';
+import { reportPlans } from '../helpers/plans.js';
 
 /**
  * A worker claims each delivery Redis gives it (db/functions/claim_delivery.sql). On a database
@@ -35,14 +36,11 @@ const reporting = new WeakSet<pg.PoolClient>();
  * `conn` has one connection, which the claims run on: it is made to report their plans. Asked
  * right before the claims, since the pool closes a connection left idle and opens another.
  */
-async function reportPlans(): Promise<void> {
+async function reportClaimPlans(): Promise<void> {
   const client = (await conn.client.acquireConnection()) as pg.PoolClient;
   try {
     if (reporting.has(client)) return;
-    client.on('notice', (n) => plans.push(n.message ?? ''));
-    for (const sql of ["LOAD 'auto_explain'", 'SET auto_explain.log_min_duration = 0', 'SET auto_explain.log_nested_statements = on', 'SET client_min_messages = log']) {
-      await client.query(sql);
-    }
+    await reportPlans(client, plans);
     reporting.add(client);
   } finally {
     await conn.client.releaseConnection(client);
@@ -67,7 +65,7 @@ describe('the claim of a queued delivery', () => {
     // More claims than the five PostgreSQL plans for their values before it weighs a plan for any.
     const deliveries = await queued(ep.id, 8);
     expect(deliveries).toHaveLength(8);
-    await reportPlans();
+    await reportClaimPlans();
     const from = plans.length;
     for (const d of deliveries) {
       expect((await claimDelivery(conn, d.id, leaseMs, d.event_id))?.status).toBe('in_flight');
@@ -101,7 +99,7 @@ describe('the claim of a queued delivery', () => {
                                                 FROM events e JOIN pg_class c ON c.oid = e.tableoid WHERE e.id = ?`, [eventId]);
     expect(rows[0].reltuples).toBe(0);
 
-    await reportPlans();
+    await reportClaimPlans();
     const from = plans.length;
     const claimed = await claimDelivery(conn, deliveryId, leaseMs, eventId);
     expect(claimed?.status).toBe('in_flight');

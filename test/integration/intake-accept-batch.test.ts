@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '../../src/domain/ids.js';
 import { createEndpoint, createSource, type TestSource } from '../helpers/intake.js';
 import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
+import { reportPlans } from '../helpers/plans.js';
 
 /**
  * The accept statement, called as the api process calls it (a JSON batch), straight on a session of
@@ -29,11 +30,7 @@ beforeAll(async () => {
   source = await createSource(tenant, 'momo-automation');
   session = new pg.Client({ connectionString: t.database.url });
   await session.connect();
-  session.on('notice', (n) => plans.push(n.message ?? ''));
-  await session.query(`LOAD 'auto_explain'`);
-  await session.query('SET auto_explain.log_min_duration = 0');
-  await session.query('SET auto_explain.log_nested_statements = on');
-  await session.query('SET auto_explain.log_level = notice');
+  await reportPlans(session, plans);
 });
 afterAll(async () => {
   await session?.end();

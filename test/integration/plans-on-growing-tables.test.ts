@@ -10,6 +10,7 @@ import {
   successOf, type SteppedPlatform,
 } from '../helpers/dispatch.js';
 import { eventually, type TestPlatform, type TestTenant } from '../helpers/platform.js';
+import { reportPlans } from '../helpers/plans.js';
 
 /**
  * The record and hand-off functions keep generic plans per connection. A connection that first
@@ -129,14 +130,10 @@ describe('the fan-out look-up beside a tenant of many endpoints', () => {
     // The plans of the function's statements, as auto_explain reports them to this session.
     const client = new pg.Client({ connectionString: t.database.url });
     const plans: string[] = [];
-    client.on('notice', (n) => plans.push(n.message ?? ''));
     await client.connect();
     try {
+      await reportPlans(client, plans);
       for (const sql of [
-        "LOAD 'auto_explain'",
-        'SET auto_explain.log_min_duration = 0',
-        'SET auto_explain.log_nested_statements = on',
-        'SET client_min_messages = log',
         // Parallel plans made as cheap as they can be: the function's own settings must overrule this.
         'SET parallel_setup_cost = 0',
         'SET parallel_tuple_cost = 0',
@@ -170,13 +167,10 @@ describe('plans made while pending deliveries were rare', () => {
 
     const client = new pg.Client({ connectionString: t.database.url });
     const plans: string[] = [];
-    client.on('notice', (n) => plans.push(n.message ?? ''));
     await client.connect();
     const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
     try {
-      for (const sql of ["LOAD 'auto_explain'", 'SET auto_explain.log_min_duration = 0', 'SET auto_explain.log_nested_statements = on', 'SET client_min_messages = log']) {
-        await client.query(sql);
-      }
+      await reportPlans(client, plans);
       const { rows } = await client.query('SELECT * FROM next_due($1, 10, 3, false)', [ep]);
       expect(rows).toHaveLength(10);
     } finally {
