@@ -1,4 +1,5 @@
 import knexFactory, { type Knex } from 'knex';
+import pLimit from 'p-limit';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { existsSync } from 'node:fs';
@@ -44,6 +45,14 @@ export interface DbOptions {
   warmUps?: readonly WarmUp[];
 }
 
+/**
+ * How many connections of one pool run their warm-ups at once. A connection's first run of a hot
+ * statement plans it, and a plan for any value locks every day of `events` and each of its indexes
+ * (about five locks a day) until the warm-up's transaction ends: twenty at once at 365 days kept
+ * overflowed the default lock table (docs/performance.md, "The lock table at long retention").
+ */
+export const warmUpsAtOnce = 2;
+
 /** How long the server lets one statement run in a pool that cancels on the server (DbOptions). */
 export const statementTimeoutMs = (timeoutMs: number) => Math.round(timeoutMs * 1.5);
 
@@ -62,6 +71,7 @@ export function createDb({ url, poolMax = 20, poolMin = 0, timeoutMs = 5_000, ca
   const setUp = sessionSettings(cancelOnServer, timeoutMs);
   const min = Math.min(poolMin, poolMax);
   const refill = min > 0 ? new PoolRefill(min, logger) : undefined;
+  const warming = pLimit(warmUpsAtOnce);
   const db = knexFactory({
     ...(logger && {
       log: {
@@ -88,7 +98,7 @@ export function createDb({ url, poolMax = 20, poolMin = 0, timeoutMs = 5_000, ca
       afterCreate: (conn: pg.Client, done: (err: Error | null, conn: pg.Client) => void) => {
         conn
           .query(setUp)
-          .then(() => warmConnection(conn, warmUps))
+          .then(() => warming(() => warmConnection(conn, warmUps)))
           .then(
             (failed) => {
               if (failed) logger?.warn({ err: failed }, 'warming a database connection failed; it is used unwarmed');

@@ -9,7 +9,8 @@
  */
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDb, warmPool } from '../../src/infra/db.js';
+import { createDb, warmPool, warmUpsAtOnce } from '../../src/infra/db.js';
+import { statement } from '../../src/infra/sql.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 import { startTestPlatform } from '../helpers/platform.js';
 import { proxyDatabase } from '../helpers/tcp-proxy.js';
@@ -44,6 +45,34 @@ describe('opening the pool at start', () => {
     const db = createDb({ url: database.url, poolMax: 6, poolMin: 6 });
     try {
       expect(await warmPool(db, 6)).toEqual({ opened: 6 });
+    } finally {
+      await db.destroy();
+    }
+  });
+
+  it('warms every connection, but only a few at once: planning locks every day of events', async () => {
+    let running = 0;
+    let most = 0;
+    let warmed = 0;
+    const db = createDb({
+      url: database.url,
+      poolMax: 6,
+      poolMin: 6,
+      warmUps: [
+        async (run) => {
+          running++;
+          most = Math.max(most, running);
+          // Long enough that warm-ups run together unless something holds them back.
+          await run(statement('pool_start_warm_up', 'SELECT pg_sleep(0.05)'), {});
+          running--;
+          warmed++;
+        },
+      ],
+    });
+    try {
+      expect(await warmPool(db, 6)).toEqual({ opened: 6 });
+      expect(warmed).toBe(6);
+      expect(most).toBe(warmUpsAtOnce);
     } finally {
       await db.destroy();
     }
