@@ -7,6 +7,8 @@ import { ConfigError, type Config } from './config/index.js';
 import { checkSecretsKey } from './store/secrets-key-check.js';
 import { DeliveryLifecycle, warmAttempts, type LifecycleEffects } from './delivery/index.js';
 import { SecretBox } from './domain/secret-box.js';
+import { lockTableFit } from './domain/lock-table.js';
+import { eventDaysKept } from './domain/retention.js';
 import type { Dispatcher } from './outbound/dispatcher.js';
 import type { DeliveryClient, LookupFn } from './outbound/http-client.js';
 import { tracingOn } from './infra/tracing.js';
@@ -22,6 +24,7 @@ import { ReadReplica } from './infra/read-replica.js';
 import { connectRedis, type RedisClient } from './infra/redis.js';
 import { metrics, setBacklogSource } from './metrics/registry.js';
 import { backlogSnapshot } from './store/backlog-store.js';
+import { lockTableSettings } from './store/health-store.js';
 import { warmPublish } from './store/events-store.js';
 import { warmIntake } from './store/intake-store.js';
 
@@ -153,7 +156,10 @@ async function openStorage(config: Config, role: Role, logger: Logger) {
     logger.warn({ err: warmed.refused, opened: warmed.opened, wanted: config.dbPoolMin }, 'opened only part of the database pool: starting with those connections');
   }
   retention.start({ remove: role !== 'api' });
-  if (role !== 'api') await warnWithoutAutovacuum(db, logger).catch((err: unknown) => logger.debug({ err }, 'could not read the autovacuum setting'));
+  if (role !== 'api') {
+    await warnWithoutAutovacuum(db, logger).catch((err: unknown) => logger.debug({ err }, 'could not read the autovacuum setting'));
+    await warnIfLockTableSmall(db, config, logger).catch((err: unknown) => logger.debug({ err }, 'could not read the lock table settings'));
+  }
   return { db, maintenanceDb, redis, box, retention };
 }
 
@@ -167,6 +173,26 @@ async function warnWithoutAutovacuum(db: Knex, logger: Logger): Promise<void> {
   const { rows } = await db.raw<{ rows: Array<{ autovacuum: string }> }>('SHOW autovacuum');
   if (rows[0]?.autovacuum !== 'off') return;
   logger.warn('autovacuum is off on this PostgreSQL server: dead row versions of deliveries pile up and latency grows with them; turn it on (docs/operations/postgres.md)');
+}
+
+/**
+ * The hot statements' cached plans lock every day of `events` each time they run, so the lock table
+ * a server needs grows with RETENTION_DAYS: at 365 days kept, 24 connections claiming at once failed
+ * with "out of shared memory" under the default max_locks_per_transaction (docs/performance.md,
+ * "The lock table at long retention"). Said once, at start, by the roles that dispatch, with the
+ * setting that fits; the days counted are those the retention window will keep, or more if the
+ * database holds more already.
+ */
+async function warnIfLockTableSmall(db: Knex, config: Config, logger: Logger): Promise<void> {
+  const { eventDays: held, ...settings } = await lockTableSettings(db);
+  const eventDays = Math.max(held, eventDaysKept(config.retention));
+  const fit = lockTableFit(eventDays, settings);
+  if (fit.holds >= fit.needs) return;
+  logger.warn(
+    { eventDays, ...settings, lockTableHolds: fit.holds, lockTableNeeds: fit.needs },
+    `PostgreSQL's lock table is too small for ${eventDays} days of events: busy connections would fail with "out of shared memory"; ` +
+      `set max_locks_per_transaction to at least ${fit.maxLocksPerTransaction} (a restart is needed; docs/operations/postgres.md)`,
+  );
 }
 
 /**

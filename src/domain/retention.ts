@@ -21,6 +21,17 @@ export interface RetentionPolicy {
 
 export const defaultRetention: RetentionPolicy = { retentionDays: 30, deadLetterRetentionDays: 30, auditRetentionDays: 365 };
 
+/** Days of partitions made ahead of today, so that a worker down for days does not stop intake. */
+export const partitionDaysAhead = 8;
+
+/**
+ * The days of `events` partitions a database holds once it has run for RETENTION_DAYS: the window,
+ * today and the days made ahead. Days whose dead letters are kept longer add to it.
+ */
+export function eventDaysKept(policy: RetentionPolicy): number {
+  return policy.retentionDays + 1 + partitionDaysAhead;
+}
+
 /** Where each retention window begins (db/functions/retention_cutoff.sql computes them). */
 export interface Cutoffs {
   /** Finished before this, a succeeded delivery (and an event with nothing left) may go. */

@@ -18,7 +18,7 @@
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
-import { RETAINED_TABLES, eventsKeptFromId, typeIdFloor, typeIdTime, type RetainedTable, type RetentionPolicy } from '../domain/retention.js';
+import { RETAINED_TABLES, eventsKeptFromId, partitionDaysAhead, typeIdFloor, typeIdTime, type RetainedTable, type RetentionPolicy } from '../domain/retention.js';
 import { advisoryLocks } from '../infra/advisory-locks.js';
 import { metrics } from '../metrics/registry.js';
 import {
@@ -57,8 +57,6 @@ export interface RetentionReport {
   orphaned: string[];
 }
 
-/** Partitions are kept this far ahead, so a worker down for days does not stop intake. */
-const daysAhead = 8;
 const dayMs = 86_400_000;
 const batch = 5_000;
 
@@ -74,7 +72,7 @@ export class Retention {
    */
   async ensureAhead(now?: Date): Promise<number> {
     now ??= (await databaseCutoffs(this.deps.db, this.deps.policy)).now;
-    return ensurePartitions(this.deps.db, new Date(now.getTime() - dayMs), new Date(now.getTime() + daysAhead * dayMs));
+    return ensurePartitions(this.deps.db, new Date(now.getTime() - dayMs), new Date(now.getTime() + partitionDaysAhead * dayMs));
   }
 
   /**

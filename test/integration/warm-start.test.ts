@@ -9,7 +9,10 @@ import { Writable } from 'node:stream';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { warmAttempts } from '../../src/delivery/index.js';
+import { lockTableFit, type LockTableFit } from '../../src/domain/lock-table.js';
+import { eventDaysKept } from '../../src/domain/retention.js';
 import { warmConnection } from '../../src/infra/sql.js';
+import { lockTableSettings } from '../../src/store/health-store.js';
 import { warmPublish } from '../../src/store/events-store.js';
 import { warmIntake } from '../../src/store/intake-store.js';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
@@ -79,7 +82,40 @@ describe('warm start', () => {
   });
 });
 
+/** What a worker logged at start, as lines, with RETENTION_DAYS as given. */
+async function workerStartLogs(env: Record<string, string> = {}): Promise<{ lines: string[]; fit: LockTableFit; eventDays: number }> {
+  let logs = '';
+  const sink = new Writable({ write: (chunk: Buffer, _enc, done) => ((logs += chunk.toString()), done()) });
+  const worker = await startTestPlatform({ role: 'worker', logs: sink, env });
+  try {
+    const { eventDays: held, ...settings } = await lockTableSettings(worker.platform.db);
+    const eventDays = Math.max(held, eventDaysKept(worker.config.retention));
+    const fit = lockTableFit(eventDays, settings);
+    return { lines: logs.split('\n'), fit, eventDays };
+  } finally {
+    await worker.stop();
+  }
+}
+
+const lockTableWarning = (lines: string[]) => lines.find((line) => line.includes('"level":40') && line.includes('lock table is too small'));
+
 describe('start-up checks', () => {
+  it("a dispatching role says which max_locks_per_transaction the days of events kept need, when the server's is short", async () => {
+    const { lines, fit, eventDays } = await workerStartLogs({ RETENTION_DAYS: '3000' });
+    expect(eventDays).toBe(3009);
+    expect(fit.needs).toBeGreaterThan(fit.holds);
+    const warning = lockTableWarning(lines);
+    expect(warning).toBeDefined();
+    expect(JSON.parse(warning!).msg).toContain(`too small for 3009 days of events`);
+    expect(JSON.parse(warning!).msg).toContain(`set max_locks_per_transaction to at least ${fit.maxLocksPerTransaction}`);
+  });
+
+  it('and says nothing when the lock table holds the days the retention window keeps', async () => {
+    const { lines, fit } = await workerStartLogs();
+    expect(lockTableWarning(lines) !== undefined).toBe(fit.needs > fit.holds);
+  });
+
+
   it('a dispatching role warns when the server runs without autovacuum, and only then', async () => {
     let logs = '';
     const sink = new Writable({ write: (chunk: Buffer, _enc, done) => ((logs += chunk.toString()), done()) });

@@ -1,0 +1,40 @@
+/**
+ * Whether PostgreSQL's lock table holds the relation locks of every connection that can be busy with
+ * the platform at once. Pure: the server's settings and the days of `events` come from the caller.
+ *
+ * The hot SQL functions run plans cached for any value, and PostgreSQL 15 locks every partition of a
+ * table such a plan reads before it prunes them. So a connection recording results holds a lock on
+ * each day of `events` kept, and on the tables and indexes around them. The lock table has room for
+ * max_locks_per_transaction × (max_connections + max_prepared_transactions) locks, shared by all
+ * connections; past that, statements fail with "out of shared memory" (docs/operations/postgres.md).
+ */
+
+/**
+ * The heaviest hot statement's relation locks beside the days of `events`: record_successes_v4 with
+ * its hand-off held 60-65 locks at 39 days kept (docs/performance.md, "The lock table at long retention").
+ */
+export const locksBesideEventDays = 26;
+
+export interface LockTableSettings {
+  maxLocksPerTransaction: number;
+  maxConnections: number;
+  maxPreparedTransactions: number;
+  /** Connections kept for superusers (and, from PostgreSQL 16, for reserved roles). */
+  reservedConnections: number;
+}
+
+export interface LockTableFit {
+  /** Locks the table has room for. */
+  holds: number;
+  /** Locks every connection but the reserved ones would hold, each in the heaviest hot statement. */
+  needs: number;
+  /** The smallest max_locks_per_transaction at which it fits. */
+  maxLocksPerTransaction: number;
+}
+
+export function lockTableFit(eventDays: number, settings: LockTableSettings): LockTableFit {
+  const slots = settings.maxConnections + settings.maxPreparedTransactions;
+  const busy = Math.max(1, settings.maxConnections - settings.reservedConnections);
+  const needs = busy * (eventDays + locksBesideEventDays);
+  return { holds: settings.maxLocksPerTransaction * slots, needs, maxLocksPerTransaction: Math.ceil(needs / slots) };
+}
