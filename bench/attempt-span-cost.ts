@@ -45,7 +45,7 @@ function claimed(n: number): ClaimedDelivery {
   return {
     id: newId('delivery'),
     event_id: event.id,
-    event_trace_parent: event.traceParent.slice(0),
+    event_trace_parent: Buffer.from(event.traceParent, 'latin1').toString('latin1'),
     trace_parent: null,
     attempt_count: 1,
     next_trigger: 'initial',

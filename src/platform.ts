@@ -7,8 +7,7 @@ import { ConfigError, type Config } from './config/index.js';
 import { checkSecretsKey } from './store/secrets-key-check.js';
 import { DeliveryLifecycle, warmAttempts, type LifecycleEffects } from './delivery/index.js';
 import { SecretBox } from './domain/secret-box.js';
-import { lockTableFit } from './domain/lock-table.js';
-import { eventDaysKept } from './domain/retention.js';
+import { lockTableFitFor } from './domain/lock-table.js';
 import type { Dispatcher } from './outbound/dispatcher.js';
 import type { DeliveryClient, LookupFn } from './outbound/http-client.js';
 import { tracingOn } from './infra/tracing.js';
@@ -17,14 +16,14 @@ import { emitDeliveriesDead, emitEndpointDisabled, emitEndpointFailing, emitEndp
 import type { Reconciler } from './ops/reconciler.js';
 import { Retention } from './ops/retention.js';
 import { coalesced } from './infra/coalesce.js';
-import { createDb, warmPool } from './infra/db.js';
+import { createDb, warmPool, warmUpsAtOnce } from './infra/db.js';
 import type { WarmUp } from './infra/sql.js';
 import { createLogger } from './infra/logger.js';
 import { ReadReplica } from './infra/read-replica.js';
 import { connectRedis, type RedisClient } from './infra/redis.js';
 import { metrics, setBacklogSource } from './metrics/registry.js';
 import { backlogSnapshot } from './store/backlog-store.js';
-import { lockTableSettings } from './store/health-store.js';
+import { lockTableState } from './store/health-store.js';
 import { warmPublish } from './store/events-store.js';
 import { warmIntake } from './store/intake-store.js';
 
@@ -151,7 +150,7 @@ async function openStorage(config: Config, role: Role, logger: Logger) {
     throw err;
   }
   await retention.ensureAhead();
-  const warmed = await warmPool(db, config.dbPoolMin);
+  const warmed = await warmPool(db, config.dbPoolMin, warmUpsAtOnce);
   if (warmed.refused) {
     logger.warn({ err: warmed.refused, opened: warmed.opened, wanted: config.dbPoolMin }, 'opened only part of the database pool: starting with those connections');
   }
@@ -177,20 +176,16 @@ async function warnWithoutAutovacuum(db: Knex, logger: Logger): Promise<void> {
 
 /**
  * The hot statements' cached plans lock every day of `events` each time they run, so the lock table
- * a server needs grows with RETENTION_DAYS: at 365 days kept, 24 connections claiming at once failed
- * with "out of shared memory" under the default max_locks_per_transaction (docs/performance.md,
- * "The lock table at long retention"). Said once, at start, by the roles that dispatch, with the
- * setting that fits; the days counted are those the retention window will keep, or more if the
- * database holds more already.
+ * a server needs grows with the days kept; past it, statements fail with "out of shared memory"
+ * (docs/operations/postgres.md). Said once, at start, by the roles that dispatch.
  */
 async function warnIfLockTableSmall(db: Knex, config: Config, logger: Logger): Promise<void> {
-  const { eventDays: held, ...settings } = await lockTableSettings(db);
-  const eventDays = Math.max(held, eventDaysKept(config.retention));
-  const fit = lockTableFit(eventDays, settings);
+  const { eventDays: held, ...settings } = await lockTableState(db);
+  const fit = lockTableFitFor(held, config.retention, settings);
   if (fit.holds >= fit.needs) return;
   logger.warn(
-    { eventDays, ...settings, lockTableHolds: fit.holds, lockTableNeeds: fit.needs },
-    `PostgreSQL's lock table is too small for ${eventDays} days of events: busy connections would fail with "out of shared memory"; ` +
+    { ...settings, ...fit },
+    `PostgreSQL's lock table is too small for ${fit.eventDays} days of events: busy connections would fail with "out of shared memory"; ` +
       `set max_locks_per_transaction to at least ${fit.maxLocksPerTransaction} (a restart is needed; docs/operations/postgres.md)`,
   );
 }

@@ -202,8 +202,8 @@ export const benchConfig = {
     intakeSeconds: int('BENCH_TRACING_INTAKE_SECONDS', 8),
     backlog: int('BENCH_TRACING_BACKLOG', 20_000),
     /**
-     * Deliveries a fresh worker drains before the measured backlog, as intake warms up first: its
-     * first ~20,000 spans run while V8 still compiles the tracing code (docs/performance.md,
+     * Deliveries a fresh worker drains before the measured backlog, as intake warms up first: a
+     * fresh worker's drain costs more and moves more from run to run (docs/performance.md,
      * "Tracing's cost on a warm worker"). 0 measures the fresh worker's drain alone.
      */
     warmupBacklog: int('BENCH_TRACING_WARMUP_BACKLOG', 20_000),

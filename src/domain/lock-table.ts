@@ -9,9 +9,12 @@
  * connections; past that, statements fail with "out of shared memory" (docs/operations/postgres.md).
  */
 
+import { eventDaysKept, type RetentionPolicy } from './retention.js';
+
 /**
- * The heaviest hot statement's relation locks beside the days of `events`: record_successes_v4 with
- * its hand-off held 60-65 locks at 39 days kept (docs/performance.md, "The lock table at long retention").
+ * The heaviest hot statement's relation locks beside the days of `events`, running a cached plan:
+ * record_successes_v4 with its hand-off (docs/performance.md, "The lock table at long retention").
+ * Planning it again takes about five a day for a moment, which the rule leaves to the margin.
  */
 export const locksBesideEventDays = 26;
 
@@ -30,6 +33,15 @@ export interface LockTableFit {
   needs: number;
   /** The smallest max_locks_per_transaction at which it fits. */
   maxLocksPerTransaction: number;
+}
+
+/**
+ * The fit for the days a database will hold: those its retention windows keep, or the days it
+ * holds already if more.
+ */
+export function lockTableFitFor(daysHeld: number, policy: RetentionPolicy, settings: LockTableSettings): LockTableFit & { eventDays: number } {
+  const eventDays = Math.max(daysHeld, eventDaysKept(policy));
+  return { eventDays, ...lockTableFit(eventDays, settings) };
 }
 
 export function lockTableFit(eventDays: number, settings: LockTableSettings): LockTableFit {

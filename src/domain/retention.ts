@@ -25,11 +25,11 @@ export const defaultRetention: RetentionPolicy = { retentionDays: 30, deadLetter
 export const partitionDaysAhead = 8;
 
 /**
- * The days of `events` partitions a database holds once it has run for RETENTION_DAYS: the window,
- * today and the days made ahead. Days whose dead letters are kept longer add to it.
+ * The days of `events` partitions a database holds once it has run for its retention windows: the
+ * longer window (a day stays while a dead letter of it is kept), today and the days made ahead.
  */
 export function eventDaysKept(policy: RetentionPolicy): number {
-  return policy.retentionDays + 1 + partitionDaysAhead;
+  return Math.max(policy.retentionDays, policy.deadLetterRetentionDays) + 1 + partitionDaysAhead;
 }
 
 /** Where each retention window begins (db/functions/retention_cutoff.sql computes them). */

@@ -1,5 +1,4 @@
 import knexFactory, { type Knex } from 'knex';
-import pLimit from 'p-limit';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { existsSync } from 'node:fs';
@@ -46,10 +45,9 @@ export interface DbOptions {
 }
 
 /**
- * How many connections of one pool run their warm-ups at once. A connection's first run of a hot
- * statement plans it, and a plan for any value locks every day of `events` and each of its indexes
- * (about five locks a day) until the warm-up's transaction ends: twenty at once at 365 days kept
- * overflowed the default lock table (docs/performance.md, "The lock table at long retention").
+ * How many new connections a process warms at once before it serves. Planning a hot statement
+ * locks every day of `events` and its indexes until the warm-up ends, and a whole pool planning at
+ * once can fill PostgreSQL's lock table (docs/operations/postgres.md).
  */
 export const warmUpsAtOnce = 2;
 
@@ -71,7 +69,6 @@ export function createDb({ url, poolMax = 20, poolMin = 0, timeoutMs = 5_000, ca
   const setUp = sessionSettings(cancelOnServer, timeoutMs);
   const min = Math.min(poolMin, poolMax);
   const refill = min > 0 ? new PoolRefill(min, logger) : undefined;
-  const warming = pLimit(warmUpsAtOnce);
   const db = knexFactory({
     ...(logger && {
       log: {
@@ -98,7 +95,7 @@ export function createDb({ url, poolMax = 20, poolMin = 0, timeoutMs = 5_000, ca
       afterCreate: (conn: pg.Client, done: (err: Error | null, conn: pg.Client) => void) => {
         conn
           .query(setUp)
-          .then(() => warming(() => warmConnection(conn, warmUps)))
+          .then(() => warmConnection(conn, warmUps))
           .then(
             (failed) => {
               if (failed) logger?.warn({ err: failed }, 'warming a database connection failed; it is used unwarmed');
@@ -193,15 +190,22 @@ export interface WarmedPool {
 }
 
 /**
- * Opens `count` pooled connections at once (each warmed as it is made, see DbOptions.warmUps) and
- * gives them back to the pool, which keeps up to its `min` of them: what a process does before it
+ * Opens `count` pooled connections (each warmed as it is made, see DbOptions.warmUps) and gives
+ * them back to the pool, which keeps up to its `min` of them: what a process does before it
  * reports ready, so its first requests wait for neither a connection nor a cold statement.
+ * `atOnce` opens them in waves of that many, holding each wave while the next opens, so that new
+ * ones are made; a refill while serving opens all at once, to hold the pool's connections briefly.
  * When only some open (the server's max_connections full during a rollout, or any other failure),
  * the pool keeps those and grows later if it can: a process that could serve is not kept from
  * starting. When none opens (unreachable, or full), this throws.
  */
-export async function warmPool(db: Knex, count: number): Promise<WarmedPool> {
-  const taken = await Promise.allSettled(Array.from({ length: count }, () => db.client.acquireConnection() as Promise<unknown>));
+export async function warmPool(db: Knex, count: number, atOnce = count): Promise<WarmedPool> {
+  const taken: Array<PromiseSettledResult<unknown>> = [];
+  const step = Math.max(1, atOnce);
+  for (let from = 0; from < count; from += step) {
+    const wave = Math.min(step, count - from);
+    taken.push(...(await Promise.allSettled(Array.from({ length: wave }, () => db.client.acquireConnection() as Promise<unknown>))));
+  }
   const opened = taken.filter((t) => t.status === 'fulfilled');
   await Promise.all(opened.map((t) => db.client.releaseConnection(t.value)));
   const failed = taken.find((t): t is PromiseRejectedResult => t.status === 'rejected');

@@ -7,7 +7,7 @@ export async function pingDatabase(platformDb: Knex): Promise<void> {
 }
 
 /** The server's lock table settings (domain/lock-table.ts), and the days of `events` the database holds. */
-export async function lockTableSettings(platformDb: Knex): Promise<LockTableSettings & { eventDays: number }> {
+export async function lockTableState(platformDb: Knex): Promise<LockTableSettings & { eventDays: number }> {
   const { rows } = await platformDb.raw<{ rows: Array<{ max_locks: number; max_connections: number; max_prepared: number; reserved: number; event_days: number }> }>(`
     SELECT current_setting('max_locks_per_transaction')::int AS max_locks,
            current_setting('max_connections')::int AS max_connections,

@@ -50,7 +50,8 @@ describe('opening the pool at start', () => {
     }
   });
 
-  it('warms every connection, but only a few at once: planning locks every day of events', async () => {
+  /** Opens a pool of 6 with warmPool, counting the warm-ups that ran and how many ran at once. */
+  async function warmSix(atOnce?: number): Promise<{ opened: number; warmed: number; most: number }> {
     let running = 0;
     let most = 0;
     let warmed = 0;
@@ -70,12 +71,19 @@ describe('opening the pool at start', () => {
       ],
     });
     try {
-      expect(await warmPool(db, 6)).toEqual({ opened: 6 });
-      expect(warmed).toBe(6);
-      expect(most).toBe(warmUpsAtOnce);
+      const { opened } = await warmPool(db, 6, atOnce);
+      return { opened, warmed, most };
     } finally {
       await db.destroy();
     }
+  }
+
+  it('at start, warms every connection in waves: planning locks every day of events', async () => {
+    expect(await warmSix(warmUpsAtOnce)).toEqual({ opened: 6, warmed: 6, most: warmUpsAtOnce });
+  });
+
+  it('a refill while serving opens what it lacks at once', async () => {
+    expect(await warmSix()).toEqual({ opened: 6, warmed: 6, most: 6 });
   });
 
   it('throws when the server turns every connection away', async () => {

@@ -9,10 +9,8 @@ import { Writable } from 'node:stream';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { warmAttempts } from '../../src/delivery/index.js';
-import { lockTableFit, type LockTableFit } from '../../src/domain/lock-table.js';
-import { eventDaysKept } from '../../src/domain/retention.js';
+import { locksBesideEventDays } from '../../src/domain/lock-table.js';
 import { warmConnection } from '../../src/infra/sql.js';
-import { lockTableSettings } from '../../src/store/health-store.js';
 import { warmPublish } from '../../src/store/events-store.js';
 import { warmIntake } from '../../src/store/intake-store.js';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
@@ -82,39 +80,49 @@ describe('warm start', () => {
   });
 });
 
-/** What a worker logged at start, as lines, with RETENTION_DAYS as given. */
-async function workerStartLogs(env: Record<string, string> = {}): Promise<{ lines: string[]; fit: LockTableFit; eventDays: number }> {
+/**
+ * What a worker logged at start with this environment, and the server's lock table: its room and
+ * what connections busy with `days` days of events would hold, worked out here from the settings.
+ */
+async function workerStart(env: Record<string, string>, days: number): Promise<{ warning: string | undefined; holds: number; needs: number; fits: number }> {
   let logs = '';
   const sink = new Writable({ write: (chunk: Buffer, _enc, done) => ((logs += chunk.toString()), done()) });
   const worker = await startTestPlatform({ role: 'worker', logs: sink, env });
   try {
-    const { eventDays: held, ...settings } = await lockTableSettings(worker.platform.db);
-    const eventDays = Math.max(held, eventDaysKept(worker.config.retention));
-    const fit = lockTableFit(eventDays, settings);
-    return { lines: logs.split('\n'), fit, eventDays };
+    const { rows } = await worker.platform.db.raw<{ rows: Array<{ locks: number; connections: number; prepared: number; reserved: number }> }>(`
+      SELECT current_setting('max_locks_per_transaction')::int AS locks, current_setting('max_connections')::int AS connections,
+             current_setting('max_prepared_transactions')::int AS prepared,
+             current_setting('superuser_reserved_connections')::int + coalesce(current_setting('reserved_connections', true)::int, 0) AS reserved`);
+    const r = rows[0]!;
+    const slots = r.connections + r.prepared;
+    const needs = (r.connections - r.reserved) * (days + locksBesideEventDays);
+    const warning = logs.split('\n').find((line) => line.includes('"level":40') && line.includes('lock table is too small'));
+    return { warning: warning && (JSON.parse(warning) as { msg: string }).msg, holds: r.locks * slots, needs, fits: Math.ceil(needs / slots) };
   } finally {
     await worker.stop();
   }
 }
 
-const lockTableWarning = (lines: string[]) => lines.find((line) => line.includes('"level":40') && line.includes('lock table is too small'));
-
 describe('start-up checks', () => {
-  it("a dispatching role says which max_locks_per_transaction the days of events kept need, when the server's is short", async () => {
-    const { lines, fit, eventDays } = await workerStartLogs({ RETENTION_DAYS: '3000' });
-    expect(eventDays).toBe(3009);
-    expect(fit.needs).toBeGreaterThan(fit.holds);
-    const warning = lockTableWarning(lines);
-    expect(warning).toBeDefined();
-    expect(JSON.parse(warning!).msg).toContain(`too small for 3009 days of events`);
-    expect(JSON.parse(warning!).msg).toContain(`set max_locks_per_transaction to at least ${fit.maxLocksPerTransaction}`);
+  it("a dispatching role names the max_locks_per_transaction that the days of events kept need, when the server's is short", async () => {
+    // 3,000 days, today and 8 days ahead.
+    const start = await workerStart({ RETENTION_DAYS: '3000' }, 3009);
+    expect(start.needs).toBeGreaterThan(start.holds);
+    expect(start.warning).toContain('too small for 3009 days of events');
+    expect(start.warning).toContain(`set max_locks_per_transaction to at least ${start.fits} `);
   });
 
-  it('and says nothing when the lock table holds the days the retention window keeps', async () => {
-    const { lines, fit } = await workerStartLogs();
-    expect(lockTableWarning(lines) !== undefined).toBe(fit.needs > fit.holds);
+  it('counts the days that dead letters keep, when they are kept longer', async () => {
+    const start = await workerStart({ RETENTION_DAYS: '3', DEAD_LETTER_RETENTION_DAYS: '3000' }, 3009);
+    expect(start.warning).toContain('too small for 3009 days of events');
   });
 
+  it('and says nothing when the lock table holds the days kept', async () => {
+    // 3 days kept (the default maximum event age), today and 8 ahead: 12 days fit any server's lock table.
+    const start = await workerStart({ RETENTION_DAYS: '3', DEAD_LETTER_RETENTION_DAYS: '3' }, 12);
+    expect(start.needs).toBeLessThanOrEqual(start.holds);
+    expect(start.warning).toBeUndefined();
+  });
 
   it('a dispatching role warns when the server runs without autovacuum, and only then', async () => {
     let logs = '';
