@@ -184,7 +184,7 @@ async function warnIfLockTableSmall(db: Knex, config: Config, logger: Logger): P
   const fit = lockTableFitFor(held, config.retention, settings);
   if (fit.holds >= fit.needs) return;
   logger.warn(
-    { ...settings, ...fit },
+    { ...settings, eventDays: fit.eventDays, lockTableHolds: fit.holds, lockTableNeeds: fit.needs, maxLocksPerTransactionNeeded: fit.maxLocksPerTransaction },
     `PostgreSQL's lock table is too small for ${fit.eventDays} days of events: busy connections would fail with "out of shared memory"; ` +
       `set max_locks_per_transaction to at least ${fit.maxLocksPerTransaction} (a restart is needed; docs/operations/postgres.md)`,
   );

@@ -84,7 +84,10 @@ describe('warm start', () => {
  * What a worker logged at start with this environment, and the server's lock table: its room and
  * what connections busy with `days` days of events would hold, worked out here from the settings.
  */
-async function workerStart(env: Record<string, string>, days: number): Promise<{ warning: string | undefined; holds: number; needs: number; fits: number }> {
+async function workerStart(
+  env: Record<string, string>,
+  days: number,
+): Promise<{ warning: string | undefined; fields: Record<string, unknown>; locks: number; holds: number; needs: number; fits: number }> {
   let logs = '';
   const sink = new Writable({ write: (chunk: Buffer, _enc, done) => ((logs += chunk.toString()), done()) });
   const worker = await startTestPlatform({ role: 'worker', logs: sink, env });
@@ -96,8 +99,9 @@ async function workerStart(env: Record<string, string>, days: number): Promise<{
     const r = rows[0]!;
     const slots = r.connections + r.prepared;
     const needs = (r.connections - r.reserved) * (days + locksBesideEventDays);
-    const warning = logs.split('\n').find((line) => line.includes('"level":40') && line.includes('lock table is too small'));
-    return { warning: warning && (JSON.parse(warning) as { msg: string }).msg, holds: r.locks * slots, needs, fits: Math.ceil(needs / slots) };
+    const line = logs.split('\n').find((l) => l.includes('"level":40') && l.includes('lock table is too small'));
+    const fields = line ? (JSON.parse(line) as Record<string, unknown>) : {};
+    return { warning: fields.msg as string | undefined, fields, locks: r.locks, holds: r.locks * slots, needs, fits: Math.ceil(needs / slots) };
   } finally {
     await worker.stop();
   }
@@ -110,6 +114,7 @@ describe('start-up checks', () => {
     expect(start.needs).toBeGreaterThan(start.holds);
     expect(start.warning).toContain('too small for 3009 days of events');
     expect(start.warning).toContain(`set max_locks_per_transaction to at least ${start.fits} `);
+    expect(start.fields).toMatchObject({ maxLocksPerTransaction: start.locks, maxLocksPerTransactionNeeded: start.fits, eventDays: 3009 });
   });
 
   it('counts the days that dead letters keep, when they are kept longer', async () => {
