@@ -15,7 +15,7 @@ export async function lockTableState(platformDb: Knex): Promise<LockTableSetting
            -- reserved_connections is PostgreSQL 16's; on 15 it reads as NULL.
            current_setting('superuser_reserved_connections')::int
              + coalesce(current_setting('reserved_connections', true)::int, 0) AS reserved,
-           (SELECT count(*) FROM pg_inherits WHERE inhparent = 'events'::regclass)::int AS event_days`);
+           (SELECT count(*) FROM partition_bounds WHERE parent = 'events')::int AS event_days`);
   const s = rows[0]!;
   return {
     maxLocksPerTransaction: s.max_locks,
