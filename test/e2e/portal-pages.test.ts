@@ -266,7 +266,8 @@ describe('portal browsing pages', () => {
     await h1(narrow, 'Overview');
     await narrow.locator(`[data-endpoint-health="${epFail}"] figcaption`).waitFor();
     expect(await narrow.locator('[data-endpoint-health]').count()).toBe(1);
-    expect(await narrow.locator('[data-figure="dead-letters"] .figure-value').innerText()).toBe('3');
+    // The figures load apart from the health cards, so wait for the count rather than its placeholder.
+    await expect.poll(() => narrow.locator('[data-figure="dead-letters"] .figure-value').innerText()).toBe('3');
     await go(narrow, '#/event-types');
     await narrow.locator('[data-event-type]').first().waitFor();
     expect(await narrow.locator('[data-event-type]').evaluateAll((els) => els.map((e) => e.getAttribute('data-event-type')))).toEqual(['invoice.paid']);
