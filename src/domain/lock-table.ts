@@ -14,7 +14,8 @@ import { eventDaysKept, type RetentionPolicy } from './retention.js';
 /**
  * The heaviest hot statement's relation locks beside the days of `events`, running a cached plan:
  * record_successes_v4 with its hand-off (docs/performance.md, "The lock table at long retention").
- * Planning it again takes about five a day for a moment, which the rule leaves to the margin.
+ * Planning it again, as every connection does when a day is created, takes about five a day for a
+ * moment: the lock table's room beyond the product it counts covers that (docs/operations/postgres.md).
  */
 export const locksBesideEventDays = 26;
 
