@@ -175,17 +175,17 @@ async function warnWithoutAutovacuum(db: Knex, logger: Logger): Promise<void> {
 }
 
 /**
- * The hot statements' cached plans lock every day of `events` each time they run, so the lock table
- * a server needs grows with the days kept; past it, statements fail with "out of shared memory"
- * (docs/operations/postgres.md). Said once, at start, by the roles that dispatch.
+ * The hot statements' cached plans lock every partition of `events` each time they run, so the lock
+ * table a server needs grows with the partitions kept; past it, statements fail with "out of shared
+ * memory" (docs/operations/postgres.md). Said once, at start, by the roles that dispatch.
  */
 async function warnIfLockTableSmall(db: Knex, config: Config, logger: Logger): Promise<void> {
-  const { eventDays: held, ...settings } = await lockTableState(db);
+  const { eventPartitions: held, ...settings } = await lockTableState(db);
   const fit = lockTableFitFor(held, config.retention, settings);
   if (fit.holds >= fit.needs) return;
   logger.warn(
-    { ...settings, eventDays: fit.eventDays, lockTableHolds: fit.holds, lockTableNeeds: fit.needs, maxLocksPerTransactionNeeded: fit.maxLocksPerTransaction },
-    `PostgreSQL's lock table is too small for ${fit.eventDays} days of events: busy connections would fail with "out of shared memory"; ` +
+    { ...settings, eventPartitions: fit.eventPartitions, lockTableHolds: fit.holds, lockTableNeeds: fit.needs, maxLocksPerTransactionNeeded: fit.maxLocksPerTransaction },
+    `PostgreSQL's lock table is too small for ${fit.eventPartitions} partitions of events: busy connections would fail with "out of shared memory"; ` +
       `set max_locks_per_transaction to at least ${fit.maxLocksPerTransaction} (a restart is needed; docs/operations/postgres.md)`,
   );
 }

@@ -54,7 +54,7 @@ export async function runStorage(ctx: BenchContext): Promise<StorageResult> {
 async function storagePass(ctx: BenchContext, pass: number): Promise<StorageResult> {
   const { storage: cfg } = ctx.config;
   await resetState(ctx);
-  if (cfg.pastDays > 0) await ctx.db.raw('SELECT ensure_time_partitions(now() - make_interval(days => ?), now())', [cfg.pastDays]);
+  if (cfg.pastDays > 0) await ctx.db.raw("SELECT ensure_time_partitions_v2(now() - make_interval(days => ?), now(), 'day')", [cfg.pastDays]);
   const eventPartitions = await countRows(ctx.db, "SELECT count(*) AS n FROM pg_inherits WHERE inhparent = 'events'::regclass");
   // The publish runs faster than the default tenant rate limit, which is not what this measures.
   const platform = await startMeasured(ctx, 'all', 'storage', { TENANT_RATE_LIMIT_PER_SECOND: '1000000' });

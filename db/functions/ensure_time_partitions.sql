@@ -12,7 +12,8 @@
 --          tables are walked in that order too (events, receipts, attempts, audit_log).
 --
 -- Partition keys are TypeIDs (time-ordered, under the "C" collation), so a range of ids is a range of
--- time: bounds come from typeid_floor. Called by src/store/retention-store.ts ahead of need.
+-- time: bounds come from typeid_floor. Release 0.6.0's processes call it ahead of need; later ones
+-- call ensure_time_partitions_v2, which can cut by week, and each finds what the other made.
 --
 -- The body keeps the indentation it had in the migrations: the down of migration 20261202000025
 -- rewrites it by find-and-replace on that text, so rolling back past it needs those lines as they are.

@@ -1,23 +1,25 @@
 /**
  * Whether PostgreSQL's lock table holds the relation locks of every connection that can be busy with
- * the platform at once. Pure: the server's settings and the days of `events` come from the caller.
+ * the platform at once. Pure: the server's settings and the partitions of `events` come from the caller.
  *
  * The hot SQL functions run plans cached for any value, and PostgreSQL 15 locks every partition of a
  * table such a plan reads before it prunes them. So a connection recording results holds a lock on
- * each day of `events` kept, and on the tables and indexes around them. The lock table has room for
+ * each partition of `events` kept (a day's, or a week's past a few weeks kept: dayTablesPeriod), and
+ * on the tables and indexes around them. The lock table has room for
  * max_locks_per_transaction × (max_connections + max_prepared_transactions) locks, shared by all
  * connections; past that, statements fail with "out of shared memory" (docs/operations/postgres.md).
  */
 
-import { eventDaysKept, type RetentionPolicy } from './retention.js';
+import { eventPartitionsKept, type RetentionPolicy } from './retention.js';
 
 /**
- * The heaviest hot statement's relation locks beside the days of `events`, running a cached plan:
- * record_successes_v4 with its hand-off (docs/performance.md, "The lock table at long retention").
- * Planning it again, as every connection does when a day is created, takes about five a day for a
- * moment: the lock table's room beyond the product it counts covers that (docs/operations/postgres.md).
+ * The heaviest hot statement's relation locks beside the partitions of `events`, running a cached
+ * plan: record_successes_v4 with its hand-off (docs/performance.md, "The lock table at long
+ * retention"). Planning it again, as every connection does when a partition is created, takes about
+ * five a partition for a moment: the lock table's room beyond the product it counts covers that
+ * (docs/operations/postgres.md).
  */
-export const locksBesideEventDays = 26;
+export const locksBesideEventPartitions = 26;
 
 export interface LockTableSettings {
   maxLocksPerTransaction: number;
@@ -37,17 +39,17 @@ export interface LockTableFit {
 }
 
 /**
- * The fit for the days a database will hold: those its retention windows keep, or the days it
- * holds already if more.
+ * The fit for the partitions a database will hold: those its retention windows keep, or those it
+ * holds already if more (days made before it was cut by week stay until retention drops them).
  */
-export function lockTableFitFor(daysHeld: number, policy: RetentionPolicy, settings: LockTableSettings): LockTableFit & { eventDays: number } {
-  const eventDays = Math.max(daysHeld, eventDaysKept(policy));
-  return { eventDays, ...lockTableFit(eventDays, settings) };
+export function lockTableFitFor(partitionsHeld: number, policy: RetentionPolicy, settings: LockTableSettings): LockTableFit & { eventPartitions: number } {
+  const eventPartitions = Math.max(partitionsHeld, eventPartitionsKept(policy));
+  return { eventPartitions, ...lockTableFit(eventPartitions, settings) };
 }
 
-export function lockTableFit(eventDays: number, settings: LockTableSettings): LockTableFit {
+export function lockTableFit(eventPartitions: number, settings: LockTableSettings): LockTableFit {
   const slots = settings.maxConnections + settings.maxPreparedTransactions;
   const busy = Math.max(1, settings.maxConnections - settings.reservedConnections);
-  const needs = busy * (eventDays + locksBesideEventDays);
+  const needs = busy * (eventPartitions + locksBesideEventPartitions);
   return { holds: settings.maxLocksPerTransaction * slots, needs, maxLocksPerTransaction: Math.ceil(needs / slots) };
 }

@@ -24,12 +24,31 @@ export const defaultRetention: RetentionPolicy = { retentionDays: 30, deadLetter
 /** Days of partitions made ahead of today, so that a worker down for days does not stop intake. */
 export const partitionDaysAhead = 8;
 
+/** Days kept from which events, receipts and attempts are cut by week rather than by day. */
+export const weeklyPartitionsFromDays = 56;
+
 /**
- * The days of `events` partitions a database holds once it has run for its retention windows: the
- * longer window (a day stays while a dead letter of it is kept), today and the days made ahead.
+ * How long a new partition of events, receipts and attempts is. Every cached plan that reads events
+ * locks each of its partitions, which costs claims and lock table room by the partition
+ * (docs/operations/postgres.md); from eight weeks kept, a week's partition keeps at most an eighth
+ * more rows than retention asks for, and takes a seventh of the locks.
  */
-export function eventDaysKept(policy: RetentionPolicy): number {
-  return Math.max(policy.retentionDays, policy.deadLetterRetentionDays) + 1 + partitionDaysAhead;
+export function dayTablesPeriod(policy: RetentionPolicy): 'day' | 'week' {
+  return longerWindowDays(policy) >= weeklyPartitionsFromDays ? 'week' : 'day';
+}
+
+/**
+ * The partitions of `events` a database holds once it has run for its retention windows: those of
+ * the longer window (a day stays while a dead letter of it is kept), today and the days made ahead;
+ * by week, the weeks those days touch.
+ */
+export function eventPartitionsKept(policy: RetentionPolicy): number {
+  const days = longerWindowDays(policy) + 1 + partitionDaysAhead;
+  return dayTablesPeriod(policy) === 'day' ? days : Math.ceil(days / 7) + 1;
+}
+
+function longerWindowDays(policy: RetentionPolicy): number {
+  return Math.max(policy.retentionDays, policy.deadLetterRetentionDays);
 }
 
 /** Where each retention window begins (db/functions/retention_cutoff.sql computes them). */

@@ -8,7 +8,7 @@
 export const advisoryLocks = {
   /** With hashtext(endpoint id), two-argument: an admission round's claim of an endpoint (db/functions/admit_due_v4.sql). */
   admissionEndpoint: 727_002,
-  /** Creating partitions ahead (db/functions/ensure_time_partitions.sql). */
+  /** Creating partitions ahead (db/functions/ensure_time_partitions_v2.sql, and the release before's ensure_time_partitions.sql). */
   partitionUpkeep: 727_003,
   /** `migrate` applying function sources (src/infra/function-sources.ts). */
   functionSources: 727_004,

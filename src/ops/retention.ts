@@ -3,11 +3,12 @@
  * Runs in the worker role (hourly, one worker at a time) and as `npm run retention [-- --dry-run]`.
  *
  * Order of one run, oldest data first:
- *   1. attempts: a day's partition is dropped when every delivery made that day is removable (finished,
- *      its window passed); then those deliveries are deleted in batches (their attempts are gone).
+ *   1. attempts: a partition (a day's, or a week's when the windows are long: dayTablesPeriod) is
+ *      dropped when every delivery made in it is removable (finished, its window passed); then those
+ *      deliveries are deleted in batches (their attempts are gone).
  *   2. deliveries left over (a day held back by one unfinished delivery): removable ones are deleted
  *      in batches, their attempts with them.
- *   3. events: a day's partition is dropped, with its receipts and its keys, once it is older than
+ *   3. events: a partition is dropped, with its receipts and its keys, once all of it is older than
  *      RETENTION_DAYS and no delivery points into it any more. The events watermark rises first, so
  *      that nothing made afterwards (a backfill) reads that day. Then unfinished deliveries whose
  *      event is gone are removed: a backfill racing a run of the other release while a deploy from
@@ -18,7 +19,7 @@
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
-import { RETAINED_TABLES, eventsKeptFromId, partitionDaysAhead, typeIdFloor, typeIdTime, type RetainedTable, type RetentionPolicy } from '../domain/retention.js';
+import { RETAINED_TABLES, dayTablesPeriod, eventsKeptFromId, partitionDaysAhead, typeIdFloor, typeIdTime, type RetainedTable, type RetentionPolicy } from '../domain/retention.js';
 import { advisoryLocks } from '../infra/advisory-locks.js';
 import { metrics } from '../metrics/registry.js';
 import {
@@ -72,7 +73,7 @@ export class Retention {
    */
   async ensureAhead(now?: Date): Promise<number> {
     now ??= (await databaseCutoffs(this.deps.db, this.deps.policy)).now;
-    return ensurePartitions(this.deps.db, new Date(now.getTime() - dayMs), new Date(now.getTime() + partitionDaysAhead * dayMs));
+    return ensurePartitions(this.deps.db, new Date(now.getTime() - dayMs), new Date(now.getTime() + partitionDaysAhead * dayMs), dayTablesPeriod(this.deps.policy));
   }
 
   /**

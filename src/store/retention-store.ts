@@ -97,9 +97,12 @@ export async function databaseCutoffs(db: Knex, policy: RetentionPolicy): Promis
   return { now, cut: { succeeded, dead, audit } };
 }
 
-/** Creates the partitions that cover [from, to) and are missing; answers how many it made. */
-export async function ensurePartitions(db: Knex, from: Date, to: Date): Promise<number> {
-  const { rows } = await db.raw<{ rows: Array<{ made: number }> }>('SELECT ensure_time_partitions(:from, :to) AS made', { from, to });
+/**
+ * Creates the partitions that cover [from, to) and are missing, those of the tables cut by day a
+ * `dayPeriod` long (dayTablesPeriod); answers how many it made.
+ */
+export async function ensurePartitions(db: Knex, from: Date, to: Date, dayPeriod: 'day' | 'week' = 'day'): Promise<number> {
+  const { rows } = await db.raw<{ rows: Array<{ made: number }> }>('SELECT ensure_time_partitions_v2(:from, :to, :dayPeriod) AS made', { from, to, dayPeriod });
   return rows[0]?.made ?? 0;
 }
 

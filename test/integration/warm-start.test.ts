@@ -9,7 +9,7 @@ import { Writable } from 'node:stream';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { warmAttempts } from '../../src/delivery/index.js';
-import { locksBesideEventDays } from '../../src/domain/lock-table.js';
+import { locksBesideEventPartitions } from '../../src/domain/lock-table.js';
 import { warmConnection } from '../../src/infra/sql.js';
 import { warmPublish } from '../../src/store/events-store.js';
 import { warmIntake } from '../../src/store/intake-store.js';
@@ -82,11 +82,11 @@ describe('warm start', () => {
 
 /**
  * What a worker logged at start with this environment, and the server's lock table: its room and
- * what connections busy with `days` days of events would hold, worked out here from the settings.
+ * what connections busy with `partitions` partitions of events would hold, worked out here from the settings.
  */
 async function workerStart(
   env: Record<string, string>,
-  days: number,
+  partitions: number,
 ): Promise<{ warning: string | undefined; fields: Record<string, unknown>; locks: number; holds: number; needs: number; fits: number }> {
   let logs = '';
   const sink = new Writable({ write: (chunk: Buffer, _enc, done) => ((logs += chunk.toString()), done()) });
@@ -98,7 +98,7 @@ async function workerStart(
              current_setting('superuser_reserved_connections')::int + coalesce(current_setting('reserved_connections', true)::int, 0) AS reserved`);
     const r = rows[0]!;
     const slots = r.connections + r.prepared;
-    const needs = (r.connections - r.reserved) * (days + locksBesideEventDays);
+    const needs = (r.connections - r.reserved) * (partitions + locksBesideEventPartitions);
     const line = logs.split('\n').find((l) => l.includes('"level":40') && l.includes('lock table is too small'));
     const fields = line ? (JSON.parse(line) as Record<string, unknown>) : {};
     return { warning: fields.msg as string | undefined, fields, locks: r.locks, holds: r.locks * slots, needs, fits: Math.ceil(needs / slots) };
@@ -108,22 +108,24 @@ async function workerStart(
 }
 
 describe('start-up checks', () => {
-  it("a dispatching role names the max_locks_per_transaction that the days of events kept need, when the server's is short", async () => {
-    // 3,000 days, today and 8 days ahead.
-    const start = await workerStart({ RETENTION_DAYS: '3000' }, 3009);
+  it("a dispatching role names the max_locks_per_transaction that the partitions of events kept need, when the server's is short", async () => {
+    // 3,000 days, today and 8 days ahead, cut by week: the 430 weeks they span, and one more since
+    // they need not begin on a Monday.
+    const start = await workerStart({ RETENTION_DAYS: '3000' }, 431);
     expect(start.needs).toBeGreaterThan(start.holds);
-    expect(start.warning).toContain('too small for 3009 days of events');
+    expect(start.warning).toContain('too small for 431 partitions of events');
     expect(start.warning).toContain(`set max_locks_per_transaction to at least ${start.fits} `);
-    expect(start.fields).toMatchObject({ maxLocksPerTransaction: start.locks, maxLocksPerTransactionNeeded: start.fits, eventDays: 3009 });
+    expect(start.fields).toMatchObject({ maxLocksPerTransaction: start.locks, maxLocksPerTransactionNeeded: start.fits, eventPartitions: 431 });
   });
 
   it('counts the days that dead letters keep, when they are kept longer', async () => {
-    const start = await workerStart({ RETENTION_DAYS: '3', DEAD_LETTER_RETENTION_DAYS: '3000' }, 3009);
-    expect(start.warning).toContain('too small for 3009 days of events');
+    const start = await workerStart({ RETENTION_DAYS: '3', DEAD_LETTER_RETENTION_DAYS: '3000' }, 431);
+    expect(start.warning).toContain('too small for 431 partitions of events');
   });
 
-  it('and says nothing when the lock table holds the days kept', async () => {
-    // 3 days kept (the default maximum event age), today and 8 ahead: 12 days fit any server's lock table.
+  it('and says nothing when the lock table holds the partitions kept', async () => {
+    // 3 days kept (the default maximum event age), today and 8 ahead: 12 days, cut by day, fit any
+    // server's lock table.
     const start = await workerStart({ RETENTION_DAYS: '3', DEAD_LETTER_RETENTION_DAYS: '3' }, 12);
     expect(start.needs).toBeLessThanOrEqual(start.holds);
     expect(start.warning).toBeUndefined();

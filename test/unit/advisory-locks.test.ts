@@ -38,6 +38,7 @@ describe('advisory lock keys', () => {
     const sql = (name: string) => literals(readFileSync(join(root, 'db/functions', `${name}.sql`), 'utf8'));
     expect(new Set(sql('admit_due_v4'))).toEqual(new Set([advisoryLocks.admissionEndpoint]));
     expect(new Set(sql('ensure_time_partitions'))).toEqual(new Set([advisoryLocks.partitionUpkeep]));
+    expect(new Set(sql('ensure_time_partitions_v2'))).toEqual(new Set([advisoryLocks.partitionUpkeep]));
   });
 
   it('would catch a literal outside the registry', () => {

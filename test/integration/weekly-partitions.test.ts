@@ -1,0 +1,139 @@
+// Partitions a week long, for long retention windows, on real PostgreSQL: made with no gap beside
+// days made before, holding the rows of their seven days, and dropped by retention only once all of
+// the week is past its window.
+import type { Knex } from 'knex';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pino from 'pino';
+import { defaultRetention, typeIdFloor, typeIdTime } from '../../src/domain/retention.js';
+import { Retention } from '../../src/ops/retention.js';
+import { dayMs, daysAgo, insertOldEvent } from '../helpers/backdate.js';
+import { ensurePartitions } from '../../src/store/retention-store.js';
+import { eventually, startTestPlatform, type TestPlatform } from '../helpers/platform.js';
+
+let t: TestPlatform;
+let db: Knex;
+let tenantId: string;
+let sourceId: string;
+let endpointId: string;
+
+/** 00:00 UTC of the Monday of `at`'s week, as PostgreSQL's date_trunc('week') counts it. */
+function mondayOf(at: Date): Date {
+  const day = Date.UTC(at.getUTCFullYear(), at.getUTCMonth(), at.getUTCDate());
+  return new Date(day - ((new Date(day).getUTCDay() + 6) % 7) * dayMs);
+}
+const plus = (at: Date, days: number) => new Date(at.getTime() + days * dayMs);
+const named = (table: string, at: Date) => `${table}_p${at.toISOString().slice(0, 10).replaceAll('-', '')}`;
+
+/** The partitions of `table` whose rows lie in [from, to), by time, in order. */
+async function partitionsWithin(table: string, from: Date, to: Date): Promise<Array<{ name: string; from: Date; to: Date }>> {
+  const rows: Array<{ name: string; lower_bound: string; upper_bound: string }> = await db('partition_bounds')
+    .where({ parent: table })
+    .whereNotNull('lower_bound')
+    .whereNotNull('upper_bound')
+    .select('name', 'lower_bound', 'upper_bound');
+  return rows
+    .map((r) => ({ name: r.name, from: typeIdTime(r.lower_bound)!, to: typeIdTime(r.upper_bound)! }))
+    .filter((p) => p.from >= from && p.to <= to)
+    .sort((a, b) => a.from.getTime() - b.from.getTime());
+}
+
+/** The partitions of events, receipts and attempts that `make` created (audit_log's months aside). */
+async function made(make: () => Promise<unknown>): Promise<string[]> {
+  const names = () => db('partition_bounds').whereIn('parent', ['events', 'receipts', 'attempts']).pluck('name') as Promise<string[]>;
+  const before = new Set(await names());
+  await make();
+  return (await names()).filter((n) => !before.has(n)).sort();
+}
+
+beforeAll(async () => {
+  t = await startTestPlatform({ env: { RETENTION_DAYS: '60', DEAD_LETTER_RETENTION_DAYS: '60', MAX_EVENT_AGE_SECONDS: '86400' } });
+  db = t.platform.db;
+  // The tests run retention themselves, on the rows they back-date.
+  await t.platform.retention.stop();
+  const tenant = await t.createTenant('weekly');
+  tenantId = tenant.id;
+  sourceId = (await tenant.call('POST', '/v1/sources', { body: { type: 'standard-webhooks', name: 'old' } })).body.id;
+  endpointId = (await tenant.call('POST', '/v1/endpoints', { body: { url: 'http://127.0.0.1:9/weekly' } })).body.id;
+});
+afterAll(async () => {
+  await t?.stop();
+});
+
+describe('partitions a week long', () => {
+  it('are named by their Monday, events and receipts on the same event-id bounds, attempts on delivery ids', async () => {
+    const monday = mondayOf(plus(new Date(), 400));
+    // From the Wednesday: the whole week is made.
+    expect(await made(() => ensurePartitions(db, plus(monday, 2), plus(monday, 2.5), 'week'))).toEqual(['attempts', 'events', 'receipts'].map((table) => named(table, monday)));
+    const bounds = await db('partition_bounds').whereIn('name', ['events', 'receipts', 'attempts'].map((table) => named(table, monday))).select('parent', 'lower_bound', 'upper_bound');
+    expect(bounds.sort((a, b) => a.parent.localeCompare(b.parent))).toEqual([
+      { parent: 'attempts', lower_bound: typeIdFloor('dlv', monday), upper_bound: typeIdFloor('dlv', plus(monday, 7)) },
+      { parent: 'events', lower_bound: typeIdFloor('evt', monday), upper_bound: typeIdFloor('evt', plus(monday, 7)) },
+      { parent: 'receipts', lower_bound: typeIdFloor('evt', monday), upper_bound: typeIdFloor('evt', plus(monday, 7)) },
+    ]);
+    // Made again, nothing is made.
+    expect(await made(() => ensurePartitions(db, monday, plus(monday, 7), 'week'))).toEqual([]);
+  });
+
+  it('fill a week that days already began with its other days, and make the next week whole', async () => {
+    const monday = mondayOf(plus(new Date(), 500));
+    // Monday to Wednesday by day, as a process keeping fewer days made them.
+    expect(await made(() => ensurePartitions(db, monday, plus(monday, 2.5), 'day'))).toHaveLength(9);
+    // This week and the next, by week: Thursday to Sunday by day (4 × 3 tables), then one week (3).
+    expect(await made(() => ensurePartitions(db, monday, plus(monday, 7.5), 'week'))).toHaveLength(15);
+    for (const table of ['events', 'receipts', 'attempts']) {
+      const made = await partitionsWithin(table, monday, plus(monday, 14));
+      expect(made.map((p) => (p.to.getTime() - p.from.getTime()) / dayMs)).toEqual([1, 1, 1, 1, 1, 1, 1, 7]);
+      // No gap, no overlap: each begins where the one before ends.
+      expect(made[0]!.from).toEqual(monday);
+      made.slice(1).forEach((p, i) => expect(p.from).toEqual(made[i]!.to));
+      expect(made.at(-1)!.to).toEqual(plus(monday, 14));
+    }
+    // A process keeping fewer days again finds every day covered.
+    expect(await made(() => ensurePartitions(db, monday, plus(monday, 14), 'day'))).toEqual([]);
+  });
+
+  it("hold each of their days' rows", async () => {
+    const monday = mondayOf(plus(new Date(), 600));
+    await ensurePartitions(db, monday, plus(monday, 1), 'week');
+    const sunday = await insertOldEvent(db, { tenantId, sourceId, at: new Date(plus(monday, 7).getTime() - 1), dedupeKey: 'weekly-sunday', deliveries: [{ endpointId, status: 'succeeded' }] });
+    const { rows } = await db.raw<{ rows: Array<{ partition: string }> }>('SELECT tableoid::regclass::text AS partition FROM events WHERE id = ?', [sunday.eventId]);
+    expect(rows).toEqual([{ partition: named('events', monday) }]);
+  });
+
+  it('refuses a period other than a day or a week', async () => {
+    await expect(db.raw("SELECT ensure_time_partitions_v2(now(), now() + interval '1 day', 'month')")).rejects.toThrow(/p_day_period must be day or week, not month/);
+  });
+
+  it('are dropped by retention once all of the week is past the window, and kept while part of it is not', async () => {
+    // The week the 60-day cutoff falls in, and the one before it.
+    const straddling = mondayOf(daysAgo(60));
+    const past = plus(straddling, -7);
+    expect(await made(() => ensurePartitions(db, past, plus(straddling, 1), 'week'))).toHaveLength(6);
+    const expired = await insertOldEvent(db, { tenantId, sourceId, at: plus(past, 3), dedupeKey: 'weekly-past', deliveries: [{ endpointId, status: 'succeeded' }] });
+    // Older than the window, in a week that is not all older than it.
+    const kept = await insertOldEvent(db, { tenantId, sourceId, at: straddling, dedupeKey: 'weekly-straddling', deliveries: [{ endpointId, status: 'succeeded' }] });
+
+    const report = await eventually(() => t.platform.retention.run({ dryRun: false }), 'the retention lock');
+    expect(report.partitions).toEqual(expect.arrayContaining(['attempts', 'events', 'receipts'].map((table) => named(table, past))));
+    expect(report.partitions).not.toEqual(expect.arrayContaining([named('events', straddling)]));
+    expect(await db('events').whereIn('id', [expired.eventId, kept.eventId]).pluck('id')).toEqual([kept.eventId]);
+    expect(await db('partition_bounds').whereIn('name', ['events', 'receipts'].map((table) => named(table, straddling))).pluck('name')).toHaveLength(2);
+  });
+
+  it('are what retention makes ahead when it keeps 56 days or more; keeping fewer, it makes days', async () => {
+    const length = (p: { from: Date; to: Date }) => (p.to.getTime() - p.from.getTime()) / dayMs;
+    // Far ahead, where no partition is yet: the platform's retention keeps 60 days.
+    const at = plus(new Date(), 700);
+    await t.platform.retention.ensureAhead(at);
+    const weeks = await partitionsWithin('events', mondayOf(plus(at, -1)), plus(mondayOf(plus(at, 8)), 7));
+    expect(weeks.map(length)).toEqual(Array((mondayOf(plus(at, 8)).getTime() - mondayOf(plus(at, -1)).getTime()) / (7 * dayMs) + 1).fill(7));
+
+    const keepingDefaults = new Retention({ db, policy: defaultRetention, logger: pino({ level: 'silent' }) });
+    const later = plus(new Date(), 800);
+    await keepingDefaults.ensureAhead(later);
+    const days = await partitionsWithin('events', mondayOf(plus(later, -1)), plus(mondayOf(plus(later, 8)), 7));
+    expect(days.map(length)).toEqual(Array(10).fill(1));
+    expect(days[0]!.from.getTime()).toBeLessThanOrEqual(plus(later, -1).getTime());
+    expect(days.at(-1)!.to.getTime()).toBeGreaterThan(plus(later, 8).getTime());
+  });
+});
