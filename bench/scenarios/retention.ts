@@ -53,7 +53,7 @@ async function removalPair(ctx: BenchContext, tenantId: string, endpointId: stri
   const { rows } = ctx.config.retention;
   const { db } = ctx;
   const days = [first, new Date(first.getTime() + dayMs)];
-  await ensurePartitions(db, days[0]!, new Date(days[1]!.getTime() + dayMs));
+  await ensurePartitions(db, days[0]!, new Date(days[1]!.getTime() + dayMs), 'day');
   const perDelivery = Math.ceil(rows / deliveriesPerDay);
   for (const day of days) {
     // One event per delivery (deliveries are unique per event and endpoint), ids 1 ms apart in the day.

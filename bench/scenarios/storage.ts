@@ -7,6 +7,7 @@ import { countRows } from '../lib/database.js';
 import { sendList } from '../lib/load.js';
 import { payloadData, type PreparedRequest } from '../lib/payload.js';
 import { median, round } from '../lib/stats.js';
+import { ensurePartitions } from '../../src/store/retention-store.js';
 
 export interface StorageResult {
   bytesPerEvent: number;
@@ -36,7 +37,7 @@ async function relationSizes(ctx: BenchContext): Promise<Map<string, number>> {
  * Over the same window, the CPU of the database's client backends (/proc) per event: the
  * completion wait watches the receiver first, so the bench's own polling adds only a few queries.
  * Each field is the median of BENCH_STORAGE_PASSES passes, each from a fresh state, on a database
- * holding BENCH_STORAGE_PAST_DAYS days of partitions, as one that has run for RETENTION_DAYS does:
+ * holding BENCH_STORAGE_PAST_DAYS days of partitions, as one that has run for RETENTION_DAYS (under 56) does:
  * a statement that opens every partition of a table costs that many.
  */
 export async function runStorage(ctx: BenchContext): Promise<StorageResult> {
@@ -54,7 +55,7 @@ export async function runStorage(ctx: BenchContext): Promise<StorageResult> {
 async function storagePass(ctx: BenchContext, pass: number): Promise<StorageResult> {
   const { storage: cfg } = ctx.config;
   await resetState(ctx);
-  if (cfg.pastDays > 0) await ctx.db.raw("SELECT ensure_time_partitions_v2(now() - make_interval(days => ?), now(), 'day')", [cfg.pastDays]);
+  if (cfg.pastDays > 0) await ensurePartitions(ctx.db, new Date(Date.now() - cfg.pastDays * 86_400_000), new Date(), 'day');
   const eventPartitions = await countRows(ctx.db, "SELECT count(*) AS n FROM pg_inherits WHERE inhparent = 'events'::regclass");
   // The publish runs faster than the default tenant rate limit, which is not what this measures.
   const platform = await startMeasured(ctx, 'all', 'storage', { TENANT_RATE_LIMIT_PER_SECOND: '1000000' });

@@ -1,9 +1,11 @@
--- ensure_time_partitions_v2: creates the missing partitions of the time-partitioned tables
--- (partition_plan), those cut by day made a day or a week long.
+-- ensure_time_partitions_v2: creates the missing partitions of one time-partitioned table
+-- (partition_plan), a table cut by day made a day or a week long.
 --
--- Inputs:  p_from, p_to   the period [p_from, p_to) to cover.
---          p_day_period   'day' or 'week': how long a new partition of events, receipts and attempts
---                         is (src/domain/retention.ts, dayTablesPeriod). audit_log keeps its month.
+-- Inputs:  p_table        the table, one of partition_plan's.
+--          p_from, p_to   the period [p_from, p_to) to cover.
+--          p_day_period   'day' or 'week': how long a new partition of a table cut by day (events,
+--                         receipts, attempts) is (src/domain/retention.ts, dayTablesPeriod).
+--                         audit_log keeps its month.
 -- Outputs: how many partitions it created.
 -- Effects: CREATE TABLE <table>_p<YYYYMMDD|YYYYMM> PARTITION OF <table> for every period not yet
 --          covered, named by its first day (a week begins on Monday, UTC). Where a week is covered
@@ -12,17 +14,24 @@
 --          its own, so that no id falls between partitions.
 -- Locks:   pg_advisory_xact_lock(727003), as ensure_time_partitions: one process creates, the others
 --          then find the partitions there. Before each CREATE, lock_for_new_partition takes the
---          table locks that CREATE is about to take, in the order the platform's writers take them;
---          tables are walked in that order too (events, receipts, attempts, audit_log).
+--          table locks that CREATE is about to take, in the order the platform's writers take them,
+--          until the caller's transaction ends.
+--
+-- One table per call, each its own transaction (src/store/retention-store.ts, ensurePartitions):
+-- creating a day of events holds events exclusively, and a day of attempts needs deliveries, which
+-- admission and hand-offs update before they read events; held together, the two deadlocked.
 --
 -- Each cached plan that reads events locks every one of its partitions, so a week's partition
--- where there would be seven days keeps those locks, and the lock table they need, flat as the
--- days kept grow (docs/operations/postgres.md). Events and receipts are walked with the same
--- coverage, so a receipts partition keeps its events partition's bounds, which retention drops
--- them by. Called by src/store/retention-store.ts ahead of need.
-CREATE OR REPLACE FUNCTION ensure_time_partitions_v2(p_from timestamp with time zone, p_to timestamp with time zone, p_day_period text)
+-- where there would be seven days takes a seventh of those locks, and of the lock table they need
+-- (docs/operations/postgres.md). Events and receipts get the same coverage, so a receipts
+-- partition keeps its events partition's bounds, which retention drops them by.
+--
+-- Runs in UTC whatever the session's time zone: a day added in a zone with daylight saving is 23
+-- or 25 hours, which would leave an hour between partitions.
+CREATE OR REPLACE FUNCTION ensure_time_partitions_v2(p_table text, p_from timestamp with time zone, p_to timestamp with time zone, p_day_period text)
 RETURNS integer
 LANGUAGE plpgsql
+SET TimeZone = 'UTC'
 AS $function$
 DECLARE
   v_plan partition_plan;
@@ -35,25 +44,27 @@ BEGIN
   IF p_day_period IS NULL OR p_day_period NOT IN ('day', 'week') THEN
     RAISE EXCEPTION 'p_day_period must be day or week, not %', coalesce(p_day_period, 'null');
   END IF;
+  SELECT * INTO v_plan FROM partition_plan WHERE table_name = p_table;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION '% is not a time-partitioned table (partition_plan)', coalesce(p_table, 'null');
+  END IF;
   PERFORM pg_advisory_xact_lock(727003);
-  FOR v_plan IN SELECT * FROM partition_plan ORDER BY array_position(ARRAY['events', 'receipts', 'attempts', 'audit_log'], table_name), table_name LOOP
-    v_period := CASE v_plan.period WHEN 'day' THEN p_day_period ELSE v_plan.period END;
-    v_start := date_trunc(v_period, p_from, 'UTC');
-    WHILE v_start < p_to LOOP
-      v_end := v_start + ('1 ' || v_period)::interval;
-      IF time_partition_made(v_plan, v_start, v_end) THEN
-        v_made := v_made + 1;
-      ELSIF v_period = 'week' THEN
-        v_day := v_start;
-        WHILE v_day < v_end LOOP
-          IF time_partition_made(v_plan, v_day, v_day + interval '1 day') THEN
-            v_made := v_made + 1;
-          END IF;
-          v_day := v_day + interval '1 day';
-        END LOOP;
-      END IF;
-      v_start := v_end;
-    END LOOP;
+  v_period := CASE v_plan.period WHEN 'day' THEN p_day_period ELSE v_plan.period END;
+  v_start := date_trunc(v_period, p_from, 'UTC');
+  WHILE v_start < p_to LOOP
+    v_end := v_start + ('1 ' || v_period)::interval;
+    IF time_partition_made(v_plan, v_start, v_end) THEN
+      v_made := v_made + 1;
+    ELSIF v_period = 'week' THEN
+      v_day := v_start;
+      WHILE v_day < v_end LOOP
+        IF time_partition_made(v_plan, v_day, v_day + interval '1 day') THEN
+          v_made := v_made + 1;
+        END IF;
+        v_day := v_day + interval '1 day';
+      END LOOP;
+    END IF;
+    v_start := v_end;
   END LOOP;
   RETURN v_made;
 END

@@ -4,7 +4,7 @@
 -- Inputs:  p_parent  the partitioned table.
 -- Outputs: none.
 -- Effects: none beyond the locks.
--- Locks:   events: events ACCESS EXCLUSIVE, then receipts and deliveries SHARE ROW EXCLUSIVE;
+-- Locks:   events: events ACCESS EXCLUSIVE, then receipts SHARE ROW EXCLUSIVE;
 --          receipts: events SHARE ROW EXCLUSIVE, then receipts ACCESS EXCLUSIVE;
 --          attempts: deliveries SHARE ROW EXCLUSIVE, then attempts ACCESS EXCLUSIVE;
 --          any other: the table ACCESS EXCLUSIVE. Held until the caller's transaction ends.
@@ -12,7 +12,12 @@
 -- CREATE would lock the parent, then the tables on the other side of its foreign keys; writers lock
 -- them the other way round (recording a result updates the delivery, then logs the attempt), which
 -- could deadlock. Taken in the writers' order, a writer waits for the partition or the partition for
--- the writer, never both for each other. Called by ensure_time_partitions.
+-- the writer, never both for each other. Called by ensure_time_partitions_v2, one table per
+-- transaction, and by release 0.6.0's ensure_time_partitions, all tables in one.
+--
+-- Creating a day of events once locked deliveries too, for the foreign key deliveries had into
+-- events until migration 20261205000049. Nothing there needs it now, and holding events while
+-- waiting for deliveries deadlocked with admission, which updates deliveries and then reads events.
 CREATE OR REPLACE FUNCTION lock_for_new_partition(p_parent text)
 RETURNS void
 LANGUAGE plpgsql
@@ -21,7 +26,7 @@ BEGIN
   CASE p_parent
     WHEN 'events' THEN
       LOCK TABLE events IN ACCESS EXCLUSIVE MODE;
-      LOCK TABLE receipts, deliveries IN SHARE ROW EXCLUSIVE MODE;
+      LOCK TABLE receipts IN SHARE ROW EXCLUSIVE MODE;
     WHEN 'receipts' THEN
       LOCK TABLE events IN SHARE ROW EXCLUSIVE MODE;
       LOCK TABLE receipts IN ACCESS EXCLUSIVE MODE;

@@ -13,10 +13,12 @@
 --
 -- Partition keys are TypeIDs (time-ordered, under the "C" collation), so a range of ids is a range
 -- of time. Called by ensure_time_partitions_v2. ensure_time_partitions holds the same test inline for
--- release 0.6.0's processes, and its body must stay as it is (see its header) until a release drops it.
+-- release 0.6.0's processes; its body stays as it is, since migration 20261202000025's down rewrites
+-- it by find-and-replace (see its header).
 CREATE OR REPLACE FUNCTION time_partition_made(p_plan partition_plan, p_start timestamp with time zone, p_end timestamp with time zone)
 RETURNS boolean
 LANGUAGE plpgsql
+SET TimeZone = 'UTC'
 AS $function$
 DECLARE
   v_name text := p_plan.table_name || '_p' || to_char(p_start AT TIME ZONE 'UTC', CASE p_plan.period WHEN 'month' THEN 'YYYYMM' ELSE 'YYYYMMDD' END);

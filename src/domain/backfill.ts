@@ -19,7 +19,7 @@ export interface BackfillWindow {
 /** The clock a backfill's window is checked against: PostgreSQL's, as retention reads it. */
 export interface BackfillClock {
   now: Date;
-  /** Where RETENTION_DAYS begins now (db/functions/retention_cutoff.sql): retention drops each day of events that ends before it. */
+  /** Where RETENTION_DAYS begins now (db/functions/retention_cutoff.sql): retention drops each partition of events that ends before it. */
   retainedSince: Date;
   retentionDays: number;
 }

@@ -15,8 +15,8 @@ import { eventPartitionsKept, type RetentionPolicy } from './retention.js';
 /**
  * The heaviest hot statement's relation locks beside the partitions of `events`, running a cached
  * plan: record_successes_v4 with its hand-off (docs/performance.md, "The lock table at long
- * retention"). Planning it again, as every connection does when a partition is created, takes about
- * five a partition for a moment: the lock table's room beyond the product it counts covers that
+ * retention"). Planning it again, as every connection does when a partition is created, takes
+ * several times as many for a moment: the lock table's room beyond the product it counts covers that
  * (docs/operations/postgres.md).
  */
 export const locksBesideEventPartitions = 26;

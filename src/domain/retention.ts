@@ -30,8 +30,10 @@ export const weeklyPartitionsFromDays = 56;
 /**
  * How long a new partition of events, receipts and attempts is. Every cached plan that reads events
  * locks each of its partitions, which costs claims and lock table room by the partition
- * (docs/operations/postgres.md); from eight weeks kept, a week's partition keeps at most an eighth
- * more rows than retention asks for, and takes a seventh of the locks.
+ * (docs/operations/postgres.md). A week's partition takes a seventh of a week of days' locks, and
+ * keeps its rows up to 7 days past their window where days keep them 1: by the longer window,
+ * because dead letters hold their days of events as long as they are kept, and by eight weeks,
+ * where those days cost little beside it.
  */
 export function dayTablesPeriod(policy: RetentionPolicy): 'day' | 'week' {
   return longerWindowDays(policy) >= weeklyPartitionsFromDays ? 'week' : 'day';

@@ -14,7 +14,7 @@ export const advisoryLocks = {
   functionSources: 727_004,
   /** With hashtext(endpoint id), two-argument: backfills of one endpoint take turns (src/store/backfill-store.ts). */
   backfillEndpoint: 727_005,
-  /** Retention's check of a day of events until the watermark passes it, shared by backfills (src/store/retention-store.ts). */
+  /** Retention's check of a partition of events until the watermark passes it, shared by backfills (src/store/retention-store.ts). */
   eventDays: 727_006,
   /** One retention run at a time over all processes (src/ops/retention.ts). */
   retentionRun: 727_007,

@@ -6,11 +6,11 @@
  *   1. attempts: a partition (a day's, or a week's when the windows are long: dayTablesPeriod) is
  *      dropped when every delivery made in it is removable (finished, its window passed); then those
  *      deliveries are deleted in batches (their attempts are gone).
- *   2. deliveries left over (a day held back by one unfinished delivery): removable ones are deleted
+ *   2. deliveries left over (a partition held back by one unfinished delivery): removable ones are deleted
  *      in batches, their attempts with them.
  *   3. events: a partition is dropped, with its receipts and its keys, once all of it is older than
  *      RETENTION_DAYS and no delivery points into it any more. The events watermark rises first, so
- *      that nothing made afterwards (a backfill) reads that day. Then unfinished deliveries whose
+ *      that nothing made afterwards (a backfill) reads that partition. Then unfinished deliveries whose
  *      event is gone are removed: a backfill racing a run of the other release while a deploy from
  *      0.5.0 rolls can leave one.
  *   4. messages untouched for RETENTION_DAYS; audit_log partitions and replays past
@@ -134,7 +134,7 @@ export class Retention {
     const latestCut = new Date(Math.max(cut.succeeded.getTime(), cut.dead.getTime()));
     const droppedDays: IdRange[] = [];
 
-    // 1. Whole days of attempts, then their deliveries.
+    // 1. Whole partitions of attempts, then their deliveries.
     for (const p of of('attempts')) {
       if (p.upper > typeIdFloor('dlv', latestCut)) break;
       if (!(await deliveriesAllRemovable(db, p, cut))) {
@@ -155,8 +155,8 @@ export class Retention {
     const excluding = dryRun ? droppedDays : []; // already deleted otherwise
     count(await removeDeliveries(db, { eventsBefore: typeIdFloor('evt', latestCut), excluding }, cut, { dryRun, batch }));
 
-    // 3. Whole days of events with their receipts and keys, once nothing points into them. A dry
-    // run has removed no deliveries, so it counts a day as free when steps 1 and 2 would free it.
+    // 3. Whole partitions of events with their receipts and keys, once nothing points into them. A
+    // dry run has removed no deliveries, so it counts a partition as free when steps 1 and 2 would.
     // Only the check and the watermark's rise are under eventDaysLock: a backfill either committed
     // before the check (and its deliveries hold the day) or starts after and reads past the
     // watermark (windowEvents). The removal itself, seconds for a large day, holds no backfill.
@@ -175,7 +175,7 @@ export class Retention {
         report.held.push({ partition: p.name, reason: 'a delivery of one of its events is still kept' });
         continue;
       }
-      removed.event_keys += await removeEventKeys(db, p.name, dryRun);
+      removed.event_keys += await removeEventKeys(db, p.name, { dryRun, batch });
       // Receipts are cut on the same event-id bounds: the partition of this day's receipts.
       for (const r of receipts.filter((r) => r.upper === p.upper && r.lower === p.lower)) await drop(r, 'receipts');
       await drop(p, 'events');

@@ -6,7 +6,7 @@ export async function pingDatabase(platformDb: Knex): Promise<void> {
   await platformDb.raw('SELECT 1');
 }
 
-/** The server's lock table settings (domain/lock-table.ts), and the days of `events` the database holds. */
+/** The server's lock table settings (domain/lock-table.ts), and the partitions of `events` the database holds. */
 export async function lockTableState(platformDb: Knex): Promise<LockTableSettings & { eventPartitions: number }> {
   const { rows } = await platformDb.raw<{ rows: Array<{ max_locks: number; max_connections: number; max_prepared: number; reserved: number; event_partitions: number }> }>(`
     SELECT current_setting('max_locks_per_transaction')::int AS max_locks,

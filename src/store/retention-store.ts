@@ -73,8 +73,8 @@ export async function withAdvisoryLock<T>(db: Knex, key: number, work: (session:
 }
 
 /**
- * Held by retention, exclusively, from its check that no kept delivery points into a day of events
- * until the events watermark has risen past that day; held shared by every transaction that writes
+ * Held by retention, exclusively, from its check that no kept delivery points into a partition of
+ * events until the events watermark has risen past it; held shared by every transaction that writes
  * deliveries of past events (a backfill), from before it reads the watermark and then only events
  * from it on (eventsKeptFromId). `deliveries.event_id` has no foreign key (migration
  * 20261205000049): without this, a backfill that committed between the check and the drop would
@@ -99,11 +99,18 @@ export async function databaseCutoffs(db: Knex, policy: RetentionPolicy): Promis
 
 /**
  * Creates the partitions that cover [from, to) and are missing, those of the tables cut by day a
- * `dayPeriod` long (dayTablesPeriod); answers how many it made.
+ * `dayPeriod` long (dayTablesPeriod); answers how many it made. One table per statement, each its
+ * own transaction: holding a new day of events while creating one of attempts deadlocked with
+ * admission (db/functions/ensure_time_partitions_v2.sql).
  */
-export async function ensurePartitions(db: Knex, from: Date, to: Date, dayPeriod: 'day' | 'week' = 'day'): Promise<number> {
-  const { rows } = await db.raw<{ rows: Array<{ made: number }> }>('SELECT ensure_time_partitions_v2(:from, :to, :dayPeriod) AS made', { from, to, dayPeriod });
-  return rows[0]?.made ?? 0;
+export async function ensurePartitions(db: Knex, from: Date, to: Date, dayPeriod: 'day' | 'week'): Promise<number> {
+  const tables: string[] = await db('partition_plan').orderBy('table_name').pluck('table_name');
+  let made = 0;
+  for (const table of tables) {
+    const { rows } = await db.raw<{ rows: Array<{ made: number }> }>('SELECT ensure_time_partitions_v2(:table, :from, :to, :dayPeriod) AS made', { table, from, to, dayPeriod });
+    made += rows[0]?.made ?? 0;
+  }
+  return made;
 }
 
 export async function listPartitions(db: Knex): Promise<PartitionBounds[]> {
@@ -115,7 +122,7 @@ export async function listPartitions(db: Knex): Promise<PartitionBounds[]> {
 
 /**
  * Rows in a partition about to be dropped. Exact while the partition is small; past a million rows
- * the planner's estimate (kept by autovacuum's ANALYZE), since counting a day of rows exactly would
+ * the planner's estimate (kept by autovacuum's ANALYZE), since counting a partition's rows exactly would
  * cost more than dropping them.
  */
 export async function partitionRows(db: Knex, name: string): Promise<number> {
@@ -238,7 +245,7 @@ export async function removeDeliveries(
 }
 
 /**
- * True when a delivery still points at an event in [lower, upper), so that day of events must stay.
+ * True when a delivery still points at an event in [lower, upper), so that partition of events must stay.
  * `unremovableOnly`: count only deliveries retention would keep (a dry run has deleted nothing).
  */
 export async function deliveriesReferenceEvents(db: Knex, { lower, upper }: IdRange, cut: Cutoffs, unremovableOnly: boolean): Promise<boolean> {
@@ -250,20 +257,35 @@ export async function deliveriesReferenceEvents(db: Knex, { lower, upper }: IdRa
   return rows.length > 0;
 }
 
-/** Removes (or counts) the keys of the events in one partition: a key lives as long as its event. */
-export async function removeEventKeys(db: Knex, partition: string, dryRun: boolean): Promise<number> {
+/**
+ * Removes (or counts) the keys of the events in one partition: a key lives as long as its event.
+ * In batches of the partition's keyed events, in id order, each its own transaction: a week's
+ * partition holds seven days of keys.
+ */
+export async function removeEventKeys(db: Knex, partition: string, opts: { dryRun: boolean; batch: number }): Promise<number> {
   // Raw: the builder has no DELETE ... USING a subquery, nor a join on a row of columns.
   const keyed = `SELECT coalesce(e.source_id, e.tenant_id) AS scope_id, coalesce(e.dedupe_key, e.idempotency_key) AS key, e.id
-                   FROM :partition: e WHERE e.dedupe_key IS NOT NULL OR e.idempotency_key IS NOT NULL`;
-  if (dryRun) {
+                   FROM :partition: e WHERE (e.dedupe_key IS NOT NULL OR e.idempotency_key IS NOT NULL)`;
+  if (opts.dryRun) {
     const { rows } = await db.raw<{ rows: Array<{ n: string }> }>(
       `SELECT count(*) AS n FROM event_keys k JOIN (${keyed}) e ON (k.scope_id, k.key, k.event_id) = (e.scope_id, e.key, e.id)`,
       { partition },
     );
     return Number(rows[0]!.n);
   }
-  const r = await db.raw<{ rowCount: number }>(`DELETE FROM event_keys k USING (${keyed}) e WHERE (k.scope_id, k.key, k.event_id) = (e.scope_id, e.key, e.id)`, { partition });
-  return r.rowCount;
+  let removed = 0;
+  let after = '';
+  for (;;) {
+    const { rows } = await db.raw<{ rows: Array<{ last: string | null; events: number; keys: number }> }>(
+      `WITH chosen AS (${keyed} AND e.id > :after ORDER BY e.id LIMIT :batch),
+            gone AS (DELETE FROM event_keys k USING chosen e WHERE (k.scope_id, k.key, k.event_id) = (e.scope_id, e.key, e.id) RETURNING 1)
+       SELECT (SELECT max(id) FROM chosen) AS last, (SELECT count(*) FROM chosen)::int AS events, (SELECT count(*) FROM gone)::int AS keys`,
+      { partition, after, batch: opts.batch },
+    );
+    removed += rows[0]!.keys;
+    if (rows[0]!.events < opts.batch) return removed;
+    after = rows[0]!.last!;
+  }
 }
 
 /** Removes (or counts) rows of a small or by-age table in batches: messages, replays. */

@@ -41,7 +41,7 @@ export async function insertOldEvent(
   spec: { tenantId: string; sourceId: string; at: Date; dedupeKey: string; deliveries: OldDelivery[] },
 ): Promise<OldEvent> {
   const { tenantId, sourceId, at } = spec;
-  await ensurePartitions(db, at, new Date(at.getTime() + 1));
+  await ensurePartitions(db, at, new Date(at.getTime() + 1), 'day');
   const eventId = idAt('event', at);
   await db('events').insert({
     id: eventId, tenant_id: tenantId, source_id: sourceId, origin: 'callback', type: 'order.created',

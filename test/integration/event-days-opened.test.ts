@@ -32,7 +32,7 @@ beforeAll(async () => {
   stepped = await startSteppedPlatform('event-days-opened');
   ({ t, tenant, conn } = stepped);
   // As a database that has kept 30 days: ~40 partitions of events with those made ahead.
-  await ensurePartitions(t.platform.db, daysAgo(30), new Date());
+  await ensurePartitions(t.platform.db, daysAgo(30), new Date(), 'day');
 });
 afterAll(() => stepped?.stop());
 

@@ -146,7 +146,7 @@ describe('retention', () => {
 
   it('drops a partition that a run detached but did not get to drop', async () => {
     const at = daysAgo(90);
-    await ensurePartitions(db, at, new Date(at.getTime() + 1));
+    await ensurePartitions(db, at, new Date(at.getTime() + 1), 'day');
     const name = dayName('attempts', at);
     // As a process dying between the two steps leaves it. A plain DETACH locks attempts, then
     // deliveries (for the foreign key), while the platform recording an attempt here locks them the
@@ -164,7 +164,7 @@ describe('retention', () => {
   it('a partition created while a result is being recorded: one waits for the other, neither deadlocks', async () => {
     // Only the attempts partition of that day is missing, as when it is the one left to create.
     const at = daysAgo(-60);
-    await ensurePartitions(db, at, new Date(at.getTime() + 1));
+    await ensurePartitions(db, at, new Date(at.getTime() + 1), 'day');
     const name = dayName('attempts', at);
     await db.raw(`DROP TABLE ${name}`);
     let made: Promise<number> | undefined;
@@ -175,7 +175,7 @@ describe('retention', () => {
       await own.transaction(async (trx) => {
         // A result being recorded: its delivery is updated first (the update needs no row here)...
         await trx.raw('UPDATE deliveries SET updated_at = updated_at WHERE false');
-        made = ensurePartitions(own, at, new Date(at.getTime() + 1));
+        made = ensurePartitions(own, at, new Date(at.getTime() + 1), 'day');
         await eventually(async () => (await own.raw('SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted')).rows[0].n > 0, 'partition creation waiting');
         // ...then its attempt is logged. Had the creation taken attempts before deliveries, this would
         // wait for it while it waited for us, and PostgreSQL would abort one of the two after 1 s.
@@ -186,6 +186,27 @@ describe('retention', () => {
       await own.destroy();
     }
     expect(await partitionNames()).toContain(name);
+  });
+
+  it('a day of events created while admission holds deliveries and reads events: neither waits for the other in a cycle', async () => {
+    const at = daysAgo(-61);
+    let made: Promise<number> | undefined;
+    const own = createDb({ url: t.database.url, poolMax: 3, timeoutMs: 30_000 });
+    try {
+      await own.transaction(async (trx) => {
+        // Admission and hand-offs update their deliveries first...
+        await trx.raw('UPDATE deliveries SET updated_at = updated_at WHERE false');
+        made = ensurePartitions(own, at, new Date(at.getTime() + 1), 'day');
+        await eventually(async () => (await own.raw('SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted')).rows[0].n > 0, 'partition creation waiting');
+        // ...then read their events. Had the creation held events while it waited for deliveries,
+        // this would wait for it while it waited for us, and PostgreSQL would abort one of the two.
+        await trx.raw("SELECT 1 FROM events WHERE id = 'evt_00000000000000000000000000'");
+      });
+      await made;
+    } finally {
+      await own.destroy();
+    }
+    expect(await partitionNames()).toEqual(expect.arrayContaining(['events', 'receipts', 'attempts'].map((table) => dayName(table, at))));
   });
 
   it('keeps partitions ahead of need', async () => {
@@ -294,7 +315,7 @@ describe('a backfill while retention removes a day of events', () => {
       report = runRetention();
       await eventually(async () => {
         const { rows } = await db.raw<{ rows: unknown[] }>(
-          "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'DELETE FROM event_keys%' AND datname = current_database()",
+          "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%DELETE FROM event_keys%' AND datname = current_database()",
         );
         return rows.length > 0;
       }, "retention removing the day's keys");

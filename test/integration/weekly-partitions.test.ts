@@ -100,24 +100,66 @@ describe('partitions a week long', () => {
     expect(rows).toEqual([{ partition: named('events', monday) }]);
   });
 
-  it('refuses a period other than a day or a week', async () => {
-    await expect(db.raw("SELECT ensure_time_partitions_v2(now(), now() + interval '1 day', 'month')")).rejects.toThrow(/p_day_period must be day or week, not month/);
+  it('refuses a period other than a day or a week, and a table not cut by time', async () => {
+    await expect(db.raw("SELECT ensure_time_partitions_v2('events', now(), now() + interval '1 day', 'month')")).rejects.toThrow(/p_day_period must be day or week, not month/);
+    await expect(db.raw("SELECT ensure_time_partitions_v2('deliveries', now(), now() + interval '1 day', 'day')")).rejects.toThrow(/deliveries is not a time-partitioned table/);
   });
 
   it('are dropped by retention once all of the week is past the window, and kept while part of it is not', async () => {
-    // The week the 60-day cutoff falls in, and the one before it.
-    const straddling = mondayOf(daysAgo(60));
+    // A window whose cutoff falls mid-week (Wednesday to Friday), days from either Monday, so that
+    // the test's clock and PostgreSQL's cannot disagree about which week it falls in.
+    const days = [60, 61, 62, 63, 64, 65, 66].find((n) => [2, 3, 4].includes((daysAgo(n).getUTCDay() + 6) % 7))!;
+    const retention = new Retention({ db, policy: { ...defaultRetention, retentionDays: days, deadLetterRetentionDays: days }, logger: pino({ level: 'silent' }) });
+    const straddling = mondayOf(daysAgo(days));
     const past = plus(straddling, -7);
     expect(await made(() => ensurePartitions(db, past, plus(straddling, 1), 'week'))).toHaveLength(6);
     const expired = await insertOldEvent(db, { tenantId, sourceId, at: plus(past, 3), dedupeKey: 'weekly-past', deliveries: [{ endpointId, status: 'succeeded' }] });
     // Older than the window, in a week that is not all older than it.
     const kept = await insertOldEvent(db, { tenantId, sourceId, at: straddling, dedupeKey: 'weekly-straddling', deliveries: [{ endpointId, status: 'succeeded' }] });
 
-    const report = await eventually(() => t.platform.retention.run({ dryRun: false }), 'the retention lock');
+    const report = await eventually(() => retention.run({ dryRun: false }), 'the retention lock');
     expect(report.partitions).toEqual(expect.arrayContaining(['attempts', 'events', 'receipts'].map((table) => named(table, past))));
     expect(report.partitions).not.toEqual(expect.arrayContaining([named('events', straddling)]));
     expect(await db('events').whereIn('id', [expired.eventId, kept.eventId]).pluck('id')).toEqual([kept.eventId]);
     expect(await db('partition_bounds').whereIn('name', ['events', 'receipts'].map((table) => named(table, straddling))).pluck('name')).toHaveLength(2);
+    // The keys went with their week, and only those.
+    expect(await db('event_keys').whereIn('key', ['weekly-past', 'weekly-straddling']).pluck('key')).toEqual(['weekly-straddling']);
+  });
+
+  it("run in UTC whatever the session's time zone, with no hour between partitions across a change of daylight saving", async () => {
+    const length = (p: { from: Date; to: Date }) => (p.to.getTime() - p.from.getTime()) / dayMs;
+    // Berlin leaves summer time on 31 October 2027 and enters it on 28 March 2027.
+    const autumn = mondayOf(new Date('2027-10-27T12:00:00Z'));
+    const spring = new Date('2027-03-27T00:00:00Z');
+    await db.transaction(async (trx) => {
+      await trx.raw("SET LOCAL TimeZone = 'Europe/Berlin'");
+      for (const table of ['events', 'receipts', 'attempts']) {
+        await trx.raw('SELECT ensure_time_partitions_v2(?, ?, ?, ?)', [table, autumn, plus(autumn, 8), 'week']);
+        await trx.raw('SELECT ensure_time_partitions_v2(?, ?, ?, ?)', [table, spring, plus(spring, 2.5), 'day']);
+      }
+    });
+    for (const table of ['events', 'receipts', 'attempts']) {
+      const weeks = await partitionsWithin(table, autumn, plus(autumn, 14));
+      expect(weeks.map(length)).toEqual([7, 7]);
+      expect(weeks[0]!.from).toEqual(autumn);
+      expect(weeks[1]!.from).toEqual(weeks[0]!.to);
+      const days = await partitionsWithin(table, spring, plus(spring, 3));
+      expect(days.map(length)).toEqual([1, 1, 1]);
+      days.slice(1).forEach((p, i) => expect(p.from).toEqual(days[i]!.to));
+    }
+  });
+
+  it("and the release before's function, which makes days, find each other's partitions", async () => {
+    // Weeks first: 0.6.0's function finds every day of them covered.
+    const weekFirst = mondayOf(plus(new Date(), 420));
+    await ensurePartitions(db, weekFirst, plus(weekFirst, 1), 'week');
+    expect(await made(() => db.raw('SELECT ensure_time_partitions(?, ?)', [weekFirst, plus(weekFirst, 7)]))).toEqual([]);
+    // A Monday 0.6.0 made first: the rest of its week is made day by day.
+    const dayFirst = mondayOf(plus(new Date(), 450));
+    expect(await made(() => db.raw('SELECT ensure_time_partitions(?, ?)', [dayFirst, plus(dayFirst, 0.5)]))).toHaveLength(3);
+    expect(await made(() => ensurePartitions(db, dayFirst, plus(dayFirst, 1), 'week'))).toHaveLength(18);
+    const days = await partitionsWithin('events', dayFirst, plus(dayFirst, 7));
+    expect(days.map((p) => p.from)).toEqual([0, 1, 2, 3, 4, 5, 6].map((n) => plus(dayFirst, n)));
   });
 
   it('are what retention makes ahead when it keeps 56 days or more; keeping fewer, it makes days', async () => {
@@ -135,5 +177,19 @@ describe('partitions a week long', () => {
     expect(days.map(length)).toEqual(Array(10).fill(1));
     expect(days[0]!.from.getTime()).toBeLessThanOrEqual(plus(later, -1).getTime());
     expect(days.at(-1)!.to.getTime()).toBeGreaterThan(plus(later, 8).getTime());
+  });
+  it('leave alone the partition holding rows from before partitioning, and begin where it ends', async () => {
+    // As a database partitioned with rows already in it holds (migration 20261201000015):
+    // everything before a midnight, here a Wednesday's, in one partition with no lower bound.
+    const monday = mondayOf(daysAgo(300));
+    const wednesday = plus(monday, 2);
+    for (const [table, prefix] of [['events', 'evt'], ['receipts', 'evt'], ['attempts', 'dlv']]) {
+      await db.raw(`CREATE TABLE ${table}_before_partitioning PARTITION OF ${table} FOR VALUES FROM (MINVALUE) TO ('${typeIdFloor(prefix!, wednesday)}')`);
+    }
+    expect(await made(() => ensurePartitions(db, monday, plus(monday, 1), 'week'))).toEqual(
+      ['events', 'receipts', 'attempts'].flatMap((table) => [2, 3, 4, 5, 6].map((n) => named(table, plus(monday, n)))).sort(),
+    );
+    const events = await partitionsWithin('events', wednesday, plus(monday, 7));
+    expect(events.map((p) => p.from)).toEqual([2, 3, 4, 5, 6].map((n) => plus(monday, n)));
   });
 });
