@@ -103,7 +103,10 @@ describe('Redis Cluster: a master is killed mid-run', () => {
     expect(await jobsAdded(), 'jobs queued to the cluster after the failover').toBeGreaterThan(jobsAfterFailover);
 
     const total = eventIds.length * ENDPOINTS.length;
-    await eventually(async () => (await statusCounts(t)).succeeded === total, `all ${total} deliveries succeeded`, 60_000, 200);
+    await eventually(async () => (await statusCounts(t)).succeeded === total, `all ${total} deliveries succeeded`, 60_000, 200).catch(async (err: Error) => {
+      // Where the rest were when it gave up: queued or in flight (a lease not yet run out), pending, dead.
+      throw new Error(`${err.message}; by status then: ${JSON.stringify(await statusCounts(t))}`);
+    });
     const settledMs = Date.now() - killedAt;
 
     // Every event reached every endpoint, and each (event, endpoint) always under the same
