@@ -161,51 +161,48 @@ describe('retention', () => {
     expect((await db.raw('SELECT to_regclass(?) AS t', [name])).rows[0].t).toBeNull();
   });
 
+  /**
+   * Makes the partitions of the day `at` while a transaction of the platform's shape holds its
+   * update of deliveries: once the creation waits for that lock, `next` runs in the transaction, then
+   * it commits. Answers how many partitions were made.
+   */
+  async function creatingWhileDeliveriesHeld(at: Date, next: (trx: Knex.Transaction) => Promise<unknown>): Promise<number> {
+    let made: Promise<number> | undefined;
+    // Connections of its own: the platform's loops queue behind the creation's lock and may hold
+    // every connection of the platform's pool until the transaction commits.
+    const own = createDb({ url: t.database.url, poolMax: 3, timeoutMs: 30_000 });
+    try {
+      await own.transaction(async (trx) => {
+        // Recording a result, admission and hand-offs update their deliveries first (the update
+        // needs no row here)...
+        await trx.raw('UPDATE deliveries SET updated_at = updated_at WHERE false');
+        made = ensurePartitions(own, at, new Date(at.getTime() + 1), 'day');
+        await eventually(async () => (await own.raw('SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted')).rows[0].n > 0, 'partition creation waiting');
+        await next(trx);
+      });
+      return await made!;
+    } finally {
+      await own.destroy();
+    }
+  }
+
   it('a partition created while a result is being recorded: one waits for the other, neither deadlocks', async () => {
     // Only the attempts partition of that day is missing, as when it is the one left to create.
     const at = daysAgo(-60);
     await ensurePartitions(db, at, new Date(at.getTime() + 1), 'day');
     const name = dayName('attempts', at);
     await db.raw(`DROP TABLE ${name}`);
-    let made: Promise<number> | undefined;
-    // Connections of its own: the platform's loops queue behind the creation's lock and may hold
-    // every connection of the platform's pool until the recording commits.
-    const own = createDb({ url: t.database.url, poolMax: 3, timeoutMs: 30_000 });
-    try {
-      await own.transaction(async (trx) => {
-        // A result being recorded: its delivery is updated first (the update needs no row here)...
-        await trx.raw('UPDATE deliveries SET updated_at = updated_at WHERE false');
-        made = ensurePartitions(own, at, new Date(at.getTime() + 1), 'day');
-        await eventually(async () => (await own.raw('SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted')).rows[0].n > 0, 'partition creation waiting');
-        // ...then its attempt is logged. Had the creation taken attempts before deliveries, this would
-        // wait for it while it waited for us, and PostgreSQL would abort one of the two after 1 s.
-        await trx.raw('INSERT INTO attempts SELECT * FROM attempts WHERE false');
-      });
-      expect(await made).toBe(1);
-    } finally {
-      await own.destroy();
-    }
+    // ...then its attempt is logged. Had the creation taken attempts before deliveries, this would
+    // wait for it while it waited for us, and PostgreSQL would abort one of the two after 1 s.
+    expect(await creatingWhileDeliveriesHeld(at, (trx) => trx.raw('INSERT INTO attempts SELECT * FROM attempts WHERE false'))).toBe(1);
     expect(await partitionNames()).toContain(name);
   });
 
   it('a day of events created while admission holds deliveries and reads events: neither waits for the other in a cycle', async () => {
     const at = daysAgo(-61);
-    let made: Promise<number> | undefined;
-    const own = createDb({ url: t.database.url, poolMax: 3, timeoutMs: 30_000 });
-    try {
-      await own.transaction(async (trx) => {
-        // Admission and hand-offs update their deliveries first...
-        await trx.raw('UPDATE deliveries SET updated_at = updated_at WHERE false');
-        made = ensurePartitions(own, at, new Date(at.getTime() + 1), 'day');
-        await eventually(async () => (await own.raw('SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted')).rows[0].n > 0, 'partition creation waiting');
-        // ...then read their events. Had the creation held events while it waited for deliveries,
-        // this would wait for it while it waited for us, and PostgreSQL would abort one of the two.
-        await trx.raw("SELECT 1 FROM events WHERE id = 'evt_00000000000000000000000000'");
-      });
-      await made;
-    } finally {
-      await own.destroy();
-    }
+    // ...then admission reads their events. Had the creation held events while it waited for
+    // deliveries, this would wait for it while it waited for us, and PostgreSQL would abort one.
+    await creatingWhileDeliveriesHeld(at, (trx) => trx.raw("SELECT 1 FROM events WHERE id = 'evt_00000000000000000000000000'"));
     expect(await partitionNames()).toEqual(expect.arrayContaining(['events', 'receipts', 'attempts'].map((table) => dayName(table, at))));
   });
 
