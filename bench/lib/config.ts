@@ -178,6 +178,8 @@ export const benchConfig = {
     passes: atLeastOne('BENCH_STORAGE_PASSES', 3),
     /** Days of partitions made before each pass, as a database keeps them at the default RETENTION_DAYS. */
     pastDays: int('BENCH_STORAGE_PAST_DAYS', 30),
+    /** How long those partitions are: unset, as the platform makes them for that many days kept (dayTablesPeriod). */
+    period: str('BENCH_STORAGE_PERIOD', '') === '' ? undefined : oneOf('BENCH_STORAGE_PERIOD', str('BENCH_STORAGE_PERIOD', ''), ['day', 'week'] as const),
   },
   retention: {
     /** Attempt rows removed each way (one partition dropped, the same number DELETEd); reported per million. */

@@ -7,6 +7,7 @@ import { countRows } from '../lib/database.js';
 import { sendList } from '../lib/load.js';
 import { payloadData, type PreparedRequest } from '../lib/payload.js';
 import { median, round } from '../lib/stats.js';
+import { dayTablesPeriod, defaultRetention } from '../../src/domain/retention.js';
 import { ensurePartitions } from '../../src/store/retention-store.js';
 
 export interface StorageResult {
@@ -37,7 +38,7 @@ async function relationSizes(ctx: BenchContext): Promise<Map<string, number>> {
  * Over the same window, the CPU of the database's client backends (/proc) per event: the
  * completion wait watches the receiver first, so the bench's own polling adds only a few queries.
  * Each field is the median of BENCH_STORAGE_PASSES passes, each from a fresh state, on a database
- * holding BENCH_STORAGE_PAST_DAYS days of partitions, as one that has run for RETENTION_DAYS (under 56) does:
+ * holding BENCH_STORAGE_PAST_DAYS days of partitions (by day, or by week from 56), as one that has run for RETENTION_DAYS does:
  * a statement that opens every partition of a table costs that many.
  */
 export async function runStorage(ctx: BenchContext): Promise<StorageResult> {
@@ -55,7 +56,11 @@ export async function runStorage(ctx: BenchContext): Promise<StorageResult> {
 async function storagePass(ctx: BenchContext, pass: number): Promise<StorageResult> {
   const { storage: cfg } = ctx.config;
   await resetState(ctx);
-  if (cfg.pastDays > 0) await ensurePartitions(ctx.db, new Date(Date.now() - cfg.pastDays * 86_400_000), new Date(), 'day');
+  const period = cfg.period ?? dayTablesPeriod({ ...defaultRetention, retentionDays: cfg.pastDays });
+  // A month at a time: each partition made holds its locks until its transaction ends.
+  for (let daysAgo = cfg.pastDays; daysAgo > 0; daysAgo -= 30) {
+    await ensurePartitions(ctx.db, new Date(Date.now() - daysAgo * 86_400_000), new Date(Date.now() - Math.max(0, daysAgo - 30) * 86_400_000), period);
+  }
   const eventPartitions = await countRows(ctx.db, "SELECT count(*) AS n FROM pg_inherits WHERE inhparent = 'events'::regclass");
   // The publish runs faster than the default tenant rate limit, which is not what this measures.
   const platform = await startMeasured(ctx, 'all', 'storage', { TENANT_RATE_LIMIT_PER_SECOND: '1000000' });

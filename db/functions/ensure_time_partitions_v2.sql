@@ -15,7 +15,14 @@
 -- Locks:   pg_advisory_xact_lock(727003), as ensure_time_partitions: one process creates, the others
 --          then find the partitions there. Before each CREATE, lock_for_new_partition takes the
 --          table locks that CREATE is about to take, in the order the platform's writers take them,
---          until the caller's transaction ends.
+--          until the caller's transaction ends. Each wait is at most lock_timeout (200 ms), then it
+--          fails with lock_not_available (55P03) and the caller tries again.
+--
+-- Writers do not all take their tables in one order (a duplicate callback's receipt is written
+-- before its key into events is checked; a new event is written before its receipt), so no order
+-- of the upkeep's locks avoids a cycle with every one of them. Waiting briefly, well inside
+-- deadlock_timeout, the upkeep is the one that yields: traffic queued behind its exclusive lock
+-- waits at most that long, and PostgreSQL never has to abort a writer.
 --
 -- One table per call, each its own transaction (src/store/retention-store.ts, ensurePartitions):
 -- creating a day of events holds events exclusively, and a day of attempts needs deliveries, which
@@ -32,6 +39,7 @@ CREATE OR REPLACE FUNCTION ensure_time_partitions_v2(p_table text, p_from timest
 RETURNS integer
 LANGUAGE plpgsql
 SET TimeZone = 'UTC'
+SET lock_timeout = '200ms'
 AS $function$
 DECLARE
   v_plan partition_plan;

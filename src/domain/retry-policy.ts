@@ -129,7 +129,7 @@ export function classify(outcome: AttemptResult): Classification {
  * which re-hits a receiver that just failed; equal jitter keeps a growing minimum spacing while
  * still spreading a herd of deliveries (e.g. after an endpoint outage) over half the window.
  */
-export function backoffDelayMs(attemptNumber: number, policy: RetryPolicy, random: () => number): number {
+export function backoffDelayMs(attemptNumber: number, policy: Pick<RetryPolicy, 'baseDelayMs' | 'maxDelayMs'>, random: () => number): number {
   const cap = backoffCapMs(attemptNumber, policy);
   const half = Math.floor(cap / 2);
   let r = random();
@@ -139,7 +139,7 @@ export function backoffDelayMs(attemptNumber: number, policy: RetryPolicy, rando
 }
 
 /** Upper bound of backoffDelayMs for this attempt number (the lower bound is floor(cap / 2)). */
-export function backoffCapMs(attemptNumber: number, policy: RetryPolicy): number {
+export function backoffCapMs(attemptNumber: number, policy: Pick<RetryPolicy, 'baseDelayMs' | 'maxDelayMs'>): number {
   const n = Number.isFinite(attemptNumber) ? Math.max(1, Math.floor(attemptNumber)) : 1;
   const exp = Math.min(n - 1, 60); // 2^60 * base already dwarfs any sane maxDelayMs
   return Math.max(0, Math.floor(Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** exp)));

@@ -7,8 +7,10 @@
  * is one text shared by every statement that needs it.
  */
 import type { Knex } from 'knex';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { advisoryLocks } from '../infra/advisory-locks.js';
 import type { Cutoffs, RetentionPolicy } from '../domain/retention.js';
+import { backoffDelayMs } from '../domain/retry-policy.js';
 import { TenantScope } from './tenant-scope.js';
 
 export interface PartitionBounds {
@@ -106,12 +108,30 @@ export async function databaseCutoffs(db: Knex, policy: RetentionPolicy): Promis
 export async function ensurePartitions(db: Knex, from: Date, to: Date, dayPeriod: 'day' | 'week'): Promise<number> {
   const tables: string[] = await db('partition_plan').orderBy('table_name').pluck('table_name');
   let made = 0;
-  for (const table of tables) {
-    const { rows } = await db.raw<{ rows: Array<{ made: number }> }>('SELECT ensure_time_partitions_v2(:table, :from, :to, :dayPeriod) AS made', { table, from, to, dayPeriod });
-    made += rows[0]?.made ?? 0;
-  }
+  for (const table of tables) made += await ensureTablePartitions(db, table, from, to, dayPeriod);
   return made;
 }
+
+/**
+ * The function waits at most 200 ms for each table lock and then gives way to the traffic holding
+ * it (db/functions/ensure_time_partitions_v2.sql); tried again with backoff, for up to ~50 s.
+ */
+const partitionLockBackoff = { baseDelayMs: 50, maxDelayMs: 2_000 };
+const partitionLockAttempts = 30;
+
+async function ensureTablePartitions(db: Knex, table: string, from: Date, to: Date, dayPeriod: 'day' | 'week'): Promise<number> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const { rows } = await db.raw<{ rows: Array<{ made: number }> }>('SELECT ensure_time_partitions_v2(:table, :from, :to, :dayPeriod) AS made', { table, from, to, dayPeriod });
+      return rows[0]?.made ?? 0;
+    } catch (err) {
+      if ((err as { code?: string }).code !== lockNotAvailable || attempt >= partitionLockAttempts) throw err;
+      await sleep(backoffDelayMs(attempt, partitionLockBackoff, Math.random));
+    }
+  }
+}
+
+const lockNotAvailable = '55P03';
 
 export async function listPartitions(db: Knex): Promise<PartitionBounds[]> {
   const { rows } = await db.raw<{ rows: Array<{ parent: string; name: string; lower_bound: string | null; upper_bound: string | null; detach_pending: boolean }> }>(

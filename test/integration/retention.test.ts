@@ -162,11 +162,11 @@ describe('retention', () => {
   });
 
   /**
-   * Makes the partitions of the day `at` while a transaction of the platform's shape holds its
-   * update of deliveries: once the creation waits for that lock, `next` runs in the transaction, then
-   * it commits. Answers how many partitions were made.
+   * Makes the partitions of the day `at` while a transaction of the platform's shape holds its first
+   * write (`held`, by default an update of deliveries): once the creation waits for a lock, `next`
+   * runs in the transaction, then it commits. Answers how many partitions were made.
    */
-  async function creatingWhileDeliveriesHeld(at: Date, next: (trx: Knex.Transaction) => Promise<unknown>): Promise<number> {
+  async function creatingWhileHeld(at: Date, next: (trx: Knex.Transaction) => Promise<unknown>, held = 'UPDATE deliveries SET updated_at = updated_at WHERE false'): Promise<number> {
     let made: Promise<number> | undefined;
     // Connections of its own: the platform's loops queue behind the creation's lock and may hold
     // every connection of the platform's pool until the transaction commits.
@@ -175,7 +175,7 @@ describe('retention', () => {
       await own.transaction(async (trx) => {
         // Recording a result, admission and hand-offs update their deliveries first (the update
         // needs no row here)...
-        await trx.raw('UPDATE deliveries SET updated_at = updated_at WHERE false');
+        await trx.raw(held);
         made = ensurePartitions(own, at, new Date(at.getTime() + 1), 'day');
         await eventually(async () => (await own.raw('SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted')).rows[0].n > 0, 'partition creation waiting');
         await next(trx);
@@ -194,7 +194,7 @@ describe('retention', () => {
     await db.raw(`DROP TABLE ${name}`);
     // ...then its attempt is logged. Had the creation taken attempts before deliveries, this would
     // wait for it while it waited for us, and PostgreSQL would abort one of the two after 1 s.
-    expect(await creatingWhileDeliveriesHeld(at, (trx) => trx.raw('INSERT INTO attempts SELECT * FROM attempts WHERE false'))).toBe(1);
+    expect(await creatingWhileHeld(at, (trx) => trx.raw('INSERT INTO attempts SELECT * FROM attempts WHERE false'))).toBe(1);
     expect(await partitionNames()).toContain(name);
   });
 
@@ -202,7 +202,20 @@ describe('retention', () => {
     const at = daysAgo(-61);
     // ...then admission reads their events. Had the creation held events while it waited for
     // deliveries, this would wait for it while it waited for us, and PostgreSQL would abort one.
-    await creatingWhileDeliveriesHeld(at, (trx) => trx.raw("SELECT 1 FROM events WHERE id = 'evt_00000000000000000000000000'"));
+    await creatingWhileHeld(at, (trx) => trx.raw("SELECT 1 FROM events WHERE id = 'evt_00000000000000000000000000'"));
+    expect(await partitionNames()).toEqual(expect.arrayContaining(['events', 'receipts', 'attempts'].map((table) => dayName(table, at))));
+  });
+
+  it("a day of events created while a duplicate callback's receipt checks its event: the creation gives way", async () => {
+    const at = daysAgo(-62);
+    // A duplicate's receipt is written first, and its key into events checked after: the opposite
+    // order to a new event's. The creation, holding events while it waits for receipts, gives up
+    // within its lock_timeout and tries again, before PostgreSQL would abort either.
+    await creatingWhileHeld(
+      at,
+      (trx) => trx.raw("SELECT 1 FROM events WHERE id = 'evt_00000000000000000000000000' FOR KEY SHARE"),
+      'INSERT INTO receipts SELECT * FROM receipts WHERE false',
+    );
     expect(await partitionNames()).toEqual(expect.arrayContaining(['events', 'receipts', 'attempts'].map((table) => dayName(table, at))));
   });
 
