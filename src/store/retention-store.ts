@@ -113,8 +113,10 @@ export async function ensurePartitions(db: Knex, from: Date, to: Date, dayPeriod
 }
 
 /**
- * The function waits at most 200 ms for each table lock and then gives way to the traffic holding
- * it (db/functions/ensure_time_partitions_v2.sql); tried again with backoff, for up to ~50 s.
+ * The function waits at most 200 ms for each lock and then gives way to the traffic holding it
+ * (db/functions/ensure_time_partitions_v2.sql); each table is tried again with backoff, for up to
+ * about a minute. So is a deadlock, which release 0.6.0's one-transaction function can still close
+ * while a deploy rolls.
  */
 const partitionLockBackoff = { baseDelayMs: 50, maxDelayMs: 2_000 };
 const partitionLockAttempts = 30;
@@ -125,13 +127,14 @@ async function ensureTablePartitions(db: Knex, table: string, from: Date, to: Da
       const { rows } = await db.raw<{ rows: Array<{ made: number }> }>('SELECT ensure_time_partitions_v2(:table, :from, :to, :dayPeriod) AS made', { table, from, to, dayPeriod });
       return rows[0]?.made ?? 0;
     } catch (err) {
-      if ((err as { code?: string }).code !== lockNotAvailable || attempt >= partitionLockAttempts) throw err;
+      if (!givenWay.has((err as { code?: string }).code ?? '') || attempt >= partitionLockAttempts) throw err;
       await sleep(backoffDelayMs(attempt, partitionLockBackoff, Math.random));
     }
   }
 }
 
-const lockNotAvailable = '55P03';
+/** lock_not_available (the function's lock_timeout) and deadlock_detected. */
+const givenWay = new Set(['55P03', '40P01']);
 
 export async function listPartitions(db: Knex): Promise<PartitionBounds[]> {
   const { rows } = await db.raw<{ rows: Array<{ parent: string; name: string; lower_bound: string | null; upper_bound: string | null; detach_pending: boolean }> }>(

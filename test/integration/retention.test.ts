@@ -163,10 +163,14 @@ describe('retention', () => {
 
   /**
    * Makes the partitions of the day `at` while a transaction of the platform's shape holds its first
-   * write (`held`, by default an update of deliveries): once the creation waits for a lock, `next`
-   * runs in the transaction, then it commits. Answers how many partitions were made.
+   * write (`held`, by default an update of deliveries): once the creation waits to lock `waitsFor`,
+   * `next` runs in the transaction, then it commits. Answers how many partitions were made.
    */
-  async function creatingWhileHeld(at: Date, next: (trx: Knex.Transaction) => Promise<unknown>, held = 'UPDATE deliveries SET updated_at = updated_at WHERE false'): Promise<number> {
+  async function creatingWhileHeld(
+    at: Date,
+    next: (trx: Knex.Transaction) => Promise<unknown>,
+    { held = 'UPDATE deliveries SET updated_at = updated_at WHERE false', waitsFor = 'deliveries' } = {},
+  ): Promise<number> {
     let made: Promise<number> | undefined;
     // Connections of its own: the platform's loops queue behind the creation's lock and may hold
     // every connection of the platform's pool until the transaction commits.
@@ -177,7 +181,14 @@ describe('retention', () => {
         // needs no row here)...
         await trx.raw(held);
         made = ensurePartitions(own, at, new Date(at.getTime() + 1), 'day');
-        await eventually(async () => (await own.raw('SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted')).rows[0].n > 0, 'partition creation waiting');
+        await eventually(async () => {
+          const { rows } = await own.raw<{ rows: Array<{ n: number }> }>(
+            `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+              WHERE NOT l.granted AND l.relation = ?::regclass AND a.datname = current_database() AND a.query LIKE '%ensure_time_partitions_v2%'`,
+            [waitsFor],
+          );
+          return rows[0]!.n > 0;
+        }, `partition creation waiting for ${waitsFor}`);
         await next(trx);
       });
       return await made!;
@@ -211,12 +222,26 @@ describe('retention', () => {
     // A duplicate's receipt is written first, and its key into events checked after: the opposite
     // order to a new event's. The creation, holding events while it waits for receipts, gives up
     // within its lock_timeout and tries again, before PostgreSQL would abort either.
-    await creatingWhileHeld(
-      at,
-      (trx) => trx.raw("SELECT 1 FROM events WHERE id = 'evt_00000000000000000000000000' FOR KEY SHARE"),
-      'INSERT INTO receipts SELECT * FROM receipts WHERE false',
-    );
+    await creatingWhileHeld(at, (trx) => trx.raw("SELECT 1 FROM events WHERE id = 'evt_00000000000000000000000000' FOR KEY SHARE"), {
+      held: 'INSERT INTO receipts SELECT * FROM receipts WHERE false',
+      waitsFor: 'receipts',
+    });
     expect(await partitionNames()).toEqual(expect.arrayContaining(['events', 'receipts', 'attempts'].map((table) => dayName(table, at))));
+  });
+
+  it('a day of events is made while deliveries are being written: it takes no lock on them', async () => {
+    const at = daysAgo(-63);
+    const own = createDb({ url: t.database.url, poolMax: 2, timeoutMs: 30_000 });
+    try {
+      await own.transaction(async (trx) => {
+        await trx.raw('UPDATE deliveries SET updated_at = updated_at WHERE false');
+        // Called directly, so a wait for deliveries would end in lock_not_available after 200 ms.
+        const { rows } = await db.raw("SELECT ensure_time_partitions_v2('events', ?, ?, 'day') AS made", [at, new Date(at.getTime() + 1)]);
+        expect(rows).toEqual([{ made: 1 }]);
+      });
+    } finally {
+      await own.destroy();
+    }
   });
 
   it('keeps partitions ahead of need', async () => {

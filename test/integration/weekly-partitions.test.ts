@@ -128,9 +128,15 @@ describe('partitions a week long', () => {
 
   it("run in UTC whatever the session's time zone, with no hour between partitions across a change of daylight saving", async () => {
     const length = (p: { from: Date; to: Date }) => (p.to.getTime() - p.from.getTime()) / dayMs;
-    // Berlin leaves summer time on 31 October 2027 and enters it on 28 March 2027.
-    const autumn = mondayOf(new Date('2027-10-27T12:00:00Z'));
-    const spring = new Date('2027-03-27T00:00:00Z');
+    // Berlin enters summer time on the last Sunday of March and leaves it on October's; three years
+    // on, beyond every period the other tests make.
+    const year = new Date().getUTCFullYear() + 3;
+    const lastSunday = (month: number) => {
+      const last = new Date(Date.UTC(year, month + 1, 0));
+      return plus(last, -last.getUTCDay());
+    };
+    const autumn = mondayOf(lastSunday(9));
+    const spring = plus(lastSunday(2), -1);
     await db.transaction(async (trx) => {
       await trx.raw("SET LOCAL TimeZone = 'Europe/Berlin'");
       for (const table of ['events', 'receipts', 'attempts']) {
@@ -178,6 +184,7 @@ describe('partitions a week long', () => {
     expect(days[0]!.from.getTime()).toBeLessThanOrEqual(plus(later, -1).getTime());
     expect(days.at(-1)!.to.getTime()).toBeGreaterThan(plus(later, 8).getTime());
   });
+
   it('leave alone the partition holding rows from before partitioning, and begin where it ends', async () => {
     // As a database partitioned with rows already in it holds (migration 20261201000015):
     // everything before a midnight, here a Wednesday's, in one partition with no lower bound.
