@@ -12,12 +12,10 @@
 -- CREATE would lock the parent, then the tables on the other side of its foreign keys; writers lock
 -- them the other way round (recording a result updates the delivery, then logs the attempt), which
 -- could deadlock. Taken in the writers' order, a writer waits for the partition or the partition for
--- the writer, never both for each other. Called by ensure_time_partitions_v2, one table per
--- transaction, and by release 0.6.0's ensure_time_partitions, all tables in one.
---
--- Creating a day of events once locked deliveries too, for the foreign key deliveries had into
--- events until migration 20261205000049. Nothing there needs it now, and holding events while
--- waiting for deliveries deadlocked with admission, which updates deliveries and then reads events.
+-- the writer, never both for each other. Not every writer keeps one order, so the upkeep also waits
+-- only briefly (ensure_time_partitions_v2). deliveries is not locked for events: it has had no key
+-- into it since migration 20261205000049. Called by make_time_partition, and by release 0.6.0's
+-- ensure_time_partitions.
 CREATE OR REPLACE FUNCTION lock_for_new_partition(p_parent text)
 RETURNS void
 LANGUAGE plpgsql
