@@ -145,8 +145,8 @@ export async function listPartitions(db: Knex): Promise<PartitionBounds[]> {
 
 /**
  * Rows in a partition about to be dropped. Exact while the partition is small; past a million rows
- * the planner's estimate (kept by autovacuum's ANALYZE), since counting a partition's rows exactly would
- * cost more than dropping them.
+ * the planner's estimate (kept by autovacuum's ANALYZE), since counting a partition's rows exactly
+ * would cost more than dropping them.
  */
 export async function partitionRows(db: Knex, name: string): Promise<number> {
   const { rows } = await db.raw<{ rows: Array<{ estimate: number }> }>('SELECT reltuples::float8 AS estimate FROM pg_class WHERE oid = :name::regclass', { name });
@@ -268,8 +268,8 @@ export async function removeDeliveries(
 }
 
 /**
- * True when a delivery still points at an event in [lower, upper), so that partition of events must stay.
- * `unremovableOnly`: count only deliveries retention would keep (a dry run has deleted nothing).
+ * True when a delivery still points at an event in [lower, upper), so that partition of events must
+ * stay. `unremovableOnly`: count only deliveries retention would keep (a dry run has deleted nothing).
  */
 export async function deliveriesReferenceEvents(db: Knex, { lower, upper }: IdRange, cut: Cutoffs, unremovableOnly: boolean): Promise<boolean> {
   const kept = unremovableOnly ? `AND NOT ${removable}` : '';
