@@ -137,9 +137,9 @@ async function openStorage(config: Config, role: Role, logger: Logger) {
   setBacklogSource(() => backlogSnapshot(db));
   // Intake needs today's partitions before it can store anything: created (if missing) before the
   // server listens, then kept ahead hourly; the worker role also removes what has expired.
-  // Retention's statements grow with a partition's rows, so it has a pool of its own that the server does
-  // not cancel (DbOptions.cancelOnServer): one that finishes after its client stopped waiting is
-  // still progress.
+  // Retention's statements grow with a partition's rows, so it has a pool of its own that the server
+  // does not cancel (DbOptions.cancelOnServer): one that finishes after its client stopped waiting
+  // is still progress.
   const maintenanceDb = createDb({ url: config.databaseUrl, poolMax: 2, logger });
   const retention = new Retention({ db: maintenanceDb, policy: config.retention, logger });
   try {

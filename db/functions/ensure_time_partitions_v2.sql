@@ -7,11 +7,14 @@
 --                         receipts, attempts) is (src/domain/retention.ts, dayTablesPeriod).
 --                         audit_log keeps its month.
 -- Outputs: how many partitions it created.
--- Effects: make_time_partition for each range time_partitions_wanted answers.
+-- Effects: CREATE TABLE time_partition_name(...) PARTITION OF p_table FOR VALUES FROM
+--          (typeid_floor(prefix, start)) TO (typeid_floor(prefix, end)) for each range
+--          time_partitions_wanted answers.
 -- Locks:   none when nothing is missing. Otherwise pg_advisory_xact_lock(727003), as
 --          ensure_time_partitions (one process creates, the others then find the partitions
---          there), then make_time_partition's table locks. Each wait is at most lock_timeout
---          (200 ms); then it fails with lock_not_available (55P03) and the caller tries again.
+--          there), then lock_for_new_partition's before each CREATE. Each wait is at most
+--          lock_timeout (200 ms); then it fails with lock_not_available (55P03) and the caller
+--          tries again.
 --
 -- Writers do not all take their tables in one order, so the upkeep gives way rather than let
 -- PostgreSQL abort one of them (docs/architecture.md, "Data over time"). One table per call, each
@@ -41,7 +44,9 @@ BEGIN
   END IF;
   PERFORM pg_advisory_xact_lock(727003);
   FOR v_range IN SELECT * FROM time_partitions_wanted(v_plan, p_from, p_to, v_period) LOOP
-    PERFORM make_time_partition(v_plan, lower(v_range), upper(v_range));
+    PERFORM lock_for_new_partition(p_table);
+    EXECUTE format('CREATE TABLE %I PARTITION OF %I FOR VALUES FROM (%L) TO (%L)', time_partition_name(v_plan, lower(v_range)), p_table,
+                   typeid_floor(v_plan.id_prefix, lower(v_range)), typeid_floor(v_plan.id_prefix, upper(v_range)));
     v_made := v_made + 1;
   END LOOP;
   RETURN v_made;

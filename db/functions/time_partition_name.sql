@@ -6,7 +6,7 @@
 --          partition is named by its first day (a week's by its Monday).
 -- Effects: none. Locks: none.
 --
--- Called by time_period_free and make_time_partition; retention finds leftovers by this pattern
+-- Called by time_period_free and ensure_time_partitions_v2; retention finds leftovers by this pattern
 -- (src/store/retention-store.ts, dropDetachedLeftovers).
 CREATE OR REPLACE FUNCTION time_partition_name(p_plan partition_plan, p_start timestamp with time zone)
 RETURNS text

@@ -2,7 +2,7 @@
 --
 -- Inputs:  p_plan          the table's row of partition_plan (its name and id prefix).
 --          p_start, p_end  the period, at UTC midnights.
--- Outputs: true when no table has the name the partition would take (make_time_partition) and no
+-- Outputs: true when no table has the name the partition would take (ensure_time_partitions_v2) and no
 --          partition of the table overlaps the period (partition_bounds; a null bound is unbounded).
 -- Effects: none. Locks: none beyond reading the catalogue.
 --

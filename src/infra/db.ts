@@ -46,8 +46,8 @@ export interface DbOptions {
 
 /**
  * How many new connections a process warms at once before it serves. Planning a hot statement
- * locks every partition of `events` and its indexes until the warm-up ends, and a whole pool planning at
- * once can fill PostgreSQL's lock table (docs/operations/postgres.md).
+ * locks every partition of `events` and its indexes until the warm-up ends, and a whole pool
+ * planning at once can fill PostgreSQL's lock table (docs/operations/postgres.md).
  */
 export const warmUpsAtOnce = 2;
 

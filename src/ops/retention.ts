@@ -6,13 +6,13 @@
  *   1. attempts: a partition (a day's, or a week's when the windows are long: dayTablesPeriod) is
  *      dropped when every delivery made in it is removable (finished, its window passed); then those
  *      deliveries are deleted in batches (their attempts are gone).
- *   2. deliveries left over (a partition held back by one unfinished delivery): removable ones are deleted
- *      in batches, their attempts with them.
+ *   2. deliveries left over (a partition held back by one unfinished delivery): removable ones are
+ *      deleted in batches, their attempts with them.
  *   3. events: a partition is dropped, with its receipts and its keys, once all of it is older than
  *      RETENTION_DAYS and no delivery points into it any more. The events watermark rises first, so
- *      that nothing made afterwards (a backfill) reads that partition. Then unfinished deliveries whose
- *      event is gone are removed: a backfill racing a run of the other release while a deploy from
- *      0.5.0 rolls can leave one.
+ *      that nothing made afterwards (a backfill) reads that partition. Then unfinished deliveries
+ *      whose event is gone are removed: a backfill racing a run of the other release while a deploy
+ *      from 0.5.0 rolls can leave one.
  *   4. messages untouched for RETENTION_DAYS; audit_log partitions and replays past
  *      AUDIT_RETENTION_DAYS.
  * Nothing pending, queued, in flight or waiting to retry is removable, and neither is its event.

@@ -10,6 +10,9 @@ import { idPrefixes, type IdKind } from '../../src/domain/ids.js';
 import { ensurePartitions } from '../../src/store/retention-store.js';
 
 export const dayMs = 86_400_000;
+
+/** The name of `table`'s partition that begins on `at`'s day, as the partition upkeep names it (db/functions/time_partition_name.sql). */
+export const partitionName = (table: string, at: Date) => `${table}_p${at.toISOString().slice(0, 10).replaceAll('-', '')}`;
 export const daysAgo = (days: number, from = Date.now()) => new Date(from - days * dayMs);
 
 /** A TypeID of this kind made at `at` (a UUIDv7 with that time and random bits). */

@@ -12,7 +12,7 @@ import { createDb } from '../../src/infra/db.js';
 import { renderMetrics } from '../../src/metrics/registry.js';
 import type { RetentionReport } from '../../src/ops/retention.js';
 import { expectError } from '../helpers/api.js';
-import { countWhereIn, dayMs, daysAgo, idAt, insertOldEvent, type OldEvent } from '../helpers/backdate.js';
+import { countWhereIn, dayMs, daysAgo, idAt, insertOldEvent, partitionName as dayName, type OldEvent } from '../helpers/backdate.js';
 import { ensurePartitions, eventDaysLock } from '../../src/store/retention-store.js';
 import { previewBackfill } from '../../src/store/backfill-store.js';
 import { TenantScope } from '../../src/store/tenant-scope.js';
@@ -32,7 +32,6 @@ let epA: string;
 let epB: string;
 
 const partitionNames = async () => (await db('partition_bounds').pluck('name')) as string[];
-const dayName = (table: string, at: Date) => `${table}_p${at.toISOString().slice(0, 10).replaceAll('-', '')}`;
 
 async function runRetention(): Promise<RetentionReport> {
   return eventually(() => t.platform.retention.run({ dryRun: false }), 'the retention lock');

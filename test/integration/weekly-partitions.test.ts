@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pino from 'pino';
 import { defaultRetention, typeIdFloor, typeIdTime } from '../../src/domain/retention.js';
 import { Retention } from '../../src/ops/retention.js';
-import { dayMs, daysAgo, insertOldEvent } from '../helpers/backdate.js';
+import { dayMs, daysAgo, insertOldEvent, partitionName as named } from '../helpers/backdate.js';
 import { ensurePartitions } from '../../src/store/retention-store.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 
@@ -22,7 +22,6 @@ function mondayOf(at: Date): Date {
   return new Date(day - ((new Date(day).getUTCDay() + 6) % 7) * dayMs);
 }
 const plus = (at: Date, days: number) => new Date(at.getTime() + days * dayMs);
-const named = (table: string, at: Date) => `${table}_p${at.toISOString().slice(0, 10).replaceAll('-', '')}`;
 
 /** The partitions of `table` whose rows lie in [from, to), by time, in order. */
 async function partitionsWithin(table: string, from: Date, to: Date): Promise<Array<{ name: string; from: Date; to: Date }>> {
