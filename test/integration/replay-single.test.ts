@@ -151,8 +151,16 @@ describe('single replay', () => {
   it('five concurrent replays of one delivery: one is accepted, the others get 409, one request is sent', async () => {
     const r = await receiver(400);
     const { delivery } = await deadDelivery(a, r);
-    r.setResponder(answer(200));
+    // The replay's request is answered only once all five have their answers: a replayed delivery
+    // that had already succeeded could be replayed again, which a slow host once let happen here.
+    let release!: () => void;
+    const allAnswered = new Promise<void>((resolve) => (release = resolve));
+    r.setResponder(async (req, res, i) => {
+      await allAnswered;
+      await answer(200)(req, res, i);
+    });
     const answers = await Promise.all(Array.from({ length: 5 }, (_, i) => replayOne(a, delivery.id, `click ${i}`)));
+    release();
     expect(answers.map((x) => x.status).sort()).toEqual([202, 409, 409, 409, 409]);
     await eventually(async () => (await getDelivery(a, delivery.id)).status === 'succeeded', 'the one replay succeeded');
     expect(await t.platform.db('audit_log').where({ target_id: delivery.id, action: 'delivery.replayed' })).toHaveLength(1);
