@@ -20,10 +20,23 @@ const slowReceiver = (ms: number, status = 200) =>
  * recorded, and answers that moment: whatever starts after it was claimed after the change.
  */
 async function inFlightSettled(t: TestPlatform, endpointId: string): Promise<number> {
+  // A claim or hand-off that read the endpoint just before the change can commit just after it,
+  // unseen by the read below: first every transaction begun before now must end.
+  const db = t.platform.db;
+  const { rows } = await db.raw<{ rows: Array<{ at: string }> }>('SELECT clock_timestamp()::text AS at');
+  await eventually(
+    async () =>
+      (await db.raw<{ rows: unknown[] }>(
+        `SELECT 1 FROM pg_stat_activity
+          WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid() AND xact_start < ?::timestamptz`,
+        [rows[0]!.at],
+      )).rows.length === 0,
+    'the transactions begun before the change end',
+  );
   // Every claim is in its delivery's queue row (a slot's only there).
-  const ids = (await t.platform.db('delivery_queue').where({ endpoint_id: endpointId, status: 'in_flight' }).pluck('delivery_id')) as string[];
+  const ids = (await db('delivery_queue').where({ endpoint_id: endpointId, status: 'in_flight' }).pluck('delivery_id')) as string[];
   await eventually(async () => {
-    const still = await t.platform.db('delivery_queue').whereIn('delivery_id', ids).where('status', 'in_flight').pluck('delivery_id');
+    const still = await db('delivery_queue').whereIn('delivery_id', ids).where('status', 'in_flight').pluck('delivery_id');
     return still.length === 0;
   }, 'the attempts in flight at the change are recorded');
   return Date.now();
