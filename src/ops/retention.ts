@@ -64,6 +64,8 @@ const batch = 5_000;
 export class Retention {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<unknown> | undefined;
+  /** Ends the timer's run in progress at stop(): the next process's run goes on from where it left. */
+  private current: AbortController | undefined;
 
   constructor(private readonly deps: { db: Knex; policy: RetentionPolicy; logger: Logger }) {}
 
@@ -71,9 +73,9 @@ export class Retention {
    * Creates the partitions the next days need; every role calls it at start. `now` is PostgreSQL's
    * clock when the caller has read it already (a retention run has).
    */
-  async ensureAhead(now?: Date): Promise<number> {
+  async ensureAhead(now?: Date, signal?: AbortSignal): Promise<number> {
     now ??= (await databaseCutoffs(this.deps.db, this.deps.policy)).now;
-    return ensurePartitions(this.deps.db, new Date(now.getTime() - dayMs), new Date(now.getTime() + partitionDaysAhead * dayMs), dayTablesPeriod(this.deps.policy));
+    return ensurePartitions(this.deps.db, new Date(now.getTime() - dayMs), new Date(now.getTime() + partitionDaysAhead * dayMs), dayTablesPeriod(this.deps.policy), signal);
   }
 
   /**
@@ -83,8 +85,13 @@ export class Retention {
    */
   start({ remove, intervalMs = 3_600_000 }: { remove: boolean; intervalMs?: number }): void {
     const tick = () => {
-      this.running ??= (remove ? this.run({ dryRun: false }) : this.ensureAhead())
-        .catch((err: unknown) => this.deps.logger.warn({ err }, remove ? 'retention run failed; will retry' : 'creating partitions failed; will retry'))
+      if (this.running) return;
+      const current = (this.current = new AbortController());
+      const { signal } = current;
+      this.running = (remove ? this.run({ dryRun: false, signal }) : this.ensureAhead(undefined, signal))
+        .catch((err: unknown) => {
+          if (!signal.aborted) this.deps.logger.warn({ err }, remove ? 'retention run failed; will retry' : 'creating partitions failed; will retry');
+        })
         .finally(() => (this.running = undefined));
     };
     tick();
@@ -92,32 +99,46 @@ export class Retention {
     this.timer.unref();
   }
 
+  /**
+   * Stops the timer and ends its run in progress between two steps (a batch, a partition, a wait to
+   * retry a lock), so that shutdown does not wait out a long removal or a contended upkeep.
+   */
   async stop(): Promise<void> {
     clearInterval(this.timer);
+    this.current?.abort();
     await this.running;
   }
 
   /**
-   * One run. Answers undefined when another process holds the retention lock (it is running).
+   * One run. Answers undefined when another process holds the retention lock (it is running). An
+   * aborted `signal` ends it between steps, with what it removed so far counted and logged.
    */
-  async run({ dryRun }: { dryRun: boolean }): Promise<RetentionReport | undefined> {
+  async run({ dryRun, signal }: { dryRun: boolean; signal?: AbortSignal }): Promise<RetentionReport | undefined> {
     return withAdvisoryLock(this.deps.db, advisoryLocks.retentionRun, async (session) => {
       const started = Date.now();
-      const report = await this.removeExpired(dryRun, session);
+      const removed = Object.fromEntries(RETAINED_TABLES.map((t) => [t, 0])) as Record<RetainedTable, number>;
+      const report: RetentionReport = { dryRun, removed, partitions: [], held: [], orphaned: [], partitionsCreated: 0 };
+      let stopped = false;
+      try {
+        await this.removeExpired(report, session, signal);
+      } catch (err) {
+        if (!signal?.aborted) throw err;
+        stopped = true;
+      }
       if (!dryRun) for (const table of RETAINED_TABLES) if (report.removed[table] > 0) metrics.retentionRemoved.inc({ table }, report.removed[table]);
       this.deps.logger.info(
         { dryRun, removed: report.removed, partitions: report.partitions, held: report.held, partitionsCreated: report.partitionsCreated, ms: Date.now() - started },
-        dryRun ? 'retention dry run: nothing changed' : 'retention run',
+        stopped ? 'retention run stopped by shutdown; the next run goes on' : dryRun ? 'retention dry run: nothing changed' : 'retention run',
       );
       return report;
     });
   }
 
-  private async removeExpired(dryRun: boolean, session: LockSession): Promise<RetentionReport> {
+  private async removeExpired(report: RetentionReport, session: LockSession, signal: AbortSignal | undefined): Promise<void> {
     const { db, policy } = this.deps;
+    const { dryRun, removed } = report;
     const { now, cut } = await databaseCutoffs(db, policy);
-    const removed = Object.fromEntries(RETAINED_TABLES.map((t) => [t, 0])) as Record<RetainedTable, number>;
-    const report: RetentionReport = { dryRun, removed, partitions: [], held: [], orphaned: [], partitionsCreated: dryRun ? 0 : await this.ensureAhead(now) };
+    if (!dryRun) report.partitionsCreated = await this.ensureAhead(now, signal);
     if (!dryRun) report.partitions.push(...(await dropDetachedLeftovers(db)));
     const partitions = await listPartitions(db);
     const of = (parent: string) => partitions.filter((p): p is PartitionBounds & { upper: string } => p.parent === parent && p.upper !== null);
@@ -136,6 +157,7 @@ export class Retention {
 
     // 1. Whole partitions of attempts, then their deliveries.
     for (const p of of('attempts')) {
+      signal?.throwIfAborted();
       if (p.upper > typeIdFloor('dlv', latestCut)) break;
       if (!(await deliveriesAllRemovable(db, p, cut))) {
         report.held.push({ partition: p.name, reason: 'a delivery made in it is unfinished or inside its window' });
@@ -147,13 +169,13 @@ export class Retention {
       const rows = dryRun ? 0 : await partitionRows(db, p.name);
       if (!dryRun) await detachAndDrop(db, p);
       report.partitions.push(p.name);
-      const r = await removeDeliveries(db, { ids: p }, cut, { dryRun, batch });
+      const r = await removeDeliveries(db, { ids: p }, cut, { dryRun, batch, signal });
       count({ ...r, attempts: r.attempts + rows });
       droppedDays.push(p);
     }
     // 2. Removable deliveries of days held back, one batch at a time (their attempts cascade).
     const excluding = dryRun ? droppedDays : []; // already deleted otherwise
-    count(await removeDeliveries(db, { eventsBefore: typeIdFloor('evt', latestCut), excluding }, cut, { dryRun, batch }));
+    count(await removeDeliveries(db, { eventsBefore: typeIdFloor('evt', latestCut), excluding }, cut, { dryRun, batch, signal }));
 
     // 3. Whole partitions of events with their receipts and keys, once nothing points into them. A
     // dry run has removed no deliveries, so it counts a partition as free when steps 1 and 2 would.
@@ -162,6 +184,7 @@ export class Retention {
     // watermark (windowEvents). The removal itself, seconds for a large day, holds no backfill.
     const receipts = of('receipts');
     for (const p of of('events')) {
+      signal?.throwIfAborted();
       if (p.upper > typeIdFloor('evt', cut.succeeded)) break;
       const free = async () => {
         if (await deliveriesReferenceEvents(db, p, cut, dryRun)) return false;
@@ -175,7 +198,7 @@ export class Retention {
         report.held.push({ partition: p.name, reason: 'a delivery of one of its events is still kept' });
         continue;
       }
-      removed.event_keys += await removeEventKeys(db, p.name, { dryRun, batch });
+      removed.event_keys += await removeEventKeys(db, p.name, { dryRun, batch, signal });
       // Receipts are cut on the same event-id bounds: the partition of this day's receipts.
       for (const r of receipts.filter((r) => r.upper === p.upper && r.lower === p.lower)) await drop(r, 'receipts');
       await drop(p, 'events');
@@ -191,12 +214,12 @@ export class Retention {
     }
 
     // 4. Messages, audit log, replays.
-    removed.messages += await removeOlderThan(db, 'messages', 'updated_at', cut.succeeded, { dryRun, batch });
+    removed.messages += await removeOlderThan(db, 'messages', 'updated_at', cut.succeeded, { dryRun, batch, signal });
     for (const p of of('audit_log')) {
+      signal?.throwIfAborted();
       if (p.upper > typeIdFloor('aud', cut.audit)) break;
       await drop(p, 'audit_log');
     }
-    removed.replays += await removeOlderThan(db, 'replays', 'created_at', cut.audit, { dryRun, batch });
-    return report;
+    removed.replays += await removeOlderThan(db, 'replays', 'created_at', cut.audit, { dryRun, batch, signal });
   }
 }

@@ -105,10 +105,10 @@ export async function databaseCutoffs(db: Knex, policy: RetentionPolicy): Promis
  * own transaction: holding a new day of events while creating one of attempts deadlocked with
  * admission (db/functions/ensure_time_partitions_v2.sql).
  */
-export async function ensurePartitions(db: Knex, from: Date, to: Date, dayPeriod: 'day' | 'week'): Promise<number> {
+export async function ensurePartitions(db: Knex, from: Date, to: Date, dayPeriod: 'day' | 'week', signal?: AbortSignal): Promise<number> {
   const tables: string[] = await db('partition_plan').orderBy('table_name').pluck('table_name');
   let made = 0;
-  for (const table of tables) made += await ensureTablePartitions(db, table, from, to, dayPeriod);
+  for (const table of tables) made += await ensureTablePartitions(db, table, from, to, dayPeriod, signal);
   return made;
 }
 
@@ -121,14 +121,15 @@ export async function ensurePartitions(db: Knex, from: Date, to: Date, dayPeriod
 const partitionLockBackoff = { baseDelayMs: 50, maxDelayMs: 2_000 };
 const partitionLockAttempts = 30;
 
-async function ensureTablePartitions(db: Knex, table: string, from: Date, to: Date, dayPeriod: 'day' | 'week'): Promise<number> {
+async function ensureTablePartitions(db: Knex, table: string, from: Date, to: Date, dayPeriod: 'day' | 'week', signal: AbortSignal | undefined): Promise<number> {
   for (let attempt = 1; ; attempt++) {
+    signal?.throwIfAborted();
     try {
       const { rows } = await db.raw<{ rows: Array<{ made: number }> }>('SELECT ensure_time_partitions_v2(:table, :from, :to, :dayPeriod) AS made', { table, from, to, dayPeriod });
       return rows[0]?.made ?? 0;
     } catch (err) {
       if (!givenWay.has((err as { code?: string }).code ?? '') || attempt >= partitionLockAttempts) throw err;
-      await sleep(backoffDelayMs(attempt, partitionLockBackoff, Math.random));
+      await sleep(backoffDelayMs(attempt, partitionLockBackoff, Math.random), undefined, { signal });
     }
   }
 }
@@ -217,6 +218,13 @@ export interface IdRange {
   upper: string;
 }
 
+/** A removal in batches, each its own transaction; an aborted signal ends it before the next. */
+export interface BatchOptions {
+  dryRun: boolean;
+  batch: number;
+  signal?: AbortSignal;
+}
+
 /** Rows removed from deliveries, and attempts that went with them (ON DELETE CASCADE, or folded in). */
 export interface RemovedDeliveries {
   deliveries: number;
@@ -232,7 +240,7 @@ export async function removeDeliveries(
   db: Knex,
   where: { ids: IdRange } | { eventsBefore: string; excluding: IdRange[] },
   cut: Cutoffs,
-  opts: { dryRun: boolean; batch: number },
+  opts: BatchOptions,
 ): Promise<RemovedDeliveries> {
   const bindings: Record<string, Knex.Value> = { succeeded: cut.succeeded, dead: cut.dead, batch: opts.batch };
   let range: string;
@@ -256,6 +264,7 @@ export async function removeDeliveries(
   }
   const total: RemovedDeliveries = { deliveries: 0, attempts: 0 };
   for (;;) {
+    opts.signal?.throwIfAborted();
     const { rows } = await db.raw<{ rows: RemovedDeliveries[] }>(
       `WITH chosen AS (DELETE FROM deliveries WHERE id IN (SELECT d.id FROM deliveries d WHERE ${range} AND ${removable} LIMIT :batch) RETURNING id)
        ${counted}`,
@@ -285,7 +294,7 @@ export async function deliveriesReferenceEvents(db: Knex, { lower, upper }: IdRa
  * In batches of the partition's keyed events, in id order, each its own transaction: a week's
  * partition holds seven days of keys.
  */
-export async function removeEventKeys(db: Knex, partition: string, opts: { dryRun: boolean; batch: number }): Promise<number> {
+export async function removeEventKeys(db: Knex, partition: string, opts: BatchOptions): Promise<number> {
   // Raw: the builder has no DELETE ... USING a subquery, nor a join on a row of columns.
   const keyed = `SELECT coalesce(e.source_id, e.tenant_id) AS scope_id, coalesce(e.dedupe_key, e.idempotency_key) AS key, e.id
                    FROM :partition: e WHERE (e.dedupe_key IS NOT NULL OR e.idempotency_key IS NOT NULL)`;
@@ -299,6 +308,7 @@ export async function removeEventKeys(db: Knex, partition: string, opts: { dryRu
   let removed = 0;
   let after = '';
   for (;;) {
+    opts.signal?.throwIfAborted();
     const { rows } = await db.raw<{ rows: Array<{ last: string | null; events: number; keys: number }> }>(
       `WITH chosen AS (${keyed} AND e.id > :after ORDER BY e.id LIMIT :batch),
             gone AS (DELETE FROM event_keys k USING chosen e WHERE (k.scope_id, k.key, k.event_id) = (e.scope_id, e.key, e.id) RETURNING 1)
@@ -317,7 +327,7 @@ export async function removeOlderThan(
   table: 'messages' | 'replays',
   column: 'updated_at' | 'created_at',
   before: Date,
-  opts: { dryRun: boolean; batch: number },
+  opts: BatchOptions,
 ): Promise<number> {
   if (opts.dryRun) {
     const [counted] = await db(table).where(column, '<', before).count({ n: '*' });
@@ -325,6 +335,7 @@ export async function removeOlderThan(
   }
   let removed = 0;
   for (;;) {
+    opts.signal?.throwIfAborted();
     // Raw: the builder cannot delete a batch by ctid.
     const r = await db.raw<{ rowCount: number }>(
       'DELETE FROM :table: WHERE ctid = ANY (ARRAY(SELECT ctid FROM :table: WHERE :column: < :before LIMIT :batch))',

@@ -6,11 +6,12 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import type { Knex } from 'knex';
 import pg from 'pg';
+import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { loadConfig } from '../../src/config/index.js';
 import { createDb } from '../../src/infra/db.js';
 import { renderMetrics } from '../../src/metrics/registry.js';
-import type { RetentionReport } from '../../src/ops/retention.js';
+import { Retention, type RetentionReport } from '../../src/ops/retention.js';
 import { expectError } from '../helpers/api.js';
 import { countWhereIn, dayMs, daysAgo, idAt, insertOldEvent, partitionName as dayName, type OldEvent } from '../helpers/backdate.js';
 import { ensurePartitions, eventDaysLock } from '../../src/store/retention-store.js';
@@ -241,6 +242,40 @@ describe('retention', () => {
     } finally {
       await own.destroy();
     }
+  });
+
+  it('shutdown ends a run waiting to create a partition, without waiting out its tries', async () => {
+    const at = daysAgo(-2); // inside the days kept ahead
+    const name = dayName('attempts', at);
+    await db.raw(`DROP TABLE ${name}`);
+    const logged: Array<{ level: number; msg: string }> = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => void logged.push(JSON.parse(line)) });
+    const retention = new Retention({ db, policy: t.config.retention, logger });
+    const own = createDb({ url: t.database.url, poolMax: 2, timeoutMs: 30_000 });
+    try {
+      await own.transaction(async (trx) => {
+        // Reading attempts holds off its new partition: each try gives way after 200 ms, and the
+        // tries go on with backoff for about a minute.
+        await trx.raw('SELECT 1 FROM attempts LIMIT 0');
+        retention.start({ remove: true });
+        await eventually(async () => {
+          const { rows } = await own.raw<{ rows: unknown[] }>(
+            `SELECT 1 FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+              WHERE NOT l.granted AND l.relation = 'attempts'::regclass AND a.query LIKE '%ensure_time_partitions_v2%'`,
+          );
+          return rows.length > 0;
+        }, 'the run waiting to create the partition');
+        await retention.stop();
+        // Stopped while the lock is still held: the partition is not there yet.
+        expect(await partitionNames()).not.toContain(name);
+      });
+    } finally {
+      await own.destroy();
+    }
+    expect(logged.filter((l) => l.level >= 40)).toEqual([]);
+    expect(logged.map((l) => l.msg)).toContain('retention run stopped by shutdown; the next run goes on');
+    await ensurePartitions(db, at, new Date(at.getTime() + 1), 'day');
+    expect(await partitionNames()).toContain(name);
   });
 
   it('keeps partitions ahead of need', async () => {
