@@ -7,18 +7,23 @@
 --                         receipts, attempts) is (src/domain/retention.ts, dayTablesPeriod).
 --                         audit_log keeps its month.
 -- Outputs: how many partitions it created.
--- Effects: CREATE TABLE time_partition_name(...) PARTITION OF p_table FOR VALUES FROM
---          (typeid_floor(prefix, start)) TO (typeid_floor(prefix, end)) for each range
---          time_partitions_wanted answers.
+-- Effects: for each range time_partitions_wanted answers, a table time_partition_name(...) made
+--          LIKE p_table, then attached to it FOR VALUES FROM (typeid_floor(prefix, start)) TO
+--          (typeid_floor(prefix, end)). Its indexes, keys and triggers are the parent's, as
+--          CREATE TABLE ... PARTITION OF would make them.
 -- Locks:   none when nothing is missing. Otherwise pg_advisory_xact_lock(727003), as
 --          ensure_time_partitions (one process creates, the others then find the partitions
---          there), then lock_for_new_partition's before each CREATE. Each wait is at most
+--          there); then ATTACH's: p_table SHARE UPDATE EXCLUSIVE, which no read or write waits
+--          for, and SHARE ROW EXCLUSIVE on the tables its foreign keys name (events: receipts,
+--          tenants, sources; receipts: events; attempts: deliveries). Each wait is at most
 --          lock_timeout (200 ms); then it fails with lock_not_available (55P03) and the caller
 --          tries again.
 --
--- Writers do not all take their tables in one order, so the upkeep gives way rather than let
--- PostgreSQL abort one of them (docs/architecture.md, "Data over time"). One table per call, each
--- its own transaction (src/store/retention-store.ts, ensurePartitions).
+-- Attached rather than created as a partition: CREATE TABLE ... PARTITION OF locks the parent
+-- ACCESS EXCLUSIVE, which every read of events (claims, hand-offs, the API) queued behind. Nothing
+-- a writer waits for is held while waiting for the keys' tables, so no lock order is needed
+-- (docs/architecture.md, "Data over time"). One table per call, each its own transaction
+-- (src/store/retention-store.ts, ensurePartitions).
 CREATE OR REPLACE FUNCTION ensure_time_partitions_v2(p_table text, p_from timestamp with time zone, p_to timestamp with time zone, p_day_period text)
 RETURNS integer
 LANGUAGE plpgsql
@@ -29,6 +34,7 @@ DECLARE
   v_period text;
   v_range tstzrange;
   v_made integer := 0;
+  v_name text;
 BEGIN
   IF p_day_period IS NULL OR p_day_period NOT IN ('day', 'week') THEN
     RAISE EXCEPTION 'p_day_period must be day or week, not %', coalesce(p_day_period, 'null');
@@ -44,8 +50,10 @@ BEGIN
   END IF;
   PERFORM pg_advisory_xact_lock(727003);
   FOR v_range IN SELECT * FROM time_partitions_wanted(v_plan, p_from, p_to, v_period) LOOP
-    PERFORM lock_for_new_partition(p_table);
-    EXECUTE format('CREATE TABLE %I PARTITION OF %I FOR VALUES FROM (%L) TO (%L)', time_partition_name(v_plan, lower(v_range)), p_table,
+    v_name := time_partition_name(v_plan, lower(v_range));
+    -- The parent's CHECK constraints must be there to attach; they become inherited, not local.
+    EXECUTE format('CREATE TABLE %I (LIKE %I INCLUDING DEFAULTS INCLUDING CONSTRAINTS)', v_name, p_table);
+    EXECUTE format('ALTER TABLE %I ATTACH PARTITION %I FOR VALUES FROM (%L) TO (%L)', p_table, v_name,
                    typeid_floor(v_plan.id_prefix, lower(v_range)), typeid_floor(v_plan.id_prefix, upper(v_range)));
     v_made := v_made + 1;
   END LOOP;

@@ -217,11 +217,12 @@ describe('retention', () => {
     expect(await partitionNames()).toEqual(expect.arrayContaining(['events', 'receipts', 'attempts'].map((table) => dayName(table, at))));
   });
 
-  it("a day of events created while a duplicate callback's receipt checks its event: the creation gives way", async () => {
+  it("a day of events created while a duplicate callback's receipt checks its event: neither waits for the other in a cycle", async () => {
     const at = daysAgo(-62);
     // A duplicate's receipt is written first, and its key into events checked after: the opposite
-    // order to a new event's. The creation, holding events while it waits for receipts, gives up
-    // within its lock_timeout and tries again, before PostgreSQL would abort either.
+    // order to a new event's. The creation waits for receipts holding nothing the check waits for
+    // (events only SHARE UPDATE EXCLUSIVE); had it held events exclusively, as a partition created
+    // with PARTITION OF did, it would give way within its lock_timeout and try again.
     await creatingWhileHeld(at, (trx) => trx.raw("SELECT 1 FROM events WHERE id = 'evt_00000000000000000000000000' FOR KEY SHARE"), {
       held: 'INSERT INTO receipts SELECT * FROM receipts WHERE false',
       waitsFor: 'receipts',
@@ -244,6 +245,32 @@ describe('retention', () => {
     }
   });
 
+  it('a day of events and of attempts is made while both are read and written: no reader or writer waits', async () => {
+    const at = daysAgo(-64);
+    const own = createDb({ url: t.database.url, poolMax: 2, timeoutMs: 30_000 });
+    try {
+      await own.transaction(async (trx) => {
+        // What claims, hand-offs and the API hold on events, and attempts' writers on attempts.
+        await trx.raw('SELECT 1 FROM events LIMIT 0');
+        await trx.raw('INSERT INTO attempts SELECT * FROM attempts WHERE false');
+        // Called directly: a wait for either would end in lock_not_available after 200 ms.
+        for (const table of ['events', 'attempts']) {
+          const { rows } = await db.raw("SELECT ensure_time_partitions_v2(?, ?, ?, 'day') AS made", [table, at, new Date(at.getTime() + 1)]);
+          expect(rows, table).toEqual([{ made: 1 }]);
+        }
+      });
+    } finally {
+      await own.destroy();
+    }
+    const { rows } = await db.raw<{ rows: Array<{ name: string; local: boolean }> }>(
+      `SELECT c.conname AS name, c.conislocal AS local FROM pg_constraint c WHERE c.conrelid = ?::regclass ORDER BY 1`,
+      [dayName('events', at)],
+    );
+    // Made as CREATE TABLE ... PARTITION OF would: every constraint the parent's, none of its own.
+    expect(rows.map((r) => r.name).sort()).toEqual([`${dayName('events', at)}_pkey`, 'events_origin_check', 'events_source_id_fkey', 'events_tenant_id_fkey'].sort());
+    expect(rows.every((r) => !r.local)).toBe(true);
+  });
+
   it('shutdown ends a run waiting to create a partition, without waiting out its tries', async () => {
     const at = daysAgo(-2); // inside the days kept ahead
     const name = dayName('attempts', at);
@@ -254,14 +281,14 @@ describe('retention', () => {
     const own = createDb({ url: t.database.url, poolMax: 2, timeoutMs: 30_000 });
     try {
       await own.transaction(async (trx) => {
-        // Reading attempts holds off its new partition: each try gives way after 200 ms, and the
-        // tries go on with backoff for about a minute.
-        await trx.raw('SELECT 1 FROM attempts LIMIT 0');
+        // A result being recorded holds off the new partition's key into deliveries: each try gives
+        // way after 200 ms, and the tries go on with backoff for about a minute.
+        await trx.raw('UPDATE deliveries SET updated_at = updated_at WHERE false');
         retention.start({ remove: true });
         await eventually(async () => {
           const { rows } = await own.raw<{ rows: unknown[] }>(
             `SELECT 1 FROM pg_locks l JOIN pg_stat_activity a USING (pid)
-              WHERE NOT l.granted AND l.relation = 'attempts'::regclass AND a.query LIKE '%ensure_time_partitions_v2%'`,
+              WHERE NOT l.granted AND l.relation = 'deliveries'::regclass AND a.query LIKE '%ensure_time_partitions_v2%'`,
           );
           return rows.length > 0;
         }, 'the run waiting to create the partition');
