@@ -51,8 +51,10 @@ BEGIN
   PERFORM pg_advisory_xact_lock(727003);
   FOR v_range IN SELECT * FROM time_partitions_wanted(v_plan, p_from, p_to, v_period) LOOP
     v_name := time_partition_name(v_plan, lower(v_range));
-    -- The parent's CHECK constraints must be there to attach; they become inherited, not local.
-    EXECUTE format('CREATE TABLE %I (LIKE %I INCLUDING DEFAULTS INCLUDING CONSTRAINTS)', v_name, p_table);
+    -- What PARTITION OF would copy from the parent. Its CHECK constraints must be there to attach,
+    -- and become inherited, not local; ATTACH makes the indexes, keys and triggers.
+    EXECUTE format('CREATE TABLE %I (LIKE %I INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING GENERATED INCLUDING STORAGE INCLUDING COMPRESSION)',
+                   v_name, p_table);
     EXECUTE format('ALTER TABLE %I ATTACH PARTITION %I FOR VALUES FROM (%L) TO (%L)', p_table, v_name,
                    typeid_floor(v_plan.id_prefix, lower(v_range)), typeid_floor(v_plan.id_prefix, upper(v_range)));
     v_made := v_made + 1;

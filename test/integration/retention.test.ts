@@ -247,6 +247,8 @@ describe('retention', () => {
 
   it('a day of events and of attempts is made while both are read and written: no reader or writer waits', async () => {
     const at = daysAgo(-64);
+    // A column setting of the parent, which PARTITION OF would copy too (put back below).
+    await db.raw('ALTER TABLE events ALTER COLUMN data SET STORAGE MAIN');
     const own = createDb({ url: t.database.url, poolMax: 2, timeoutMs: 30_000 });
     try {
       await own.transaction(async (trx) => {
@@ -259,8 +261,14 @@ describe('retention', () => {
           expect(rows, table).toEqual([{ made: 1 }]);
         }
       });
+      const storage = await db.raw<{ rows: Array<{ storage: string }> }>(
+        "SELECT attstorage AS storage FROM pg_attribute WHERE attrelid = ?::regclass AND attname = 'data'",
+        [dayName('events', at)],
+      );
+      expect(storage.rows).toEqual([{ storage: 'm' }]);
     } finally {
       await own.destroy();
+      await db.raw('ALTER TABLE events ALTER COLUMN data SET STORAGE EXTENDED');
     }
     const { rows } = await db.raw<{ rows: Array<{ name: string; local: boolean }> }>(
       `SELECT c.conname AS name, c.conislocal AS local FROM pg_constraint c WHERE c.conrelid = ?::regclass ORDER BY 1`,
