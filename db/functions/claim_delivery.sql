@@ -12,7 +12,7 @@
 --          disabled or deleted since admission, dead-lettered in this statement with no attempt
 --          counted or logged, as if it had still been waiting when that happened.
 -- Effects: the delivery's row (its queue row through the triggers).
--- Locks:   events first, as every writer takes it (lock_for_new_partition), then the delivery's
+-- Locks:   events first, for release 0.6.0's partition upkeep (below), then the delivery's
 --          row. PostgreSQL 15 locks every day of `events` in the plan before running it, and
 --          reads only the event's.
 --
@@ -37,8 +37,9 @@ LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_se
   SET enable_hashjoin = off SET enable_mergejoin = off AS $$
 #variable_conflict use_column
 BEGIN
-  -- Creating a day of events locks events, then deliveries; the update below would lock them the
-  -- other way round, so events is locked here first.
+  -- Release 0.6.0's partition upkeep holds a new day of events while it locks deliveries for one
+  -- of attempts; the update below locks deliveries and then reads events, so events is locked
+  -- here first, while a deploy from 0.6.0 rolls. The upkeep since attaches, which needs no order.
   PERFORM 1 FROM events WHERE false;
   RETURN QUERY
   UPDATE deliveries d

@@ -13,9 +13,10 @@
 --          CREATE TABLE ... PARTITION OF would make them.
 -- Locks:   none when nothing is missing. Otherwise pg_advisory_xact_lock(727003), as
 --          ensure_time_partitions (one process creates, the others then find the partitions
---          there); then ATTACH's: p_table SHARE UPDATE EXCLUSIVE, which no read or write waits
---          for, and SHARE ROW EXCLUSIVE on the tables its foreign keys name (events: receipts,
---          tenants, sources; receipts: events; attempts: deliveries). Each wait is at most
+--          there); then p_table ACCESS SHARE (LIKE), raised by ATTACH to SHARE UPDATE EXCLUSIVE,
+--          which no read or write waits for, and SHARE ROW EXCLUSIVE on the tables its foreign
+--          keys name (events: receipts, tenants, sources; receipts: events and each of its
+--          partitions; attempts: deliveries). Each wait is at most
 --          lock_timeout (200 ms); then it fails with lock_not_available (55P03) and the caller
 --          tries again.
 --

@@ -12,8 +12,7 @@
 -- CREATE would lock the parent, then the tables on the other side of its foreign keys; writers lock
 -- them the other way round (recording a result updates the delivery, then logs the attempt), which
 -- could deadlock. Taken in the writers' order, a writer waits for the partition or the partition for
--- the writer, never both for each other. Not every writer keeps one order, so the upkeep also waits
--- only briefly (ensure_time_partitions_v2). deliveries is not locked for events: it has had no key
+-- the writer, never both for each other. deliveries is not locked for events: it has had no key
 -- into it since migration 20261205000049. Called by release 0.6.0's ensure_time_partitions;
 -- ensure_time_partitions_v2 attaches its partitions instead, which needs no order.
 CREATE OR REPLACE FUNCTION lock_for_new_partition(p_parent text)

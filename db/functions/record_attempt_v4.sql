@@ -50,9 +50,10 @@ LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_se
 DECLARE
   v_in_delivery boolean := attempt_stored_in_delivery(p_trigger, p_attempt_number, p_outcome);
 BEGIN
-  -- The hand-off at the end reads events. Its lock is taken first, as every writer takes it
-  -- (events, receipts, deliveries, attempts: lock_for_new_partition), so creating a partition
-  -- of events cannot deadlock with a result being recorded.
+  -- The hand-off at the end reads events. Its lock is taken first, in the order release 0.6.0's
+  -- partition upkeep takes its tables (events, receipts, deliveries, attempts:
+  -- lock_for_new_partition), so that upkeep cannot deadlock with a result being recorded while a
+  -- deploy from 0.6.0 rolls. The upkeep since attaches partitions, which needs no order.
   PERFORM 1 FROM events WHERE false;
   UPDATE deliveries d SET
     status = p_status, attempt_count = p_attempt_number, next_attempt_at = p_next_at, lease_until = NULL, next_trigger = 'retry',

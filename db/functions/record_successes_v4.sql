@@ -54,9 +54,10 @@ LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_se
 DECLARE
   v_done integer[];
 BEGIN
-  -- The hand-off at the end reads events. Its lock is taken first, as every writer takes it
-  -- (events, receipts, deliveries, attempts: lock_for_new_partition), so creating a partition
-  -- of events cannot deadlock with a result being recorded.
+  -- The hand-off at the end reads events. Its lock is taken first, in the order release 0.6.0's
+  -- partition upkeep takes its tables (events, receipts, deliveries, attempts:
+  -- lock_for_new_partition), so that upkeep cannot deadlock with a result being recorded while a
+  -- deploy from 0.6.0 rolls. The upkeep since attaches partitions, which needs no order.
   PERFORM 1 FROM events WHERE false;
   IF cardinality(p_lease_tokens) IS DISTINCT FROM cardinality(p_delivery_ids) THEN
     RAISE EXCEPTION 'record_successes_v4: % claim tokens for % deliveries', cardinality(p_lease_tokens), cardinality(p_delivery_ids);

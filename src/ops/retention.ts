@@ -118,13 +118,12 @@ export class Retention {
       const started = Date.now();
       const removed = Object.fromEntries(RETAINED_TABLES.map((t) => [t, 0])) as Record<RetainedTable, number>;
       const report: RetentionReport = { dryRun, removed, partitions: [], held: [], orphaned: [], partitionsCreated: 0 };
-      let stopped = false;
       try {
         await this.removeExpired(report, session, signal);
       } catch (err) {
         if (!signal?.aborted) throw err;
-        stopped = true;
       }
+      const stopped = signal?.aborted ?? false;
       if (!dryRun) for (const table of RETAINED_TABLES) if (report.removed[table] > 0) metrics.retentionRemoved.inc({ table }, report.removed[table]);
       this.deps.logger.info(
         { dryRun, removed: report.removed, partitions: report.partitions, held: report.held, partitionsCreated: report.partitionsCreated, ms: Date.now() - started },
@@ -169,13 +168,15 @@ export class Retention {
       const rows = dryRun ? 0 : await partitionRows(db, p.name);
       if (!dryRun) await detachAndDrop(db, p);
       report.partitions.push(p.name);
-      const r = await removeDeliveries(db, { ids: p }, cut, { dryRun, batch, signal });
-      count({ ...r, attempts: r.attempts + rows });
+      removed.attempts += rows;
+      // Not stopped part-way: under windows a deploy lengthened, the rest would stay without their attempts.
+      count(await removeDeliveries(db, { ids: p }, cut, { dryRun, batch }));
       droppedDays.push(p);
     }
     // 2. Removable deliveries of days held back, one batch at a time (their attempts cascade).
     const excluding = dryRun ? droppedDays : []; // already deleted otherwise
     count(await removeDeliveries(db, { eventsBefore: typeIdFloor('evt', latestCut), excluding }, cut, { dryRun, batch, signal }));
+    signal?.throwIfAborted();
 
     // 3. Whole partitions of events with their receipts and keys, once nothing points into them. A
     // dry run has removed no deliveries, so it counts a partition as free when steps 1 and 2 would.
@@ -198,7 +199,9 @@ export class Retention {
         report.held.push({ partition: p.name, reason: 'a delivery of one of its events is still kept' });
         continue;
       }
-      removed.event_keys += await removeEventKeys(db, p.name, { dryRun, batch, signal });
+      // Not stopped part-way either: under windows a deploy lengthened, a day would stay below the
+      // watermark, hidden from backfills, with some of its keys gone.
+      removed.event_keys += await removeEventKeys(db, p.name, { dryRun, batch });
       // Receipts are cut on the same event-id bounds: the partition of this day's receipts.
       for (const r of receipts.filter((r) => r.upper === p.upper && r.lower === p.lower)) await drop(r, 'receipts');
       await drop(p, 'events');
@@ -215,6 +218,7 @@ export class Retention {
 
     // 4. Messages, audit log, replays.
     removed.messages += await removeOlderThan(db, 'messages', 'updated_at', cut.succeeded, { dryRun, batch, signal });
+    signal?.throwIfAborted();
     for (const p of of('audit_log')) {
       signal?.throwIfAborted();
       if (p.upper > typeIdFloor('aud', cut.audit)) break;

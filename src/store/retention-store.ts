@@ -103,7 +103,8 @@ export async function databaseCutoffs(db: Knex, policy: RetentionPolicy): Promis
  * Creates the partitions that cover [from, to) and are missing, those of the tables cut by day a
  * `dayPeriod` long (dayTablesPeriod); answers how many it made. One table per statement, each its
  * own transaction: holding a new day of events while creating one of attempts deadlocked with
- * admission (db/functions/ensure_time_partitions_v2.sql).
+ * admission, which updates its deliveries and then reads their events (docs/architecture.md,
+ * "Data over time").
  */
 export async function ensurePartitions(db: Knex, from: Date, to: Date, dayPeriod: 'day' | 'week', signal?: AbortSignal): Promise<number> {
   const tables: string[] = await db('partition_plan').orderBy('table_name').pluck('table_name');
@@ -218,7 +219,7 @@ export interface IdRange {
   upper: string;
 }
 
-/** A removal in batches, each its own transaction; an aborted signal ends it before the next. */
+/** A removal in batches, each its own transaction; an aborted signal ends it before the next, answering what it removed. */
 export interface BatchOptions {
   dryRun: boolean;
   batch: number;
@@ -263,8 +264,7 @@ export async function removeDeliveries(
     return rows[0]!;
   }
   const total: RemovedDeliveries = { deliveries: 0, attempts: 0 };
-  for (;;) {
-    opts.signal?.throwIfAborted();
+  while (!opts.signal?.aborted) {
     const { rows } = await db.raw<{ rows: RemovedDeliveries[] }>(
       `WITH chosen AS (DELETE FROM deliveries WHERE id IN (SELECT d.id FROM deliveries d WHERE ${range} AND ${removable} LIMIT :batch) RETURNING id)
        ${counted}`,
@@ -272,8 +272,9 @@ export async function removeDeliveries(
     );
     total.deliveries += rows[0]!.deliveries;
     total.attempts += rows[0]!.attempts;
-    if (rows[0]!.deliveries < opts.batch) return total;
+    if (rows[0]!.deliveries < opts.batch) break;
   }
+  return total;
 }
 
 /**
@@ -307,8 +308,7 @@ export async function removeEventKeys(db: Knex, partition: string, opts: BatchOp
   }
   let removed = 0;
   let after = '';
-  for (;;) {
-    opts.signal?.throwIfAborted();
+  while (!opts.signal?.aborted) {
     const { rows } = await db.raw<{ rows: Array<{ last: string | null; events: number; keys: number }> }>(
       `WITH chosen AS (${keyed} AND e.id > :after ORDER BY e.id LIMIT :batch),
             gone AS (DELETE FROM event_keys k USING chosen e WHERE (k.scope_id, k.key, k.event_id) = (e.scope_id, e.key, e.id) RETURNING 1)
@@ -316,9 +316,10 @@ export async function removeEventKeys(db: Knex, partition: string, opts: BatchOp
       { partition, after, batch: opts.batch },
     );
     removed += rows[0]!.keys;
-    if (rows[0]!.events < opts.batch) return removed;
+    if (rows[0]!.events < opts.batch) break;
     after = rows[0]!.last!;
   }
+  return removed;
 }
 
 /** Removes (or counts) rows of a small or by-age table in batches: messages, replays. */
@@ -334,16 +335,16 @@ export async function removeOlderThan(
     return Number(counted!.n);
   }
   let removed = 0;
-  for (;;) {
-    opts.signal?.throwIfAborted();
+  while (!opts.signal?.aborted) {
     // Raw: the builder cannot delete a batch by ctid.
     const r = await db.raw<{ rowCount: number }>(
       'DELETE FROM :table: WHERE ctid = ANY (ARRAY(SELECT ctid FROM :table: WHERE :column: < :before LIMIT :batch))',
       { table, column, before, batch: opts.batch },
     );
     removed += r.rowCount;
-    if (r.rowCount < opts.batch) return removed;
+    if (r.rowCount < opts.batch) break;
   }
+  return removed;
 }
 
 /**

@@ -14,7 +14,8 @@ import { renderMetrics } from '../../src/metrics/registry.js';
 import { Retention, type RetentionReport } from '../../src/ops/retention.js';
 import { expectError } from '../helpers/api.js';
 import { countWhereIn, dayMs, daysAgo, idAt, insertOldEvent, partitionName as dayName, type OldEvent } from '../helpers/backdate.js';
-import { ensurePartitions, eventDaysLock } from '../../src/store/retention-store.js';
+import { ensurePartitions, eventDaysLock, removeDeliveries } from '../../src/store/retention-store.js';
+import { typeIdFloor } from '../../src/domain/retention.js';
 import { previewBackfill } from '../../src/store/backfill-store.js';
 import { TenantScope } from '../../src/store/tenant-scope.js';
 import { newId } from '../../src/domain/ids.js';
@@ -203,8 +204,8 @@ describe('retention', () => {
     await ensurePartitions(db, at, new Date(at.getTime() + 1), 'day');
     const name = dayName('attempts', at);
     await db.raw(`DROP TABLE ${name}`);
-    // ...then its attempt is logged. Had the creation taken attempts before deliveries, this would
-    // wait for it while it waited for us, and PostgreSQL would abort one of the two after 1 s.
+    // ...then its attempt is logged. Had the creation held attempts exclusively while it waited for
+    // deliveries, this would wait for it while it waited for us, and PostgreSQL would abort one.
     expect(await creatingWhileHeld(at, (trx) => trx.raw('INSERT INTO attempts SELECT * FROM attempts WHERE false'))).toBe(1);
     expect(await partitionNames()).toContain(name);
   });
@@ -222,8 +223,11 @@ describe('retention', () => {
     // A duplicate's receipt is written first, and its key into events checked after: the opposite
     // order to a new event's. The creation waits for receipts holding nothing the check waits for
     // (events only SHARE UPDATE EXCLUSIVE); had it held events exclusively, as a partition created
-    // with PARTITION OF did, it would give way within its lock_timeout and try again.
-    await creatingWhileHeld(at, (trx) => trx.raw("SELECT 1 FROM events WHERE id = 'evt_00000000000000000000000000' FOR KEY SHARE"), {
+    // with PARTITION OF did, the check would wait for it, and fail here after 100 ms.
+    await creatingWhileHeld(at, async (trx) => {
+      await trx.raw("SET LOCAL lock_timeout = '100ms'");
+      await trx.raw("SELECT 1 FROM events WHERE id = 'evt_00000000000000000000000000' FOR KEY SHARE");
+    }, {
       held: 'INSERT INTO receipts SELECT * FROM receipts WHERE false',
       waitsFor: 'receipts',
     });
@@ -296,7 +300,7 @@ describe('retention', () => {
         await eventually(async () => {
           const { rows } = await own.raw<{ rows: unknown[] }>(
             `SELECT 1 FROM pg_locks l JOIN pg_stat_activity a USING (pid)
-              WHERE NOT l.granted AND l.relation = 'deliveries'::regclass AND a.query LIKE '%ensure_time_partitions_v2%'`,
+              WHERE NOT l.granted AND l.relation = 'deliveries'::regclass AND a.datname = current_database() AND a.query LIKE '%ensure_time_partitions_v2%'`,
           );
           return rows.length > 0;
         }, 'the run waiting to create the partition');
@@ -471,5 +475,23 @@ describe('an unfinished delivery whose event retention has removed', () => {
     expect(await db('delivery_queue').where({ delivery_id: orphan }).count({ n: '*' })).toEqual([{ n: 0 }]);
     const kept = await db('deliveries').whereIn('id', [held.deliveryIds[0]!, recentWithoutEvent]).orderBy('id').pluck('id');
     expect(kept).toEqual([held.deliveryIds[0]!, recentWithoutEvent].sort());
+  });
+});
+
+describe('a removal in batches, stopped by shutdown', () => {
+  it('ends before its next batch and answers what it removed', async () => {
+    const at = daysAgo(90);
+    const ids: string[] = [];
+    for (const dedupeKey of ['stop_a', 'stop_b', 'stop_c']) {
+      ids.push(...(await insertOldEvent(db, { tenantId: tenant.id, sourceId: source.id, at, dedupeKey, deliveries: [{ endpointId: epA, status: 'succeeded' }] })).deliveryIds);
+    }
+    const day = { lower: typeIdFloor('dlv', at), upper: typeIdFloor('dlv', new Date(at.getTime() + 1)) };
+    const cut = { succeeded: daysAgo(30), dead: daysAgo(45), audit: daysAgo(365) };
+    // Aborted once the first batch is under way: the removal reads the signal before each batch.
+    let reads = 0;
+    const signal = { get aborted() { return ++reads > 1; } } as unknown as AbortSignal;
+    expect(await removeDeliveries(db, { ids: day }, cut, { dryRun: false, batch: 1, signal })).toEqual({ deliveries: 1, attempts: 1 });
+    expect(await db('deliveries').whereIn('id', ids).count({ n: '*' })).toEqual([{ n: 2 }]);
+    expect(await removeDeliveries(db, { ids: day }, cut, { dryRun: false, batch: 1 })).toEqual({ deliveries: 2, attempts: 2 });
   });
 });
