@@ -295,7 +295,7 @@ export async function deliveriesReferenceEvents(db: Knex, { lower, upper }: IdRa
  * In batches of the partition's keyed events, in id order, each its own transaction: a week's
  * partition holds seven days of keys.
  */
-export async function removeEventKeys(db: Knex, partition: string, opts: BatchOptions): Promise<number> {
+export async function removeEventKeys(db: Knex, partition: string, opts: Pick<BatchOptions, 'dryRun' | 'batch'>): Promise<number> {
   // Raw: the builder has no DELETE ... USING a subquery, nor a join on a row of columns.
   const keyed = `SELECT coalesce(e.source_id, e.tenant_id) AS scope_id, coalesce(e.dedupe_key, e.idempotency_key) AS key, e.id
                    FROM :partition: e WHERE (e.dedupe_key IS NOT NULL OR e.idempotency_key IS NOT NULL)`;
@@ -308,7 +308,7 @@ export async function removeEventKeys(db: Knex, partition: string, opts: BatchOp
   }
   let removed = 0;
   let after = '';
-  while (!opts.signal?.aborted) {
+  for (;;) {
     const { rows } = await db.raw<{ rows: Array<{ last: string | null; events: number; keys: number }> }>(
       `WITH chosen AS (${keyed} AND e.id > :after ORDER BY e.id LIMIT :batch),
             gone AS (DELETE FROM event_keys k USING chosen e WHERE (k.scope_id, k.key, k.event_id) = (e.scope_id, e.key, e.id) RETURNING 1)
@@ -316,10 +316,9 @@ export async function removeEventKeys(db: Knex, partition: string, opts: BatchOp
       { partition, after, batch: opts.batch },
     );
     removed += rows[0]!.keys;
-    if (rows[0]!.events < opts.batch) break;
+    if (rows[0]!.events < opts.batch) return removed;
     after = rows[0]!.last!;
   }
-  return removed;
 }
 
 /** Removes (or counts) rows of a small or by-age table in batches: messages, replays. */
