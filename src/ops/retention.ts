@@ -86,8 +86,7 @@ export class Retention {
   start({ remove, intervalMs = 3_600_000 }: { remove: boolean; intervalMs?: number }): void {
     const tick = () => {
       if (this.running) return;
-      const current = (this.current = new AbortController());
-      const { signal } = current;
+      const { signal } = (this.current = new AbortController());
       this.running = (remove ? this.run({ dryRun: false, signal }) : this.ensureAhead(undefined, signal))
         .catch((err: unknown) => {
           if (!signal.aborted) this.deps.logger.warn({ err }, remove ? 'retention run failed; will retry' : 'creating partitions failed; will retry');

@@ -48,6 +48,16 @@ export async function advisoryLockWaiters(db: Knex, key: number): Promise<number
   return rows[0]!.n;
 }
 
+/** How many sessions of this database wait to lock `table` while making partitions (ensure_time_partitions_v2). */
+export async function partitionMakersWaitingFor(db: Knex, table: string): Promise<number> {
+  const { rows } = await db.raw<{ rows: Array<{ n: number }> }>(
+    `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+      WHERE NOT l.granted AND l.relation = :table::regclass AND a.datname = current_database() AND a.query LIKE '%ensure_time_partitions_v2%'`,
+    { table },
+  );
+  return rows[0]!.n;
+}
+
 /** An empty database, for migration tests. */
 export async function createEmptyDatabase(): Promise<TestDatabase> {
   return createTestDatabase('template0');

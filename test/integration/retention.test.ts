@@ -22,7 +22,7 @@ import { newId } from '../../src/domain/ids.js';
 import { metricValue } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { standard } from '../helpers/providers.js';
-import { advisoryLockWaiters, attemptsListed } from '../helpers/database.js';
+import { advisoryLockWaiters, attemptsListed, partitionMakersWaitingFor } from '../helpers/database.js';
 
 const run = promisify(execFile);
 
@@ -182,14 +182,7 @@ describe('retention', () => {
         // needs no row here)...
         await trx.raw(held);
         made = ensurePartitions(own, at, new Date(at.getTime() + 1), 'day');
-        await eventually(async () => {
-          const { rows } = await own.raw<{ rows: Array<{ n: number }> }>(
-            `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity a USING (pid)
-              WHERE NOT l.granted AND l.relation = ?::regclass AND a.datname = current_database() AND a.query LIKE '%ensure_time_partitions_v2%'`,
-            [waitsFor],
-          );
-          return rows[0]!.n > 0;
-        }, `partition creation waiting for ${waitsFor}`);
+        await eventually(async () => (await partitionMakersWaitingFor(own, waitsFor)) > 0, `partition creation waiting for ${waitsFor}`);
         await next(trx);
       });
       return await made!;
@@ -297,13 +290,7 @@ describe('retention', () => {
         // way after 200 ms, and the tries go on with backoff for about a minute.
         await trx.raw('UPDATE deliveries SET updated_at = updated_at WHERE false');
         retention.start({ remove: true });
-        await eventually(async () => {
-          const { rows } = await own.raw<{ rows: unknown[] }>(
-            `SELECT 1 FROM pg_locks l JOIN pg_stat_activity a USING (pid)
-              WHERE NOT l.granted AND l.relation = 'deliveries'::regclass AND a.datname = current_database() AND a.query LIKE '%ensure_time_partitions_v2%'`,
-          );
-          return rows.length > 0;
-        }, 'the run waiting to create the partition');
+        await eventually(async () => (await partitionMakersWaitingFor(own, 'deliveries')) > 0, 'the run waiting to create the partition');
         await retention.stop();
         // Stopped while the lock is still held: the partition is not there yet.
         expect(await partitionNames()).not.toContain(name);
