@@ -21,6 +21,7 @@ import { createDb, migrateLatest } from '../src/infra/db.js';
 import { createLogger } from '../src/infra/logger.js';
 import { startPlatform, type Platform } from '../src/platform.js';
 import { admitDue } from '../src/delivery/sql/admit.js';
+import { uuidOf } from '../src/domain/ids.js';
 import { clearRedisPrefix, testEnv } from '../test/helpers/platform.js';
 import { request } from '../test/helpers/http.js';
 import { startReceiver } from '../test/helpers/receiver.js';
@@ -78,7 +79,7 @@ async function side(platform: Platform, apiKey: string, ordering: Result['orderi
 }
 
 async function hold(platform: Platform, s: Side, open: boolean): Promise<void> {
-  await platform.db('endpoints').where({ id: s.endpointId }).update({ circuit_open_until: open ? platform.db.raw("now() + interval '1 hour'") : null });
+  await platform.db('endpoints').where({ id: uuidOf('endpoint', s.endpointId) }).update({ circuit_open_until: open ? platform.db.raw("now() + interval '1 hour'") : null });
 }
 
 /** Lets one endpoint's waiting deliveries go and times them until the receiver has all of them. */
@@ -96,7 +97,7 @@ async function release(platform: Platform, s: Side): Promise<Result> {
   // circuit, so a success recorded after the hold would release the endpoint during the next
   // round's publishing, and its deliveries would arrive before the count is reset.
   for (;;) {
-    const rows = await platform.db('deliveries').where({ endpoint_id: s.endpointId }).whereNot({ status: 'succeeded' }).count({ n: '*' });
+    const rows = await platform.db('deliveries').where({ endpoint_id: uuidOf('endpoint', s.endpointId) }).whereNot({ status: 'succeeded' }).count({ n: '*' });
     if (Number(rows[0]?.n ?? 0) === 0) break;
     await new Promise((r) => setTimeout(r, 10));
   }
@@ -160,8 +161,8 @@ async function admissionRoundMs(platform: Platform, apiKey: string, label: strin
   const out: Record<string, number> = {};
   for (const [ordering, id] of Object.entries(sides)) {
     // Only this endpoint may be admitted; the other one's circuit is held open.
-    await platform.db('endpoints').whereIn('id', Object.values(sides)).update({ circuit_open_until: platform.db.raw("now() + interval '1 hour'") });
-    await platform.db('endpoints').where({ id }).update({ circuit_open_until: null });
+    await platform.db('endpoints').whereIn('id', Object.values(sides).map((e) => uuidOf('endpoint', e))).update({ circuit_open_until: platform.db.raw("now() + interval '1 hour'") });
+    await platform.db('endpoints').where({ id: uuidOf('endpoint', id) }).update({ circuit_open_until: null });
     const times: number[] = [];
     for (let i = 0; i < repeat; i++) {
       const started = performance.now();
@@ -174,7 +175,7 @@ async function admissionRoundMs(platform: Platform, apiKey: string, label: strin
     }
     out[ordering] = median(times);
   }
-  await platform.db('endpoints').whereIn('id', Object.values(sides)).update({ circuit_open_until: platform.db.raw("now() + interval '1 hour'") });
+  await platform.db('endpoints').whereIn('id', Object.values(sides).map((e) => uuidOf('endpoint', e))).update({ circuit_open_until: platform.db.raw("now() + interval '1 hour'") });
   return out;
 }
 

@@ -18,6 +18,7 @@ import { execFile } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { relative } from 'node:path';
 import { promisify } from 'node:util';
+import { uuidOf } from '../src/domain/ids.js';
 import { migrateLatest, createDb } from '../src/infra/db.js';
 import { createEmptyDatabase } from '../test/helpers/database.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../test/helpers/platform.js';
@@ -94,10 +95,10 @@ try {
   for (let i = 1; i <= 3; i++) await publish(tenant, 'order.created', `order-${i}`);
   for (let i = 1; i <= 4; i++) await publish(tenant, 'invoice.created', `invoice-${i}`);
   for (let i = 1; i <= 2; i++) await publish(tenant, 'refund.created', `refund-${i}`);
-  await eventually(async () => (await count(all, { endpoint_id: delivering.id, status: 'succeeded' })) === 4, 'four deliveries succeeded');
-  await eventually(async () => (await count(all, { endpoint_id: rejecting.id, status: 'dead' })) === 2, 'two deliveries dead');
+  await eventually(async () => (await count(all, { endpoint_id: uuidOf('endpoint', delivering.id), status: 'succeeded' })) === 4, 'four deliveries succeeded');
+  await eventually(async () => (await count(all, { endpoint_id: uuidOf('endpoint', rejecting.id), status: 'dead' })) === 2, 'two deliveries dead');
   await eventually(
-    async () => all.platform.db('endpoints').where({ id: circuitOpen.id }).where('consecutive_failures', '>=', 3).whereNotNull('circuit_open_until').first(),
+    async () => all.platform.db('endpoints').where({ id: uuidOf('endpoint', circuitOpen.id) }).where('consecutive_failures', '>=', 3).whereNotNull('circuit_open_until').first(),
     'the failing endpoint circuit open',
   );
   await all.stop();
@@ -112,7 +113,7 @@ try {
   expectStatus(replay, 202, 'bulk replay');
   // Two never-attempted deliveries become in flight on a worker that died: claimed (attempt
   // counted, lease taken) a minute ago, lease over, no result recorded.
-  const lost = await api.platform.db('deliveries').where({ endpoint_id: delivering.id, status: 'pending', attempt_count: 0 }).orderBy('id').limit(2).pluck('id');
+  const lost = await api.platform.db('deliveries').where({ endpoint_id: uuidOf('endpoint', delivering.id), status: 'pending', attempt_count: 0 }).orderBy('id').limit(2).pluck('id');
   await api.platform.db.raw(
     `UPDATE deliveries SET status = 'in_flight', attempt_count = attempt_count + 1, lease_until = now() - interval '30 seconds',
             updated_at = now() - interval '1 minute' WHERE id = ANY(?)`,

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { createDatabaseIfMissing, createDb, migrateLatest } from '../../src/infra/db.js';
-import { newId } from '../../src/domain/ids.js';
+import { newId, uuidOf } from '../../src/domain/ids.js';
 import { SecretBox } from '../../src/domain/secret-box.js';
 import { generateWebhookSecret } from '../../src/domain/signing.js';
 import { stringifyJson } from '../../src/domain/raw-json.js';
@@ -125,8 +125,8 @@ export async function insertBacklog(
       await trx.raw(
         `INSERT INTO deliveries (id, tenant_id, event_id, endpoint_id, status, next_attempt_at, deadline_at, created_at, updated_at)
          SELECT d.id, ?, d.event_id, d.endpoint_id, 'pending', d.at, d.at + interval '3 days', d.at, d.at
-           FROM unnest(?::text[], ?::text[], ?::text[], ?::timestamptz[]) AS d(id, event_id, endpoint_id, at)`,
-        [tenantId, deliveryIds, deliveryEvents, deliveryEndpoints, deliveryTimes],
+           FROM unnest(?::text[], ?::text[], ?::uuid[], ?::timestamptz[]) AS d(id, event_id, endpoint_id, at)`,
+        [tenantId, deliveryIds, deliveryEvents, deliveryEndpoints.map((id) => uuidOf('endpoint', id)), deliveryTimes],
       );
     });
     deliveries += deliveryIds.length;
@@ -150,15 +150,15 @@ export async function insertTenant(db: Knex, name: string): Promise<string> {
  */
 export async function insertEndpoints(db: Knex, tenantId: string, label: string, count: number, maxConcurrency: number, secretsKey: string): Promise<string[]> {
   const box = new SecretBox(Buffer.from(secretsKey, 'base64'));
-  const ids = Array.from({ length: count }, (_, i) => `ep_${label}${String(i + 1).padStart(7, '0')}`);
+  const ids = Array.from({ length: count }, () => newId('endpoint'));
   const secret = generateWebhookSecret();
   for (let from = 0; from < count; from += 10_000) {
     const chunk = ids.slice(from, from + 10_000);
     await db.raw(
       `INSERT INTO endpoints (id, tenant_id, url, max_concurrency, secret_enc)
        SELECT e.id, ?, 'http://127.0.0.1:1/' || ? || '/' || (? + e.n), ?, e.secret
-         FROM unnest(?::text[], ?::text[]) WITH ORDINALITY AS e(id, secret, n)`,
-      [tenantId, label, from, maxConcurrency, chunk, chunk.map((id) => box.seal(secret, id))],
+         FROM unnest(?::uuid[], ?::text[]) WITH ORDINALITY AS e(id, secret, n)`,
+      [tenantId, label, from, maxConcurrency, chunk.map((id) => uuidOf('endpoint', id)), chunk.map((id) => box.seal(secret, id))],
     );
   }
   return ids;

@@ -1,3 +1,4 @@
+import { uuidOf } from '../../src/domain/ids.js';
 import { resetState, type BenchContext } from '../lib/context.js';
 import { insertEndpoints, insertTenant } from '../lib/database.js';
 import { typeIdFloor } from '../../src/domain/retention.js';
@@ -67,7 +68,7 @@ async function removalPair(ctx: BenchContext, tenantId: string, endpointId: stri
       `INSERT INTO deliveries (id, tenant_id, event_id, endpoint_id, status, deadline_at, created_at, updated_at, succeeded_at)
        SELECT typeid_floor('dlv', at), :tenant, typeid_floor('evt', at), :endpoint, 'succeeded', :day, :day, :day, :day
          FROM generate_series(1, :count) n, LATERAL (SELECT :day::timestamptz + make_interval(secs => n / 1000.0) AS at) t`,
-      { day, tenant: tenantId, endpoint: endpointId, count: deliveriesPerDay },
+      { day, tenant: tenantId, endpoint: uuidOf('endpoint', endpointId), count: deliveriesPerDay },
     );
     ctx.log(`retention: ${rows.toLocaleString('en-US')} attempt rows dated ${day.toISOString().slice(0, 10)}`);
     // In chunks: each statement stays well inside the bench connection's query timeout.

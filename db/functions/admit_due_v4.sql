@@ -28,7 +28,7 @@
 --          (claim_in_queue: `deliveries` is written again only with the attempt's result); leases;
 --          the rate-limit buckets of endpoints that were admitted to.
 -- Locks:   no platform-wide lock. Statement 1 try-locks each candidate endpoint with
---          pg_try_advisory_xact_lock(727002, hashtext(endpoint_id)) and skips one that another
+--          pg_try_advisory_xact_lock(727002, uuid_hash(endpoint_id)) and skips one that another
 --          process holds (the caller runs another round shortly). Statement 2 runs in a snapshot
 --          taken after the locks are held (PL/pgSQL gives each statement of a VOLATILE function a
 --          fresh one), so busy counts, rate tokens and the half-open probe are exact across
@@ -65,7 +65,7 @@ CREATE OR REPLACE FUNCTION admit_due_v4(
   local boolean, id text, tenant_id text, status text, attempt_count integer, attempt_base integer,
   replayed_at timestamptz, next_trigger text, deadline_at timestamptz, succeeded_at timestamptz,
   event_id text, event_type text, event_created_at timestamptz, body text,
-  ep_id text, url text, ep_status text, retry_policy jsonb, secret_enc text, previous_secret_enc text,
+  ep_id uuid, url text, ep_status text, retry_policy jsonb, secret_enc text, previous_secret_enc text,
   previous_secret_expires_at timestamptz, deleted_at timestamptz, event_trace_parent text, trace_parent text,
   lease_token bigint, skipped integer
 )
@@ -73,15 +73,15 @@ LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_se
   SET enable_hashjoin = off SET enable_mergejoin = off AS $$
 #variable_conflict use_column
 DECLARE
-  v_ids text[];
+  v_ids uuid[];
   v_candidates integer;
   v_picked text[];
   v_local boolean[];
-  v_picked_endpoints text[];
+  v_picked_endpoints uuid[];
   v_picked_tenants text[];
   v_events_from text;
   v_events_to text;
-  v_token_endpoints text[];
+  v_token_endpoints uuid[];
   v_tokens double precision[];
   v_sort text := current_setting('enable_sort');
 BEGIN
@@ -101,7 +101,7 @@ BEGIN
                 THEN (SELECT r.free FROM endpoint_room(pend.endpoint_id, p_batch, p_threshold, false) r) > 0
                 ELSE false END
   ), locked AS MATERIALIZED (
-    SELECT c.id FROM cand c WHERE pg_try_advisory_xact_lock(727002, hashtext(c.id))
+    SELECT c.id FROM cand c WHERE pg_try_advisory_xact_lock(727002, uuid_hash(c.id))
   )
   SELECT COALESCE((SELECT array_agg(l.id) FROM locked l), '{}'), (SELECT count(*) FROM cand)
     INTO v_ids, v_candidates;

@@ -21,7 +21,7 @@
 --          index scan, which a plan made while `endpoints` was small could otherwise replace by a
 --          scan of the table, or of a bitmap, in the rows' physical order.
 CREATE OR REPLACE FUNCTION endpoint_health_after_attempts(
-  p_endpoint_ids text[], p_failure boolean, p_threshold integer, p_cooldown_seconds integer)
+  p_endpoint_ids uuid[], p_failure boolean, p_threshold integer, p_cooldown_seconds integer)
 RETURNS void
 LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_bitmapscan = off AS $$
 BEGIN

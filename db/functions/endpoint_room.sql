@@ -21,10 +21,7 @@
 -- Plans:   one SQL statement, inlined into the statement that calls it (no function call, no
 --          settings of its own: it runs once per hand-off), so it is planned with its caller's
 --          settings: a look-up by key and a count over delivery_queue_busy for one endpoint.
--- Its first version returned one record from PL/pgSQL; CREATE OR REPLACE cannot change a result
--- type, and the sources apply in one transaction, so dropping it first is never seen.
-DROP FUNCTION IF EXISTS endpoint_room(text, integer, integer, boolean);
-CREATE OR REPLACE FUNCTION endpoint_room(p_endpoint_id text, p_want integer, p_threshold integer, p_hand_off boolean)
+CREATE OR REPLACE FUNCTION endpoint_room(p_endpoint_id uuid, p_want integer, p_threshold integer, p_hand_off boolean)
 RETURNS TABLE (free integer, busy integer, max_concurrency integer, tokens double precision, ordering text)
 LANGUAGE sql STABLE AS $$
   SELECT CASE WHEN e.status <> 'active' OR e.deleted_at IS NOT NULL OR COALESCE(e.circuit_open_until > now(), false)

@@ -32,12 +32,12 @@
 -- (claim_held_v2). Its `status` and `attempt_count` are the claim's. A claim kept in the queue is
 -- why this is a new function: release 0.5.0's processes recorded only claims written to
 -- `deliveries` (hand_off_v3, dropped by migration 20261205000050).
-CREATE OR REPLACE FUNCTION hand_off_v4(p_endpoint_ids text[], p_slots integer[], p_threshold integer, p_lease_ms integer)
+CREATE OR REPLACE FUNCTION hand_off_v4(p_endpoint_ids uuid[], p_slots integer[], p_threshold integer, p_lease_ms integer)
 RETURNS TABLE (
   id text, tenant_id text, status text, attempt_count integer, attempt_base integer,
   replayed_at timestamptz, next_trigger text, deadline_at timestamptz, succeeded_at timestamptz,
   event_id text, event_type text, event_created_at timestamptz, body text,
-  ep_id text, url text, ep_status text, retry_policy jsonb, secret_enc text, previous_secret_enc text,
+  ep_id uuid, url text, ep_status text, retry_policy jsonb, secret_enc text, previous_secret_enc text,
   previous_secret_expires_at timestamptz, deleted_at timestamptz, event_trace_parent text, trace_parent text,
   lease_token bigint
 )

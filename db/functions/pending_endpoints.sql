@@ -16,7 +16,7 @@
 --          SQL: a SQL function with settings of its own is planned again on every call, 135 µs of
 --          an admission round's time against 17 µs for a plan kept by the session
 --          (docs/performance.md, "A function planned on every call").
-CREATE OR REPLACE FUNCTION pending_endpoints() RETURNS SETOF text
+CREATE OR REPLACE FUNCTION pending_endpoints() RETURNS SETOF uuid
 LANGUAGE plpgsql STABLE PARALLEL SAFE SET enable_seqscan = off SET enable_sort = off AS $$
 BEGIN
   RETURN QUERY

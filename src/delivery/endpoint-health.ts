@@ -26,6 +26,7 @@
 import type { Knex } from 'knex';
 import { FAILURE_WARNING_PERCENTS, thresholdsToAnnounce } from '../domain/failure-warnings.js';
 import type { EndpointStatus } from '../domain/endpoints.js';
+import { idOfUuid, uuidOf } from '../domain/ids.js';
 import { recordAudit } from '../store/audit-store.js';
 
 export type { EndpointStatus };
@@ -81,7 +82,7 @@ export async function setStatus(
   reason: string | null,
 ): Promise<StatusChange | null> {
   const change = changeOf(endpoint.status, to);
-  if (change) await trx('endpoints').where({ id: endpoint.id }).update(statusColumns(trx, endpoint.status, to, reason));
+  if (change) await trx('endpoints').where({ id: uuidOf('endpoint', endpoint.id) }).update(statusColumns(trx, endpoint.status, to, reason));
   return change;
 }
 
@@ -90,12 +91,12 @@ export async function setStatus(
  * old receiver's failures say nothing about it. In the caller's transaction, like `setStatus`.
  */
 export async function newDestination(trx: Knex.Transaction, endpointId: string): Promise<void> {
-  await trx('endpoints').where({ id: endpointId }).update({ ...closedCircuit, ...released(trx) });
+  await trx('endpoints').where({ id: uuidOf('endpoint', endpointId) }).update({ ...closedCircuit, ...released(trx) });
 }
 
 /** A backfill gave the endpoint past events: their first attempts are late by design, not by us. */
 export async function backfilled(trx: Knex.Transaction, endpointId: string): Promise<void> {
-  await trx('endpoints').where({ id: endpointId }).update(released(trx));
+  await trx('endpoints').where({ id: uuidOf('endpoint', endpointId) }).update(released(trx));
 }
 
 async function disableBySystem(trx: Knex.Transaction, endpoint: DisabledEndpoint): Promise<void> {
@@ -116,7 +117,7 @@ async function disableBySystem(trx: Knex.Transaction, endpoint: DisabledEndpoint
 export async function disableGone(db: Knex, endpoint: DisabledEndpoint): Promise<boolean> {
   return db.transaction(async (trx) => {
     const changed = await trx('endpoints')
-      .where({ id: endpoint.id, status: 'active' })
+      .where({ id: uuidOf('endpoint', endpoint.id), status: 'active' })
       .whereNull('deleted_at')
       .update(statusColumns(trx, 'active', 'disabled', endpoint.reason));
     if (changed === 0) return false;
@@ -137,7 +138,7 @@ export async function disableFailing(db: Knex, autoDisableAfterSeconds: number):
       .skipLocked();
     const disabled: DisabledEndpoint[] = [];
     for (const ep of failing) {
-      const endpoint = { id: ep.id, tenantId: ep.tenant_id, reason: `failing continuously since ${ep.failing_since.toISOString()}` };
+      const endpoint = { id: idOfUuid('endpoint', ep.id), tenantId: ep.tenant_id, reason: `failing continuously since ${ep.failing_since.toISOString()}` };
       await trx('endpoints').where({ id: ep.id }).update(statusColumns(trx, 'active', 'disabled', endpoint.reason));
       await disableBySystem(trx, endpoint);
       disabled.push(endpoint);
@@ -184,7 +185,7 @@ export async function warnFailing(db: Knex, autoDisableAfterSeconds: number): Pr
     const warned: FailingEndpoint[] = [];
     for (const r of rows) {
       warned.push({
-        id: r.id,
+        id: idOfUuid('endpoint', r.id),
         tenantId: r.tenant_id,
         failingSince: r.failing_since,
         thresholds: thresholdsToAnnounce(r.warned, r.reached),
@@ -200,9 +201,9 @@ export async function warnFailing(db: Knex, autoDisableAfterSeconds: number): Pr
  * which holds fixed texts and status codes only (the HTTP client never keeps an error's own message,
  * which could carry URLs or headers). Asked at most once per warning, so a few per streak.
  */
-async function lastErrorSince(trx: Knex.Transaction, endpointId: string, since: Date): Promise<string | null> {
+async function lastErrorSince(trx: Knex.Transaction, endpointUuid: string, since: Date): Promise<string | null> {
   const row: { last_error: string } | undefined = await trx('deliveries')
-    .where({ endpoint_id: endpointId })
+    .where({ endpoint_id: endpointUuid })
     .whereNotNull('last_error')
     .where('updated_at', '>=', since)
     .orderBy('updated_at', 'desc')

@@ -6,7 +6,7 @@
  * every literal in src/ and db/functions/ is one of these.
  */
 export const advisoryLocks = {
-  /** With hashtext(endpoint id), two-argument: an admission round's claim of an endpoint (db/functions/admit_due_v4.sql). */
+  /** With uuid_hash(endpoint id), two-argument: an admission round's claim of an endpoint (db/functions/admit_due_v4.sql). */
   admissionEndpoint: 727_002,
   /** Creating partitions ahead (db/functions/ensure_time_partitions_v2.sql, and the release before's ensure_time_partitions.sql). */
   partitionUpkeep: 727_003,

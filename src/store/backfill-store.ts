@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { windowReadsPerEvent } from '../domain/backfill.js';
-import { newId } from '../domain/ids.js';
+import { newId, uuidOfId } from '../domain/ids.js';
 import { advisoryLocks } from '../infra/advisory-locks.js';
 import { audit } from './audit-store.js';
 import { eventsKeptFromId } from '../domain/retention.js';
@@ -27,6 +27,7 @@ export interface BackfillPacing {
 export type BackfillRefusal = 'not_found' | 'deleted' | 'disabled';
 
 interface TargetEndpoint {
+  /** As stored: the uuid its TypeID encodes. */
   id: string;
   status: string;
   deleted_at: Date | null;
@@ -49,7 +50,9 @@ const sampleSize = 10;
 const idSlackMs = 60_000;
 
 async function targetEndpoint(scope: TenantScope, endpointId: string, lock: boolean): Promise<TargetEndpoint | BackfillRefusal> {
-  const q = scope.from('endpoints').where('endpoints.id', endpointId);
+  const key = uuidOfId('endpoint', endpointId);
+  if (key === null) return 'not_found';
+  const q = scope.from('endpoints').where('endpoints.id', key);
   // FOR SHARE: a concurrent delete or disable waits for the deliveries to exist, then sees them.
   if (lock) q.forShare();
   const ep: TargetEndpoint | undefined = await q.first('endpoints.id', 'endpoints.status', 'endpoints.deleted_at', 'endpoints.event_types', 'endpoints.filter_path');

@@ -1,4 +1,5 @@
 import { DEAD_LETTER_REASONS, type DeadLetterReason } from '../domain/delivery-status.js';
+import { idOfUuid } from '../domain/ids.js';
 import type { TenantScope } from './tenant-scope.js';
 
 /** The most endpoints one summary lists by name; the total and the split by reason stay exact. */
@@ -29,7 +30,8 @@ export async function deadLetterSummary(scope: TenantScope): Promise<DeadLetterS
   for (const r of rows) {
     total += r.n;
     if (r.dead_reason && r.dead_reason in byReason) byReason[r.dead_reason as DeadLetterReason] += r.n;
-    byEndpoint.set(r.endpoint_id, (byEndpoint.get(r.endpoint_id) ?? 0) + r.n);
+    const endpointId = idOfUuid('endpoint', r.endpoint_id);
+    byEndpoint.set(endpointId, (byEndpoint.get(endpointId) ?? 0) + r.n);
   }
   const ranked = [...byEndpoint].map(([endpointId, count]) => ({ endpointId, count })).sort((a, b) => b.count - a.count || a.endpointId.localeCompare(b.endpointId));
   return { total, byReason, byEndpoint: ranked.slice(0, DEAD_LETTER_ENDPOINTS_CAP), byEndpointTruncated: ranked.length > DEAD_LETTER_ENDPOINTS_CAP };

@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import { isUnfinished, type WaitReason } from '../domain/delivery-status.js';
+import { idOfUuid, uuidOfId } from '../domain/ids.js';
 import { whereEventType } from './events-store.js';
 import type { TenantScope } from './tenant-scope.js';
 
@@ -58,7 +59,7 @@ const iso = (d: Date | null) => (d ? d.toISOString() : null);
 export function rowToDeliverySummary(r: DeliveryRow) {
   return {
     id: r.id,
-    endpointId: r.endpoint_id,
+    endpointId: idOfUuid('endpoint', r.endpoint_id),
     status: r.status,
     attemptCount: r.attempt_count,
     // Only a delivery still waiting has a next attempt.
@@ -118,7 +119,12 @@ export function filteredDeliveries(scope: TenantScope, f: DeliveryFilter) {
   if (isUnfinished(f.status)) {
     q.whereIn('deliveries.id', scope.from('delivery_queue').where('delivery_queue.status', f.status).select('delivery_queue.delivery_id'));
   }
-  if (f.endpointId) q.where('deliveries.endpoint_id', f.endpointId);
+  if (f.endpointId) {
+    // A malformed id names no endpoint: the filter then matches nothing, as any unknown id does.
+    const key = uuidOfId('endpoint', f.endpointId);
+    if (key === null) q.whereRaw('false');
+    else q.where('deliveries.endpoint_id', key);
+  }
   if (f.eventId) q.where('deliveries.event_id', f.eventId);
   if (f.eventType) whereEventType(q, 'events.type', f.eventType);
   if (f.reason) q.where('deliveries.dead_reason', f.reason);

@@ -1,3 +1,4 @@
+import { uuidOf } from '../domain/ids.js';
 import { typeIdFloor } from '../domain/retention.js';
 import type { TenantScope } from './tenant-scope.js';
 
@@ -52,8 +53,9 @@ export async function endpointStats(scope: TenantScope, endpointId: string, w: S
     until: w.until,
   };
   // Through TenantScope, so a portal session limited to some event types counts only theirs.
-  const made = scope.from('deliveries').where('deliveries.endpoint_id', endpointId).where('deliveries.id', '>=', bounds.lo).where('deliveries.id', '<', bounds.hi);
-  const replayed = scope.from('deliveries').where('deliveries.endpoint_id', endpointId).where('deliveries.replayed_at', '>=', from).where('deliveries.id', '<', bounds.lo);
+  const endpoint = uuidOf('endpoint', endpointId);
+  const made = scope.from('deliveries').where('deliveries.endpoint_id', endpoint).where('deliveries.id', '>=', bounds.lo).where('deliveries.id', '<', bounds.hi);
+  const replayed = scope.from('deliveries').where('deliveries.endpoint_id', endpoint).where('deliveries.replayed_at', '>=', from).where('deliveries.id', '<', bounds.lo);
   const deliveries = made.select('deliveries.id').union(replayed.select('deliveries.id'));
   // Composed, not built: the builder cannot read the MATERIALIZED CTE twice (totals and series),
   // nor join LATERAL. Each delivery's attempts, stored or folded into it (delivery_attempts).

@@ -1,5 +1,5 @@
 import { conflict } from '../domain/errors.js';
-import { newId } from '../domain/ids.js';
+import { newId, uuidOfId } from '../domain/ids.js';
 import { stringifyJson, type RawJson } from '../domain/raw-json.js';
 import type { TenantScope } from './tenant-scope.js';
 
@@ -22,12 +22,14 @@ export async function sendTestEvent(
   input: TestSend,
   defaultMaxAgeSeconds: number,
 ): Promise<{ eventId: string; deliveryId: string } | undefined> {
+  const key = uuidOfId('endpoint', endpointId);
+  if (key === null) return undefined;
   return scope.transaction(async (s) => {
     // FOR SHARE: a concurrent delete or disable waits for this delivery to exist, then sees it.
     const ep = await s
       .from('endpoints')
       .whereNull('endpoints.deleted_at')
-      .where('endpoints.id', endpointId)
+      .where('endpoints.id', key)
       .forShare()
       .first('id', 'status', 'retry_policy');
     if (!ep) return undefined;
@@ -47,8 +49,8 @@ export async function sendTestEvent(
     // Composed, not built: a call of a PL/pgSQL function with a row constructor.
     await s.composed(
       `SELECT * FROM fan_out_insert(:eventId, :tenantId, :now::timestamptz, NULL, NULL, :defaultMaxAgeSeconds::int,
-                                    ARRAY[ROW(:endpointId, true, false, :maxAgeSeconds::int)::fan_out_target], ARRAY[:deliveryId]::text[])`,
-      { eventId, now, defaultMaxAgeSeconds, endpointId, maxAgeSeconds: typeof maxAge === 'number' ? maxAge : null, deliveryId },
+                                    ARRAY[ROW(:endpointId::uuid, true, false, :maxAgeSeconds::int)::fan_out_target], ARRAY[:deliveryId]::text[])`,
+      { eventId, now, defaultMaxAgeSeconds, endpointId: key, maxAgeSeconds: typeof maxAge === 'number' ? maxAge : null, deliveryId },
     );
     return { eventId, deliveryId };
   });

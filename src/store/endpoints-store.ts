@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { newEndpointDestination, setEndpointStatus, type EndpointStatusChange } from '../delivery/index.js';
 import type { EndpointTls } from '../domain/endpoint-tls.js';
 import type { EndpointStatus } from '../domain/endpoints.js';
-import { newId } from '../domain/ids.js';
+import { idOfUuid, newId, uuidOf, uuidOfId } from '../domain/ids.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import type { SignatureScheme } from '../domain/signing.js';
 import { audit, recordAudit } from './audit-store.js';
@@ -74,6 +74,17 @@ export interface UpdatedEndpoint {
   statusChange: EndpointStatusChange | null;
 }
 
+/**
+ * An endpoints row as the platform uses it: the table stores the id as the uuid its TypeID encodes
+ * (migration 20261206000052), and everything above the stores, the secret box's binding included,
+ * uses the TypeID.
+ */
+export function endpointFromDb<R extends { id: string }>(row: R): R;
+export function endpointFromDb<R extends { id: string }>(row: R | undefined): R | undefined;
+export function endpointFromDb<R extends { id: string }>(row: R | undefined): R | undefined {
+  return row && { ...row, id: idOfUuid('endpoint', row.id) };
+}
+
 /** The sealed form of a headers object, or null for none. */
 function sealHeaders(box: SecretBox, id: string, headers: Record<string, string> | null | undefined): string | null {
   return headers && Object.keys(headers).length > 0 ? box.seal(JSON.stringify(headers), id) : null;
@@ -92,7 +103,7 @@ export type SealedAttemptSettings = Pick<
 
 /** The sealed attempt settings of an endpoint, deleted or not: the worker reads them for its attempts. */
 export async function readSealedAttemptSettings(scope: TenantScope, id: string): Promise<SealedAttemptSettings | undefined> {
-  return scope.from('endpoints').where('endpoints.id', id).first(
+  const row: SealedAttemptSettings | undefined = await scope.from('endpoints').where('endpoints.id', uuidOf('endpoint', id)).first(
       'endpoints.id',
       'endpoints.headers_enc',
       'endpoints.tls_enc',
@@ -101,6 +112,7 @@ export async function readSealedAttemptSettings(scope: TenantScope, id: string):
       'endpoints.consecutive_failures',
       'endpoints.circuit_open_until',
     );
+  return endpointFromDb(row);
 }
 
 /** The endpoint's mutual TLS settings, opened; null when it has none. */
@@ -137,7 +149,8 @@ export function rowToEndpoint(row: EndpointRow) {
 const live = (scope: TenantScope) => scope.from('endpoints').whereNull('endpoints.deleted_at');
 
 export async function getEndpoint(scope: TenantScope, id: string): Promise<EndpointRow | undefined> {
-  return live(scope).where('endpoints.id', id).first();
+  const key = uuidOfId('endpoint', id);
+  return key === null ? undefined : endpointFromDb(await live(scope).where('endpoints.id', key).first());
 }
 
 export function listEndpointsQuery(scope: TenantScope) {
@@ -155,7 +168,7 @@ export async function insertEndpoint(
   return scope.transaction(async (s) => {
     const [row] = await s
       .insert('endpoints', {
-        id,
+        id: uuidOf('endpoint', id),
         url: input.url,
         description: input.description ?? null,
         event_types: input.eventTypes ?? [],
@@ -173,7 +186,7 @@ export async function insertEndpoint(
       })
       .returning('*');
     await audit(s, { action: 'endpoint.created', targetType: 'endpoint', targetId: id, details: { url: input.url } });
-    return row as EndpointRow;
+    return endpointFromDb(row as EndpointRow);
   });
 }
 
@@ -185,8 +198,10 @@ const auditValue = (column: string, value: unknown): unknown =>
   column === 'headers_enc' || column === 'tls_enc' ? value !== null : value instanceof Date ? value.toISOString() : value;
 
 export async function updateEndpoint(scope: TenantScope, box: SecretBox, id: string, input: EndpointInput): Promise<UpdatedEndpoint | undefined> {
+  const key = uuidOfId('endpoint', id);
+  if (key === null) return undefined;
   return scope.transactionWithPlatformDb(async (s, trx) => {
-    const current: EndpointRow | undefined = await live(s).where('endpoints.id', id).forUpdate().first();
+    const current = endpointFromDb<EndpointRow>(await live(s).where('endpoints.id', key).forUpdate().first());
     if (!current) return undefined;
     const changes: Record<string, unknown> = { updated_at: trx.fn.now() };
     if (input.url !== undefined && input.url !== current.url) changes.url = input.url;
@@ -207,13 +222,13 @@ export async function updateEndpoint(scope: TenantScope, box: SecretBox, id: str
     const reason = input.statusReason ?? (input.status === 'disabled' ? 'disabled by the tenant' : null);
     const statusChange = input.status === undefined ? null : await setEndpointStatus(trx, current, input.status, reason);
     if (changes.url !== undefined) await newEndpointDestination(trx, id);
-    const [row] = await trx('endpoints').where({ id }).update(changes).returning('*');
+    const row = endpointFromDb<EndpointRow>((await trx('endpoints').where({ id: key }).update(changes).returning('*'))[0]);
     const { updated_at: _, ...fields } = changes;
     const changed = { ...fields, ...(statusChange && { status: true, disabled_reason: true }) };
     // Read from the rows, not the request, so values are as stored (retry_policy as an object, not its JSON text).
     const valuesIn = (source: Record<string, unknown>) => Object.fromEntries(Object.keys(changed).map((column) => [column, auditValue(column, source[column])]));
     const before = valuesIn(current as unknown as Record<string, unknown>);
-    const after = valuesIn(row as Record<string, unknown>);
+    const after = valuesIn(row as unknown as Record<string, unknown>);
     await recordAudit(trx, {
       tenantId: s.tenantId,
       actor: s.actor,
@@ -223,7 +238,7 @@ export async function updateEndpoint(scope: TenantScope, box: SecretBox, id: str
       reason: input.statusReason,
       details: { changed: Object.keys(changed), before, after },
     });
-    return { row: row as EndpointRow, statusChange };
+    return { row, statusChange };
   });
 }
 
@@ -237,8 +252,10 @@ export async function deleteEndpoint(
   id: string,
   deadLetterWaiting: (trx: Knex.Transaction, endpointId: string) => Promise<number>,
 ): Promise<{ deadLettered: number } | null> {
+  const key = uuidOfId('endpoint', id);
+  if (key === null) return null;
   return scope.transactionWithPlatformDb(async (s, trx) => {
-    const count = await live(s).where('endpoints.id', id).update({ deleted_at: trx.fn.now(), updated_at: trx.fn.now() });
+    const count = await live(s).where('endpoints.id', key).update({ deleted_at: trx.fn.now(), updated_at: trx.fn.now() });
     if (count === 0) return null;
     const deadLettered = await deadLetterWaiting(trx, id);
     await recordAudit(trx, { tenantId: s.tenantId, actor: s.actor, action: 'endpoint.deleted', targetType: 'endpoint', targetId: id });
@@ -257,13 +274,15 @@ export async function rotateEndpointSecret(
   id: string,
   newSecretFor: (scheme: SignatureScheme) => string,
 ): Promise<{ scheme: SignatureScheme; secret: string; previousSecretExpiresAt: Date } | undefined> {
+  const key = uuidOfId('endpoint', id);
+  if (key === null) return undefined;
   return scope.transaction(async (s) => {
-    const current: EndpointRow | undefined = await live(s).where('endpoints.id', id).forUpdate().first();
+    const current: EndpointRow | undefined = await live(s).where('endpoints.id', key).forUpdate().first();
     if (!current) return undefined;
     const newSecret = newSecretFor(current.signature_scheme);
     const previousSecretExpiresAt = new Date(Date.now() + secretOverlapMs);
     await live(s)
-      .where('endpoints.id', id)
+      .where('endpoints.id', key)
       .update({
         secret_enc: box.seal(newSecret, id),
         previous_secret_enc: current.secret_enc,
@@ -300,8 +319,10 @@ export async function revealEndpointSecret(
   id: string,
   now = new Date(),
 ): Promise<{ scheme: SignatureScheme; secret: string; previousSecretExpiresAt: Date | null } | undefined> {
+  const key = uuidOfId('endpoint', id);
+  if (key === null) return undefined;
   return scope.transaction(async (s) => {
-    const row: EndpointRow | undefined = await live(s).where('endpoints.id', id).first();
+    const row = endpointFromDb<EndpointRow>(await live(s).where('endpoints.id', key).first());
     if (!row) return undefined;
     await audit(s, { action: 'endpoint.secret_revealed', targetType: 'endpoint', targetId: id });
     return {

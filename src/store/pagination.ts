@@ -1,4 +1,5 @@
 import { ValidationError } from '../domain/errors.js';
+import { idOfUuid, uuidOfId, type IdKind } from '../domain/ids.js';
 import type { Knex } from 'knex';
 
 export interface Page<T> {
@@ -24,19 +25,28 @@ export function decodeCursor(cursor: string | undefined): string | undefined {
   return id;
 }
 
-/** Newest first. Fetches one row more than asked to know whether another page exists. */
+/**
+ * Newest first. Fetches one row more than asked to know whether another page exists. `storedAs`:
+ * the id column holds the uuid that TypeIDs of this kind encode; the cursor still carries the TypeID.
+ */
 export async function paginate<R, T>(
   query: Knex.QueryBuilder,
   idColumn: string,
   opts: { limit: number; cursor?: string },
   map: (row: R) => T,
+  storedAs?: IdKind,
 ): Promise<Page<T>> {
   const after = decodeCursor(opts.cursor);
-  if (after) query.where(idColumn, '<', after);
+  if (after) {
+    const key = storedAs ? uuidOfId(storedAs, after) : after;
+    if (key === null) throw new ValidationError([{ path: invalidCursor.path, message: invalidCursor.message }], invalidCursor.code);
+    query.where(idColumn, '<', key);
+  }
   const rows = (await query.orderBy(idColumn, 'desc').limit(opts.limit + 1)) as R[];
   const more = rows.length > opts.limit;
   const page = more ? rows.slice(0, opts.limit) : rows;
   const last = page.at(-1) as Record<string, unknown> | undefined;
-  const lastId = last ? String(last[idColumn.split('.').pop()!]) : null;
+  const lastStored = last ? String(last[idColumn.split('.').pop()!]) : null;
+  const lastId = lastStored !== null && storedAs ? idOfUuid(storedAs, lastStored) : lastStored;
   return { data: page.map(map), nextCursor: more && lastId ? Buffer.from(lastId).toString('base64url') : null };
 }

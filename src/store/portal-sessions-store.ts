@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { AppError, ValidationError } from '../domain/errors.js';
-import { newId } from '../domain/ids.js';
+import { idOfUuid, newId, uuidOfId } from '../domain/ids.js';
 import type { PortalCapability } from '../domain/portal.js';
 import { hashSecretToken, newSecretToken } from '../domain/secret-token.js';
 import { audit } from './audit-store.js';
@@ -50,8 +50,9 @@ export const rowToPortalSession = (r: PortalSessionRow) => ({
 export async function createPortalSession(scope: TenantScope, input: PortalSessionInput): Promise<{ id: string; linkToken: string; expiresAt: string }> {
   return scope.transaction(async (s) => {
     if (input.endpointIds) {
-      const found: Array<{ id: string }> = await s.from('endpoints').whereNull('endpoints.deleted_at').whereIn('endpoints.id', input.endpointIds).select('endpoints.id');
-      const known = new Set(found.map((r) => r.id));
+      const keys = input.endpointIds.map((id) => uuidOfId('endpoint', id)).filter((key) => key !== null);
+      const found: Array<{ id: string }> = await s.from('endpoints').whereNull('endpoints.deleted_at').whereIn('endpoints.id', keys).select('endpoints.id');
+      const known = new Set(found.map((r) => idOfUuid('endpoint', r.id)));
       const problems = input.endpointIds.flatMap((id, i) => (known.has(id) ? [] : [{ path: `endpointIds.${i}`, message: `no endpoint ${id} in this tenant` }]));
       if (problems.length > 0) throw new ValidationError(problems);
     }

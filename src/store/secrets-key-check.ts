@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import { ConfigError } from '../config/index.js';
 import type { SecretBox } from '../domain/secret-box.js';
+import { endpointFromDb } from './endpoints-store.js';
 
 /**
  * Opens one stored secret (an endpoint's or a source's signing secret) with SECRETS_KEY before the
@@ -11,7 +12,8 @@ import type { SecretBox } from '../domain/secret-box.js';
  */
 export async function checkSecretsKey(platformDb: Knex, box: SecretBox): Promise<void> {
   type Sealed = { id: string; secret_enc: string };
-  const sample: Sealed | undefined = (await platformDb('endpoints').first('id', 'secret_enc')) ?? (await platformDb('sources').first('id', 'secret_enc'));
+  const sample: Sealed | undefined =
+    endpointFromDb<Sealed>(await platformDb('endpoints').first('id', 'secret_enc')) ?? (await platformDb('sources').first('id', 'secret_enc'));
   if (!sample) return;
   try {
     box.open(sample.secret_enc, sample.id);

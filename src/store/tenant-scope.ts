@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import type pg from 'pg';
 import { eventTypePrefix } from '../domain/event-types.js';
+import { uuidOf } from '../domain/ids.js';
 import type { ReadTolerance } from '../domain/read-consistency.js';
 import type { ReadReplica } from '../infra/read-replica.js';
 import type { Batcher } from '../infra/batcher.js';
@@ -181,6 +182,8 @@ export class TenantScope {
 
   private restrict(q: Knex.QueryBuilder, table: RowTable, name: string): void {
     const { endpointIds, eventTypes } = this.session!;
+    // Endpoint columns hold the uuid a TypeID encodes; the audit log's targets are TypeIDs.
+    const endpointUuids = endpointIds?.map((id) => uuidOf('endpoint', id));
     const tenantId = this.tenantId;
     const db = this.#db;
     const typeMatch = (column: string) => (b: Knex.QueryBuilder) => {
@@ -193,22 +196,22 @@ export class TenantScope {
     const eventVisible = (eventIdColumn: string) => (b: Knex.QueryBuilder) => {
       b.select(db.raw('1')).from('events as scope_e').where('scope_e.tenant_id', tenantId).where('scope_e.id', db.ref(eventIdColumn));
       if (eventTypes) b.where(typeMatch('scope_e.type'));
-      if (endpointIds) {
+      if (endpointUuids) {
         b.whereExists((d) =>
-          d.select(db.raw('1')).from('deliveries as scope_d').where('scope_d.tenant_id', tenantId).where('scope_d.event_id', db.ref('scope_e.id')).whereIn('scope_d.endpoint_id', endpointIds),
+          d.select(db.raw('1')).from('deliveries as scope_d').where('scope_d.tenant_id', tenantId).where('scope_d.event_id', db.ref('scope_e.id')).whereIn('scope_d.endpoint_id', endpointUuids),
         );
       }
     };
     const deliveryVisible = (deliveryIdColumn: string) => (b: Knex.QueryBuilder) => {
       b.select(db.raw('1')).from('deliveries as scope_dl').where('scope_dl.tenant_id', tenantId).where('scope_dl.id', db.ref(deliveryIdColumn));
-      if (endpointIds) b.whereIn('scope_dl.endpoint_id', endpointIds);
+      if (endpointUuids) b.whereIn('scope_dl.endpoint_id', endpointUuids);
       if (eventTypes) {
         b.whereExists((e) => e.select(db.raw('1')).from('events as scope_de').where('scope_de.tenant_id', tenantId).where('scope_de.id', db.ref('scope_dl.event_id')).where(typeMatch('scope_de.type')));
       }
     };
     switch (table) {
       case 'endpoints':
-        if (endpointIds) q.whereIn(`${name}.id`, endpointIds);
+        if (endpointUuids) q.whereIn(`${name}.id`, endpointUuids);
         return;
       case 'deliveries':
         q.whereExists(deliveryVisible(`${name}.id`));

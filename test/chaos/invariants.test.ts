@@ -4,7 +4,7 @@
 // can be built. Each case gets its own tenant and the checker looks at that tenant only.
 import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newId } from '../../src/domain/ids.js';
+import { newId, uuidOf } from '../../src/domain/ids.js';
 import { createDb } from '../../src/infra/db.js';
 import { createTestDatabase, type TestDatabase, sentBody } from '../helpers/database.js';
 import { checkInvariants, filterMatches, inspect, type RecordingReceiver, type ViolationKind } from '../helpers/invariants.js';
@@ -53,7 +53,7 @@ async function world(): Promise<World> {
   await db('tenants').insert({ id: tenantId, name: 'checker' });
   await db('sources').insert({ id: sourceId, tenant_id: tenantId, type: 'momo-automation', name: 's', secret_enc: 'x' });
   const endpoint = (id: string, url: string, eventTypes: string[], extra: Record<string, unknown> = {}) =>
-    ({ id, tenant_id: tenantId, url, event_types: eventTypes, max_concurrency: 10, secret_enc: 'x', created_at: hourAgo, ...extra });
+    ({ id: uuidOf('endpoint', id), tenant_id: tenantId, url, event_types: eventTypes, max_concurrency: 10, secret_enc: 'x', created_at: hourAgo, ...extra });
   await db('endpoints').insert([
     endpoint(ids.epA, `${a.url}/hook`, []),
     endpoint(ids.epB, `${b.url}/orders`, ['order.*']),
@@ -64,7 +64,7 @@ async function world(): Promise<World> {
     ({ id, tenant_id: tenantId, source_id: sourceId, origin: 'callback', type, dedupe_key: `sub:${id}`, body: JSON.stringify({ id, type, data: { n: 1 } }), ...extra });
   await db('events').insert([event(ids.e1, 'order.created'), event(ids.e2, 'invoice.paid'), event(ids.stale, 'order.created', { stale: true })]);
   const delivery = (id: string, eventId: string, endpointId: string) =>
-    ({ id, tenant_id: tenantId, event_id: eventId, endpoint_id: endpointId, status: 'pending', attempt_count: 1, deadline_at: new Date(Date.now() + 86_400_000) });
+    ({ id, tenant_id: tenantId, event_id: eventId, endpoint_id: uuidOf('endpoint', endpointId), status: 'pending', attempt_count: 1, deadline_at: new Date(Date.now() + 86_400_000) });
   await db('deliveries').insert([delivery(ids.d1, ids.e1, ids.epA), delivery(ids.d2, ids.e1, ids.epB), delivery(ids.d3, ids.e2, ids.epA)]);
   // Each one moves as TRANSITIONS allows (the checker holds the recorded changes to it).
   await db('deliveries').whereIn('id', [ids.d1, ids.d2, ids.d3]).update({ status: 'in_flight' });
@@ -161,7 +161,7 @@ describe('invariant checker', () => {
     }],
     ['queue_mismatch', 'the scheduler\'s mirror holds a delivery that already succeeded', async (w) => {
       // Written behind the triggers' back: a scheduler reading the mirror would send it again.
-      await db('delivery_queue').insert({ delivery_id: w.ids.d1, endpoint_id: w.ids.epA, tenant_id: w.tenantId, status: 'pending', next_attempt_at: new Date(), deadline_at: new Date() });
+      await db('delivery_queue').insert({ delivery_id: w.ids.d1, endpoint_id: uuidOf('endpoint', w.ids.epA), tenant_id: w.tenantId, status: 'pending', next_attempt_at: new Date(), deadline_at: new Date() });
     }],
     ['forbidden_transition', 'a succeeded delivery was dead-lettered, which no entry of TRANSITIONS allows', async (w) => {
       await db('deliveries').where({ id: w.ids.d3 }).update({ status: 'dead', dead_reason: 'terminal' });
@@ -180,7 +180,7 @@ describe('invariant checker', () => {
     ['no_receiver', 'a succeeded delivery to an endpoint no receiver stands behind', async (w) => [w.b]],
     ['delivery_for_stale_event', 'a stale event was forwarded', async (w) => {
       await db('deliveries').insert({
-        id: newId('delivery'), tenant_id: w.tenantId, event_id: w.ids.stale, endpoint_id: w.ids.epB, status: 'dead', dead_reason: 'terminal', deadline_at: new Date(),
+        id: newId('delivery'), tenant_id: w.tenantId, event_id: w.ids.stale, endpoint_id: uuidOf('endpoint', w.ids.epB), status: 'dead', dead_reason: 'terminal', deadline_at: new Date(),
       });
     }],
     ['duplicate_dedupe_key', 'two events share a source dedupe key', async (w) => {

@@ -3,6 +3,7 @@
 // a status older than what the message already reached is stale: recorded, forwarded to nobody.
 // One endpoint takes everything unordered, another asks for per-message order.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uuidOf } from '../../src/domain/ids.js';
 import { allSettled, countRows, mapConcurrent, measured, seededRandom, shuffle } from '../helpers/chaos.js';
 import { request } from '../helpers/http.js';
 import { createSource } from '../helpers/intake.js';
@@ -103,7 +104,7 @@ describe('message statuses in random order', () => {
     // accepted), only what comes after it.
     const late = await tenant.call('POST', '/v1/endpoints', { body: { url: `${ordered.url}/late` } });
     expect(late.status, late.text).toBe(201);
-    expect(await countRows(t.platform.db, 'deliveries', { endpoint_id: late.body.id })).toBe(0);
+    expect(await countRows(t.platform.db, 'deliveries', { endpoint_id: uuidOf('endpoint', late.body.id) })).toBe(0);
     const after = communication.messageStatus(`${run}-after`, 'accepted');
     const res = await request(t.url, 'POST', `/inbound/${source.id}`, { rawBody: after, headers: communication.headers(source.secret, after) });
     expect(res.body.status).toBe('accepted');

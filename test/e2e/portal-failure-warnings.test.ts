@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uuidOf } from '../../src/domain/ids.js';
 import { createEndpoint, publish } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { chromiumPath, expectAccessible, portalBuilt, prepareScreenshots } from '../helpers/portal-browser.js';
@@ -41,7 +42,7 @@ describe('portal overview: failure warnings', () => {
     // Half of a 600 s window is a long wait: the streak is moved back to 5 minutes ago instead,
     // after a real failure started it, and the next sweep warns.
     await eventually(async () => (await tenant.call('GET', `/v1/endpoints/${ep}`)).body.health.failingSince, 'the streak started');
-    await platform.platform.db('endpoints').where({ id: ep }).update({ failing_since: platform.platform.db.raw("now() - interval '301 seconds'") });
+    await platform.platform.db('endpoints').where({ id: uuidOf('endpoint', ep) }).update({ failing_since: platform.platform.db.raw("now() - interval '301 seconds'") });
     const health = await eventually(async () => {
       const h = (await tenant.call('GET', `/v1/endpoints/${ep}`)).body.health;
       return h.warnedThreshold === 0.5 && h;

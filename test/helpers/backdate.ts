@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
 import { fromUUID } from 'typeid-js';
-import { idPrefixes, type IdKind } from '../../src/domain/ids.js';
+import { idPrefixes, uuidOf, type IdKind } from '../../src/domain/ids.js';
 import { ensurePartitions } from '../../src/store/retention-store.js';
 
 export const dayMs = 86_400_000;
@@ -61,7 +61,7 @@ export async function insertOldEvent(
     const updatedAt = d.updatedAt ?? at;
     const unfinished = d.status !== 'succeeded' && d.status !== 'dead';
     await db('deliveries').insert({
-      id, tenant_id: tenantId, event_id: eventId, endpoint_id: d.endpointId, status: d.status, attempt_count: 1,
+      id, tenant_id: tenantId, event_id: eventId, endpoint_id: uuidOf('endpoint', d.endpointId), status: d.status, attempt_count: 1,
       next_attempt_at: d.status === 'pending' ? new Date(Date.now() + 3_600_000) : null,
       lease_until: d.status === 'queued' || d.status === 'in_flight' ? new Date(Date.now() + 3_600_000) : null,
       deadline_at: unfinished ? new Date(Date.now() + dayMs) : at,

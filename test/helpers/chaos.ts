@@ -7,6 +7,7 @@ import pLimit from 'p-limit';
 import { request, type ApiResponse } from './http.js';
 import type { Callback } from './intake.js';
 import { automation } from './providers.js';
+import { uuidOf } from '../../src/domain/ids.js';
 
 /**
  * A small seeded PRNG (mulberry32). Every scenario prints its seed; CHAOS_SEED=<n> replays the
@@ -122,7 +123,7 @@ export async function deliveryStatuses(db: Knex, endpointId?: string): Promise<R
   const { rows } = await db.raw<{ rows: Array<{ status: string; n: number }> }>(
     `SELECT s.status, count(*)::int AS n FROM deliveries d CROSS JOIN LATERAL delivery_state(d.id, d.status, d.attempt_count) s
       ${endpointId ? 'WHERE d.endpoint_id = :endpointId' : ''} GROUP BY s.status`,
-    endpointId ? { endpointId } : {},
+    endpointId ? { endpointId: uuidOf('endpoint', endpointId) } : {},
   );
   return Object.fromEntries(rows.map((r) => [r.status, r.n]));
 }

@@ -11,7 +11,7 @@ import type { ServerResponse } from 'node:http';
 import type { Knex } from 'knex';
 import type { AttemptRecord } from '../../src/delivery/sql/attempts.js';
 import type { ClaimedDelivery } from '../../src/delivery/sql/claimed.js';
-import { newId } from '../../src/domain/ids.js';
+import { newId, uuidOf } from '../../src/domain/ids.js';
 import { createDb } from '../../src/infra/db.js';
 import { deliveryStatuses } from './chaos.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from './platform.js';
@@ -276,7 +276,7 @@ async function insertDeliveries(t: TestPlatform, tenantId: string, endpointId: s
       id: newId('delivery'),
       tenant_id: tenantId,
       event_id: e.id,
-      endpoint_id: endpointId,
+      endpoint_id: uuidOf('endpoint', endpointId),
       status,
       next_attempt_at: status === 'pending' ? now : null,
       succeeded_at: status === 'succeeded' ? now : null,

@@ -6,6 +6,7 @@ import type { ApiResponse } from './http.js';
 import { request } from './http.js';
 import type { TestPlatform, TestTenant } from './platform.js';
 import { automation, communication, standard } from './providers.js';
+import { idOfUuid } from '../../src/domain/ids.js';
 
 /** One signed (or deliberately mis-signed) callback, ready to POST to /inbound/:sourceId. */
 export interface Callback {
@@ -117,7 +118,8 @@ export interface EventRows {
 export async function rowsOfEvent(db: Knex, eventId: string): Promise<EventRows> {
   const event = await db('events').where({ id: eventId }).first('id', 'type', 'message_id', 'status', 'stale', 'source_id');
   const receipts = await db('receipts').where({ event_id: eventId }).orderBy('received_at').select('id', 'outcome');
-  const deliveries = await db('deliveries').where({ event_id: eventId }).orderBy('endpoint_id').select('endpoint_id', 'status', 'dead_reason');
+  const stored: EventRows['deliveries'] = await db('deliveries').where({ event_id: eventId }).orderBy('endpoint_id').select('endpoint_id', 'status', 'dead_reason');
+  const deliveries = stored.map((d) => ({ ...d, endpoint_id: idOfUuid('endpoint', d.endpoint_id) }));
   return { event, receipts, deliveries };
 }
 

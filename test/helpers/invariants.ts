@@ -40,6 +40,7 @@ import { metricValue } from './dispatch.js';
 import type { ReceivedRequest } from './receiver.js';
 import { observedTransitions, transitionsAllowing } from './transition-log.js';
 import { attemptsListed, sentBody } from './database.js';
+import { idOfUuid } from '../../src/domain/ids.js';
 
 /** What the checker needs of a receiver: where it listens and what it recorded. */
 export interface RecordingReceiver {
@@ -177,8 +178,13 @@ export async function inspect(input: InvariantInput): Promise<InvariantReport> {
   };
 
   const events: EventRow[] = await scoped(db('events').select('id', 'tenant_id', 'type', 'stale', sentBody(db), 'created_at'));
-  const endpoints: EndpointRow[] = await scoped(db('endpoints').select('id', 'tenant_id', 'url', 'event_types', 'created_at', 'deleted_at'));
-  const deliveries: DeliveryRow[] = await scoped(db('deliveries').select('id', 'event_id', 'endpoint_id', 'status', 'dead_reason'));
+  // Endpoint ids are stored as uuids; the receivers are named by the TypeIDs the API gave out.
+  const endpoints: EndpointRow[] = (await scoped(db('endpoints').select('id', 'tenant_id', 'url', 'event_types', 'created_at', 'deleted_at'))).map(
+    (e: EndpointRow) => ({ ...e, id: idOfUuid('endpoint', e.id) }),
+  );
+  const deliveries: DeliveryRow[] = (await scoped(db('deliveries').select('id', 'event_id', 'endpoint_id', 'status', 'dead_reason'))).map(
+    (d: DeliveryRow) => ({ ...d, endpoint_id: idOfUuid('endpoint', d.endpoint_id) }),
+  );
   const successes = new Set<string>(
     (await scopedAttempts(attemptsListed(db).where('outcome', 'success').distinct('delivery_id'))).map((r: { delivery_id: string }) => r.delivery_id),
   );

@@ -7,6 +7,7 @@ import { metricValue } from './dispatch.js';
 import { eventually, type TestPlatform, type TestTenant } from './platform.js';
 import type { ReceivedRequest, Responder } from './receiver.js';
 import { attemptsListed } from './database.js';
+import { uuidOf } from '../../src/domain/ids.js';
 
 /** Answers every request with `status` (a tiny body so the attempt records an excerpt). */
 export const answer =
@@ -61,7 +62,7 @@ export async function apiKeyId(t: TestPlatform, tenantId: string): Promise<strin
 export async function settledOn(t: TestPlatform, endpointId: string, count: number, timeoutMs = 15_000): Promise<void> {
   await eventually(
     async () => {
-      const rows: Array<{ status: string }> = await t.platform.db('deliveries').where({ endpoint_id: endpointId }).select('status');
+      const rows: Array<{ status: string }> = await t.platform.db('deliveries').where({ endpoint_id: uuidOf('endpoint', endpointId) }).select('status');
       return rows.length === count && rows.every((r) => r.status === 'succeeded' || r.status === 'dead');
     },
     `${count} settled deliveries on ${endpointId}`,

@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admitDue, type AdmissionLimits, type AdmissionRound } from '../../src/delivery/sql/admit.js';
+import { uuidOf } from '../../src/domain/ids.js';
 import { createDb } from '../../src/infra/db.js';
 import { createEndpoint, insertPendingBacklog, publishMany } from '../helpers/dispatch.js';
 import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
@@ -32,7 +33,7 @@ afterAll(async () => {
 
 async function busyOf(endpointId: string): Promise<number> {
   // Busy as admission counts it (endpoint_room): a slot's claim is in the queue row only.
-  const { rows } = await t.platform.db.raw(`SELECT count(*)::int AS n FROM delivery_queue WHERE endpoint_id = ? AND status IN ('queued', 'in_flight')`, [endpointId]);
+  const { rows } = await t.platform.db.raw(`SELECT count(*)::int AS n FROM delivery_queue WHERE endpoint_id = ? AND status IN ('queued', 'in_flight')`, [uuidOf('endpoint', endpointId)]);
   return rows[0].n;
 }
 
@@ -76,7 +77,7 @@ describe('two admitters at the same moment', () => {
     const ep = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/p', eventTypes: ['probe.*'], maxConcurrency: 10 });
     await publishMany(tenant, 10, 4, 'probe.created');
     // Failed past the threshold, cooldown over: half-open.
-    await t.platform.db('endpoints').where({ id: ep.id }).update({ consecutive_failures: 5, circuit_open_until: new Date(Date.now() - 1_000) });
+    await t.platform.db('endpoints').where({ id: uuidOf('endpoint', ep.id) }).update({ consecutive_failures: 5, circuit_open_until: new Date(Date.now() - 1_000) });
     const { byA, byB } = await admitTogether(10, [ep.id]);
     expect(byA + byB).toBe(1);
     expect(await busyOf(ep.id)).toBe(1);
@@ -94,7 +95,7 @@ describe('two admitters at the same moment', () => {
     expect(byA + byB).toBe(3);
     const { rows } = await t.platform.db.raw(
       `SELECT order_key, count(*)::int AS n FROM delivery_queue WHERE endpoint_id = ? AND status IN ('queued', 'in_flight') GROUP BY order_key`,
-      [ep.id],
+      [uuidOf('endpoint', ep.id)],
     );
     expect(rows).toHaveLength(3);
     for (const r of rows) expect(r.n).toBe(1);
@@ -110,7 +111,7 @@ describe('two admitters at the same moment', () => {
     // Each round hands this process's free slots out straight in flight, the rest to Redis.
     const { rows } = await t.platform.db.raw(
       `SELECT status, count(*)::int AS n FROM delivery_queue WHERE endpoint_id = ANY(?) AND status IN ('queued', 'in_flight') GROUP BY status`,
-      [eps.map((e) => e.id)],
+      [eps.map((e) => uuidOf('endpoint', e.id))],
     );
     const inFlight = rows.find((r: { status: string }) => r.status === 'in_flight')?.n ?? 0;
     expect(inFlight).toBeGreaterThan(0);
@@ -124,9 +125,9 @@ describe('what a round costs', () => {
     await publishMany(tenant, 3, 3, 'scale.created');
     await t.platform.db.raw(
       `INSERT INTO endpoints (id, tenant_id, url, event_types, secret_enc, max_concurrency, status)
-       SELECT 'ep_idle' || lpad(g::text, 22, '0'), ?, 'http://127.0.0.1:9/idle', '{idle.x}', e.secret_enc, 1, 'active'
+       SELECT gen_random_uuid(), ?, 'http://127.0.0.1:9/idle', '{idle.x}', e.secret_enc, 1, 'active'
          FROM generate_series(1, 2000) g, endpoints e WHERE e.id = ?`,
-      [tenant.id, ep.id],
+      [tenant.id, uuidOf('endpoint', ep.id)],
     );
     await t.platform.db.raw('ANALYZE endpoints');
     // In one transaction, so its own scan counters say how the round read the table.
@@ -135,7 +136,7 @@ describe('what a round costs', () => {
       const { rows: stats } = await trx.raw(`SELECT seq_scan, idx_scan FROM pg_stat_xact_user_tables WHERE relname = 'endpoints'`);
       return { admitted: rows as Array<{ ep_id: string | null }>, scans: stats[0] as { seq_scan: string; idx_scan: string } };
     });
-    expect(admitted.map((r) => r.ep_id)).toContain(ep.id);
+    expect(admitted.map((r) => r.ep_id)).toContain(uuidOf('endpoint', ep.id));
     expect(Number(scans.seq_scan)).toBe(0);
     // A few look-ups per endpoint with pending work (earlier cases' ~20 endpoints included), not
     // one or more for each of the 2,000.
@@ -145,7 +146,7 @@ describe('what a round costs', () => {
   it('an endpoint at its concurrency limit is left out before anything is locked; with room again, it is admitted', async () => {
     const ep = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/full', eventTypes: ['full.*'], maxConcurrency: 1 });
     await insertPendingBacklog(t, tenant.id, ep.id, 3);
-    const [first] = await t.platform.db('deliveries').where({ endpoint_id: ep.id }).orderBy('id').pluck('id');
+    const [first] = await t.platform.db('deliveries').where({ endpoint_id: uuidOf('endpoint', ep.id) }).orderBy('id').pluck('id');
     await t.platform.db('deliveries').where({ id: first }).update({ status: 'in_flight', attempt_count: 1, lease_until: new Date(Date.now() + 30_000) });
 
     // One round in a transaction, which still holds the advisory locks the round took.
@@ -155,10 +156,10 @@ describe('what a round costs', () => {
         const { rows: locks } = await trx.raw(
           `SELECT count(*)::int AS n FROM pg_locks
             WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND classid = 727002
-              AND objid::bigint = (hashtext(?)::bigint + 4294967296) % 4294967296`,
-          [ep.id],
+              AND objid::bigint = (uuid_hash(?::uuid)::bigint + 4294967296) % 4294967296`,
+          [uuidOf('endpoint', ep.id)],
         );
-        return { admitted: (rows as Array<{ ep_id: string | null }>).filter((r) => r.ep_id === ep.id).length, locked: locks[0].n as number };
+        return { admitted: (rows as Array<{ ep_id: string | null }>).filter((r) => r.ep_id === uuidOf('endpoint', ep.id)).length, locked: locks[0].n as number };
       });
 
     expect(await round()).toEqual({ admitted: 0, locked: 0 });

@@ -3,6 +3,7 @@ import { expectError, listAll, publish } from '../helpers/api.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
 import { attemptsListed } from '../helpers/database.js';
+import { uuidOf } from '../../src/domain/ids.js';
 
 describe('deliveries and messages API', () => {
   let t: TestPlatform;
@@ -17,7 +18,7 @@ describe('deliveries and messages API', () => {
 
   const ids = async (query: string) => (await listAll(tenant, `/v1/deliveries${query}`, 2)).items.map((d) => d.id as string).sort();
   const deliveryOf = async (eventId: string, endpointId: string) =>
-    (await t.platform.db('deliveries').where({ event_id: eventId, endpoint_id: endpointId }).first('id')).id as string;
+    (await t.platform.db('deliveries').where({ event_id: eventId, endpoint_id: uuidOf('endpoint', endpointId) }).first('id')).id as string;
 
   beforeAll(async () => {
     t = await startTestPlatform();

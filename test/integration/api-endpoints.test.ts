@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uuidOf } from '../../src/domain/ids.js';
 import { SecretBox } from '../../src/domain/secret-box.js';
 import { expectError, listAll } from '../helpers/api.js';
 import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
@@ -184,7 +185,7 @@ describe('endpoints API', () => {
 
     // Stored: the new one current, the old one as the previous secret expiring in about 24 h.
     const box = new SecretBox(t.config.secretsKey);
-    const row = await t.platform.db('endpoints').where({ id: ep.id }).first();
+    const row = await t.platform.db('endpoints').where({ id: uuidOf('endpoint', ep.id) }).first();
     expect(box.open(row.secret_enc, ep.id)).toBe(rotated.body.secret);
     expect(box.open(row.previous_secret_enc, ep.id)).toBe(ep.secret);
     expect(row.previous_secret_expires_at.getTime() - Date.now()).toBeGreaterThan(23.9 * 3600_000);
@@ -194,7 +195,7 @@ describe('endpoints API', () => {
 
     // A second rotation retires the first secret completely.
     const again = await tenant.call('POST', `/v1/endpoints/${ep.id}/secret/rotate`);
-    const row2 = await t.platform.db('endpoints').where({ id: ep.id }).first();
+    const row2 = await t.platform.db('endpoints').where({ id: uuidOf('endpoint', ep.id) }).first();
     expect(box.open(row2.secret_enc, ep.id)).toBe(again.body.secret);
     expect(box.open(row2.previous_secret_enc, ep.id)).toBe(rotated.body.secret);
 

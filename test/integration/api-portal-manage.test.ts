@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { idOfUuid } from '../../src/domain/ids.js';
 import { expectError } from '../helpers/api.js';
 import { createEndpoint, publish } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
@@ -49,7 +50,7 @@ describe('portal sessions managing endpoints and replays', () => {
     await settledOn(t, epA.id, 2);
     await settledOn(t, epB.id, 2);
     const rows: Array<{ id: string; event_id: string; endpoint_id: string; status: string }> = await t.platform.db('deliveries').where({ tenant_id: tenant.id });
-    const find = (event: string, endpoint: string) => rows.find((r) => r.event_id === event && r.endpoint_id === endpoint && r.status === 'dead')!.id;
+    const find = (event: string, endpoint: string) => rows.find((r) => r.event_id === event && idOfUuid('endpoint', r.endpoint_id) === endpoint && r.status === 'dead')!.id;
     Object.assign(dead, { aOrder: find(order, epA.id), aInvoice: find(invoice, epA.id), bOrder: find(order, epB.id), bInvoice: find(invoice, epB.id) });
     onlyA = await session({ capabilities: ['read', 'manage'], endpointIds: [epA.id] });
     onlyOrders = await session({ capabilities: ['read', 'manage'], eventTypes: ['order.*'] });

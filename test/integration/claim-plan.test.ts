@@ -3,7 +3,7 @@ import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admitDue } from '../../src/delivery/sql/admit.js';
 import { claimDelivery } from '../../src/delivery/sql/attempts.js';
-import { newId } from '../../src/domain/ids.js';
+import { newId, uuidOf } from '../../src/domain/ids.js';
 import { daysAgo, idAt } from '../helpers/backdate.js';
 import { createEndpoint, insertPendingBacklog, startSteppedPlatform, steppedLeaseMs as leaseMs, type SteppedPlatform } from '../helpers/dispatch.js';
 import type { TestPlatform, TestTenant } from '../helpers/platform.js';
@@ -90,7 +90,7 @@ describe('the claim of a queued delivery', () => {
     const deliveryId = newId('delivery');
     await t.platform.db('events').insert({ id: eventId, tenant_id: tenant.id, origin: 'api', type: 'order.created', data: '{"n":1}', created_at: new Date() });
     await t.platform.db('deliveries').insert({
-      id: deliveryId, tenant_id: tenant.id, event_id: eventId, endpoint_id: ep.id, status: 'pending',
+      id: deliveryId, tenant_id: tenant.id, event_id: eventId, endpoint_id: uuidOf('endpoint', ep.id), status: 'pending',
       next_attempt_at: new Date(), deadline_at: new Date(Date.now() + 3_600_000),
     });
     const round = await admitDue(t.platform.db, { queuedLeaseSeconds: 30, circuitFailureThreshold: 3, perEndpointBatch: 1 });

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClaimedDelivery } from '../../src/delivery/index.js';
 import { admitDue } from '../../src/delivery/sql/admit.js';
 import { claimDelivery, recordAttempt, recordEgressFailure, recordSuccesses, type AttemptRecord } from '../../src/delivery/sql/attempts.js';
+import { uuidOf } from '../../src/domain/ids.js';
 import { createEndpoint, deliveryOfEvent, getDelivery, publish } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 
@@ -87,7 +88,7 @@ describe('a delivery handed on by a record', () => {
   it('carries its own claim token, which its result is recorded under and no other is', async () => {
     const endpointId = (await createEndpoint(tenant, { url: 'http://127.0.0.1:9/handed', maxConcurrency: 1 })).id;
     for (let i = 0; i < 2; i++) await publish(tenant);
-    await eventually(async () => (await t.platform.db('deliveries').where({ endpoint_id: endpointId }).count({ n: '*' }))[0]!.n === 2, 'both deliveries');
+    await eventually(async () => (await t.platform.db('deliveries').where({ endpoint_id: uuidOf('endpoint', endpointId) }).count({ n: '*' }))[0]!.n === 2, 'both deliveries');
     const first = (await admitDue(t.platform.db, admission, { count: 10, inFlightLeaseMs: 30_000, mode: 'all' })).claimed.find((c) => c.endpoint.id === endpointId)!;
     const [recorded] = await recordSuccesses(t.platform.db, [{ record: answer(first, 200, 5), handOff: true }], limits, 30_000);
     const handed = recorded!.next!;
@@ -97,6 +98,6 @@ describe('a delivery handed on by a record', () => {
     const forged = { ...answer(handed, 200, 6), leaseToken: handed.lease_token + 1 };
     expect(await recordSuccesses(t.platform.db, [{ record: forged, handOff: false }], limits, 30_000)).toEqual([{ applied: false }]);
     expect(await recordAttempt(t.platform.db, answer(handed, 200, 7), limits)).toEqual({ applied: true, next: undefined });
-    expect(await t.platform.db('deliveries').where({ endpoint_id: endpointId }).pluck('status')).toEqual(['succeeded', 'succeeded']);
+    expect(await t.platform.db('deliveries').where({ endpoint_id: uuidOf('endpoint', endpointId) }).pluck('status')).toEqual(['succeeded', 'succeeded']);
   });
 });

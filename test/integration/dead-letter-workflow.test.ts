@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uuidOf } from '../../src/domain/ids.js';
 import { listAll } from '../helpers/api.js';
 import { createEndpoint, publish, type Delivery } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
@@ -95,7 +96,7 @@ describe('dead-letter workflow', () => {
     expect(await dead(`status=dead&endpointId=${ep}`)).toEqual([]);
     expect(eventIdsOf(await dead(`status=succeeded&endpointId=${ep}`))).toEqual([...created, ...paid].sort());
     // Replay reused the deliveries: still one per (event, endpoint), and the healthy endpoint got nothing twice.
-    expect(Number((await t.platform.db('deliveries').where({ endpoint_id: ep }).count({ n: '*' }))[0]!.n)).toBe(10);
+    expect(Number((await t.platform.db('deliveries').where({ endpoint_id: uuidOf('endpoint', ep) }).count({ n: '*' }))[0]!.n)).toBe(10);
     expect(other.requests).toHaveLength(10);
     expect(down.requests).toHaveLength(10);
   });

@@ -7,6 +7,7 @@ import { replayOne } from '../helpers/replay.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { createEndpoint, getDelivery, publishMany } from '../helpers/dispatch.js';
 import { UNFINISHED_STATUSES } from '../../src/domain/delivery-status.js';
+import { idOfUuid, uuidOf } from '../../src/domain/ids.js';
 
 /**
  * delivery_queue (migration 20261201000024): the mirror of unfinished deliveries that the scheduler
@@ -37,9 +38,9 @@ async function mirror(endpointId: string) {
     `SELECT d.id, s.status, d.next_attempt_at, d.deadline_at
        FROM deliveries d CROSS JOIN LATERAL delivery_state(d.id, d.status, d.attempt_count) s
       WHERE d.endpoint_id = ? AND d.status = ANY(?) ORDER BY d.id`,
-    [endpointId, [...unfinished]],
+    [uuidOf('endpoint', endpointId), [...unfinished]],
   );
-  const queue = await db('delivery_queue').where({ endpoint_id: endpointId }).orderBy('delivery_id')
+  const queue = await db('delivery_queue').where({ endpoint_id: uuidOf('endpoint', endpointId) }).orderBy('delivery_id')
     .select('delivery_id as id', 'status', 'next_attempt_at', 'deadline_at');
   return { deliveries, queue };
 }
@@ -47,7 +48,7 @@ async function mirror(endpointId: string) {
 /** The claims held in the endpoint's queue rows: attempt number and lease of each in flight. */
 async function claims(endpointId: string) {
   const rows: Array<{ id: string; attempt_count: number | null; leased: boolean }> = await t.platform.db('delivery_queue')
-    .where({ endpoint_id: endpointId, status: 'in_flight' }).orderBy('delivery_id')
+    .where({ endpoint_id: uuidOf('endpoint', endpointId), status: 'in_flight' }).orderBy('delivery_id')
     .select('delivery_id as id', 'attempt_count', t.platform.db.raw('lease_until > now() AS leased'));
   return rows;
 }
@@ -76,11 +77,11 @@ describe('delivery_queue mirrors the unfinished deliveries through every transit
 
     // Admission takes two in flight for slots of this process: the claims are written to the queue
     // rows only, with their attempt numbers and leases; `deliveries` is not written.
-    await db('endpoints').where({ id: ep.id }).update({ max_concurrency: 2 });
-    const before = await db('deliveries').where({ endpoint_id: ep.id }).orderBy('id').select('id', 'status', 'attempt_count', 'lease_until', 'updated_at');
+    await db('endpoints').where({ id: uuidOf('endpoint', ep.id) }).update({ max_concurrency: 2 });
+    const before = await db('deliveries').where({ endpoint_id: uuidOf('endpoint', ep.id) }).orderBy('id').select('id', 'status', 'attempt_count', 'lease_until', 'updated_at');
     const round = await admitDue(db, { queuedLeaseSeconds: 30, circuitFailureThreshold: 5, perEndpointBatch: 100 }, { count: 10, inFlightLeaseMs: 30_000, mode: 'all' });
     expect(round.claimed).toHaveLength(2);
-    expect(await db('deliveries').where({ endpoint_id: ep.id }).orderBy('id').select('id', 'status', 'attempt_count', 'lease_until', 'updated_at')).toEqual(before);
+    expect(await db('deliveries').where({ endpoint_id: uuidOf('endpoint', ep.id) }).orderBy('id').select('id', 'status', 'attempt_count', 'lease_until', 'updated_at')).toEqual(before);
     m = await mirror(ep.id);
     expect(m.queue).toEqual(m.deliveries);
     expect(m.queue.filter((r) => r.status === 'in_flight').map((r) => r.id).sort()).toEqual(round.claimed.map((c) => c.id).sort());
@@ -116,7 +117,7 @@ describe('delivery_queue mirrors the unfinished deliveries through every transit
     expect((await tenant.call('DELETE', `/v1/endpoints/${ep.id}`)).status).toBe(204);
     m = await mirror(ep.id);
     expect(m).toEqual({ deliveries: [], queue: [] });
-    expect(await db('deliveries').where({ endpoint_id: ep.id, status: 'dead', dead_reason: 'endpoint_deleted' }).count('* as n').first()).toEqual({ n: 5 });
+    expect(await db('deliveries').where({ endpoint_id: uuidOf('endpoint', ep.id), status: 'dead', dead_reason: 'endpoint_deleted' }).count('* as n').first()).toEqual({ n: 5 });
   });
 });
 
@@ -127,11 +128,11 @@ describe('a delivery deleted from deliveries', () => {
     const db = t.platform.db;
     const ep = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/removed', eventTypes: ['removed.*'] });
     await publishMany(tenant, 3, 1, 'removed.created');
-    const ids: string[] = await db('deliveries').where({ endpoint_id: ep.id }).orderBy('id').pluck('id');
+    const ids: string[] = await db('deliveries').where({ endpoint_id: uuidOf('endpoint', ep.id) }).orderBy('id').pluck('id');
     expect(ids).toHaveLength(3);
-    expect(await db('delivery_queue').where({ endpoint_id: ep.id }).orderBy('delivery_id').pluck('delivery_id')).toEqual(ids);
+    expect(await db('delivery_queue').where({ endpoint_id: uuidOf('endpoint', ep.id) }).orderBy('delivery_id').pluck('delivery_id')).toEqual(ids);
     await db('deliveries').whereIn('id', ids.slice(0, 2)).del();
-    expect(await db('delivery_queue').where({ endpoint_id: ep.id }).pluck('delivery_id')).toEqual(ids.slice(2));
+    expect(await db('delivery_queue').where({ endpoint_id: uuidOf('endpoint', ep.id) }).pluck('delivery_id')).toEqual(ids.slice(2));
     expect((await mirror(ep.id)).queue.map((r) => r.id)).toEqual(ids.slice(2));
   });
 });
@@ -144,7 +145,7 @@ describe('a claim kept in the queue row only', () => {
     const db = t.platform.db;
     const ep = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/aged', eventTypes: ['aged.*'] });
     await publishMany(tenant, 1, 1, 'aged.created');
-    const { id } = await db('deliveries').where({ endpoint_id: ep.id }).first('id');
+    const { id } = await db('deliveries').where({ endpoint_id: uuidOf('endpoint', ep.id) }).first('id');
     // Its maximum age ends a second from now (written before any claim, so the queue row follows):
     // claimed just before, swept just after, by a sweep whose snapshot predates the claim's commit.
     const { rows: [{ deadline }] } = await db.raw(`UPDATE deliveries SET deadline_at = now() + interval '1 second' WHERE id = ? RETURNING deadline_at AS deadline`, [id]);
@@ -158,7 +159,7 @@ describe('a claim kept in the queue row only', () => {
       // The round as admitDue runs it (which refuses a caller's transaction), everything local.
       const { rows } = await trx.raw('SELECT * FROM admit_due_v4(5, 100, 30, 10, 30000, true) WHERE id = ?', [id]);
       claimed = rows.map((r: { id: string; tenant_id: string; attempt_count: number; lease_token: string; ep_id: string }) =>
-        ({ id: r.id, tenant_id: r.tenant_id, attempt_count: r.attempt_count, lease_token: Number(r.lease_token), endpoint: { id: r.ep_id } }));
+        ({ id: r.id, tenant_id: r.tenant_id, attempt_count: r.attempt_count, lease_token: Number(r.lease_token), endpoint: { id: idOfUuid('endpoint', r.ep_id) } }));
       await committed;
     });
     await eventually(async () => claimed.length === 1, 'the claim, not yet committed');
@@ -185,7 +186,7 @@ describe('a claim kept in the queue row only', () => {
     const db = t.platform.db;
     const ep = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/expired', eventTypes: ['expired.*'] });
     await publishMany(tenant, 2, 1, 'expired.created');
-    const [expired, live] = (await db('deliveries').where({ endpoint_id: ep.id }).orderBy('id').pluck('id')) as string[];
+    const [expired, live] = (await db('deliveries').where({ endpoint_id: uuidOf('endpoint', ep.id) }).orderBy('id').pluck('id')) as string[];
     await db('deliveries').where({ id: expired }).update({ deadline_at: new Date(Date.now() - 1_000) });
     const round = await admitDue(db, admission, { count: 10, inFlightLeaseMs: 30_000, mode: 'all' });
     expect(round.claimed.filter((c) => c.endpoint.id === ep.id).map((c) => c.id)).toEqual([live]);
@@ -200,7 +201,7 @@ describe('a claim kept in the queue row only', () => {
     const [c] = (await admitDue(db, admission, { count: 10, inFlightLeaseMs: 30_000, mode: 'all' })).claimed.filter((x) => x.endpoint.id === ep.id);
     expect((await tenant.call('DELETE', `/v1/endpoints/${ep.id}`)).status).toBe(204);
     expect(await getDelivery(tenant, c!.id)).toMatchObject({ status: 'in_flight' });
-    const waited = (await db('deliveries').where({ endpoint_id: ep.id }).whereNot({ id: c!.id }).first('status', 'dead_reason'));
+    const waited = (await db('deliveries').where({ endpoint_id: uuidOf('endpoint', ep.id) }).whereNot({ id: c!.id }).first('status', 'dead_reason'));
     expect(waited).toEqual({ status: 'dead', dead_reason: 'endpoint_deleted' });
     const [recorded] = await recordSuccesses(db, [{ ...success(c!), handOff: false }], limits, 30_000);
     expect(recorded).toEqual({ applied: true });

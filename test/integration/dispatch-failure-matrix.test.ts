@@ -3,6 +3,7 @@
 // on one platform. Retryable rows use retryPolicy.maxAttempts = 2: exactly two requests, then
 // `max_attempts`, which proves "retried" without waiting for a long schedule.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uuidOf } from '../../src/domain/ids.js';
 import type { LookupFn } from '../../src/outbound/http-client.js';
 import { closedPort, createEndpoint, publish, rawServer, settledDelivery, type Delivery } from '../helpers/dispatch.js';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
@@ -199,7 +200,7 @@ describe('SSRF refusal (ALLOW_PRIVATE_TARGETS=false)', () => {
       const tenant = await t.createTenant();
       const target = urlFor(Number(new URL(server.url).port));
       const endpoint = await createEndpoint(tenant, { url: patchInDb ? 'https://hooks.example.com/hook' : target, retryPolicy: { maxAttempts: 5 } });
-      if (patchInDb) await t.platform.db('endpoints').where({ id: endpoint.id }).update({ url: target });
+      if (patchInDb) await t.platform.db('endpoints').where({ id: uuidOf('endpoint', endpoint.id) }).update({ url: target });
       const eventId = await publish(tenant);
       const delivery = await settledDelivery(tenant, eventId);
       expectTerminal(delivery, null, 'ssrf_refused');
@@ -208,7 +209,7 @@ describe('SSRF refusal (ALLOW_PRIVATE_TARGETS=false)', () => {
       expect(delivery.lastError).not.toContain('127.0.0.1');
       expect(server.connections).toBe(0);
       // Terminal refusals say nothing about the endpoint's health.
-      const row = await t.platform.db('endpoints').where({ id: endpoint.id }).first();
+      const row = await t.platform.db('endpoints').where({ id: uuidOf('endpoint', endpoint.id) }).first();
       expect(row).toMatchObject({ status: 'active', consecutive_failures: 0, circuit_open_until: null });
     } finally {
       await server.close();

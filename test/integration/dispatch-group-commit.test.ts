@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { recordSuccesses, type AttemptRecord, type SuccessItem } from '../../src/delivery/sql/attempts.js';
+import { uuidOf } from '../../src/domain/ids.js';
 import { createEndpoint, publishMany } from '../helpers/dispatch.js';
 import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { attemptsListed } from '../helpers/database.js';
@@ -28,7 +29,7 @@ async function takeInFlight(endpointId: string, n: number): Promise<Array<{ id: 
     `UPDATE deliveries SET status = 'in_flight', attempt_count = attempt_count + 1, lease_until = now() + interval '30 seconds'
       WHERE id IN (SELECT id FROM deliveries WHERE endpoint_id = ? AND status = 'pending' ORDER BY next_attempt_at, id LIMIT ?)
      RETURNING id, tenant_id, lease_token(lease_until) AS lease_token`,
-    [endpointId, n],
+    [uuidOf('endpoint', endpointId), n],
   );
   return rows;
 }
@@ -43,7 +44,7 @@ function success(d: { id: string; tenant_id: string; lease_token: number }, endp
 async function statusOf(endpointId: string): Promise<Record<string, number>> {
   const { rows } = await t.platform.db.raw<{ rows: Array<{ status: string; n: number }> }>(
     'SELECT s.status, count(*)::int AS n FROM deliveries d CROSS JOIN LATERAL delivery_state(d.id, d.status, d.attempt_count) s WHERE d.endpoint_id = ? GROUP BY s.status',
-    [endpointId],
+    [uuidOf('endpoint', endpointId)],
   );
   return Object.fromEntries(rows.map((r) => [r.status, r.n]));
 }

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { recordAttempt, type AttemptRecord } from '../../src/delivery/sql/attempts.js';
+import { uuidOf } from '../../src/domain/ids.js';
 import { createEndpoint, publishMany } from '../helpers/dispatch.js';
 import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 
@@ -30,7 +31,7 @@ async function takeInFlight(endpointId: string, n: number): Promise<InFlight[]> 
     `UPDATE deliveries SET status = 'in_flight', attempt_count = attempt_count + 1, lease_until = now() + interval '30 seconds'
       WHERE id IN (SELECT id FROM deliveries WHERE endpoint_id = ? AND status = 'pending' ORDER BY next_attempt_at, id LIMIT ?)
      RETURNING id, tenant_id, order_key, lease_token(lease_until) AS lease_token`,
-    [endpointId, n],
+    [uuidOf('endpoint', endpointId), n],
   );
   return rows;
 }
@@ -58,19 +59,19 @@ describe('a failure hands its slot on', () => {
     expect(r.next!.id).not.toBe(first!.id);
     expect(await rowOf(first!.id)).toMatchObject({ status: 'pending', attempt_count: 1 });
     expect((await rowOf(first!.id)).next_attempt_at.getTime()).toBeGreaterThan(Date.now() + 30_000);
-    const endpoint = await t.platform.db('endpoints').where({ id: ep.id }).first('consecutive_failures', 'circuit_open_until');
+    const endpoint = await t.platform.db('endpoints').where({ id: uuidOf('endpoint', ep.id) }).first('consecutive_failures', 'circuit_open_until');
     expect(endpoint).toEqual({ consecutive_failures: 1, circuit_open_until: null });
   });
 
   it('the failure that opens the circuit ends the chain', async () => {
     const ep = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/b', eventTypes: ['b.*'] });
     await publishMany(tenant, 5, 1, 'b.created');
-    await t.platform.db('endpoints').where({ id: ep.id }).update({ consecutive_failures: 2 }); // one short of the threshold
+    await t.platform.db('endpoints').where({ id: uuidOf('endpoint', ep.id) }).update({ consecutive_failures: 2 }); // one short of the threshold
     const [first] = await takeInFlight(ep.id, 1);
     const r = await recordAttempt(t.platform.db, failure(first!, ep.id), health, lease);
     expect(r.applied).toBe(true);
     expect(r.next).toBeUndefined();
-    const endpoint = await t.platform.db('endpoints').where({ id: ep.id }).first('consecutive_failures', 'circuit_open_until');
+    const endpoint = await t.platform.db('endpoints').where({ id: uuidOf('endpoint', ep.id) }).first('consecutive_failures', 'circuit_open_until');
     expect(endpoint.consecutive_failures).toBe(3);
     expect(endpoint.circuit_open_until.getTime()).toBeGreaterThan(Date.now());
   });
@@ -89,7 +90,7 @@ describe('a failure hands its slot on', () => {
     const r = await recordAttempt(t.platform.db, gone, health, lease);
     expect(r.applied).toBe(true);
     expect(r.next).toBeUndefined();
-    expect(await t.platform.db('endpoints').where({ id: ep.id }).first('status', 'disabled_reason')).toEqual({ status: 'disabled', disabled_reason: 'endpoint answered 410 Gone' });
+    expect(await t.platform.db('endpoints').where({ id: uuidOf('endpoint', ep.id) }).first('status', 'disabled_reason')).toEqual({ status: 'disabled', disabled_reason: 'endpoint answered 410 Gone' });
     expect(await t.platform.db('audit_log').where({ target_id: ep.id, action: 'endpoint.auto_disabled' }).count({ n: '*' })).toEqual([{ n: 1 }]);
   });
 
@@ -106,7 +107,7 @@ describe('a failure hands its slot on', () => {
     expect(handed.order_key).not.toBe(head!.order_key);
 
     // Dead releases the line: m1's second event may go next.
-    const { rows } = await t.platform.db.raw(`SELECT id FROM deliveries WHERE endpoint_id = ? AND order_key = ? AND status = 'pending' ORDER BY order_seq`, [ep.id, head!.order_key]);
+    const { rows } = await t.platform.db.raw(`SELECT id FROM deliveries WHERE endpoint_id = ? AND order_key = ? AND status = 'pending' ORDER BY order_seq`, [uuidOf('endpoint', ep.id), head!.order_key]);
     await t.platform.db('deliveries').where({ id: retried.next!.id }).update({ status: 'succeeded', lease_until: null });
     const again = await t.platform.db.raw(
       `UPDATE deliveries SET status = 'in_flight', attempt_count = 2, next_attempt_at = now(), lease_until = now() + interval '30 seconds'

@@ -2,6 +2,7 @@
 // maxConcurrency and rateLimitPerSecond. Timings come from the receiver's own clock.
 import type { ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uuidOf } from '../../src/domain/ids.js';
 import { createEndpoint, publish, publishMany, settledDelivery, slowResponder } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
@@ -32,7 +33,7 @@ describe('per-endpoint limits', () => {
     // One event fails three times in a row (its own retries) and opens the circuit.
     const first = await publish(tenant);
     const opened = await eventually(async () => {
-      const row = await t.platform.db('endpoints').where({ id: ep.id }).first();
+      const row = await t.platform.db('endpoints').where({ id: uuidOf('endpoint', ep.id) }).first();
       return row.circuit_open_until !== null && row;
     }, 'circuit open');
     expect(opened.consecutive_failures).toBe(3);
@@ -54,7 +55,7 @@ describe('per-endpoint limits', () => {
     // After the probe succeeded the rest went out together, not one by one (that would take
     // 4 × 300 ms more).
     expect(r.requests[8]!.at - next.at).toBeLessThan(1_000);
-    const healed = await t.platform.db('endpoints').where({ id: ep.id }).first();
+    const healed = await t.platform.db('endpoints').where({ id: uuidOf('endpoint', ep.id) }).first();
     expect(healed).toMatchObject({ consecutive_failures: 0, circuit_open_until: null, failing_since: null, status: 'active' });
   });
 

@@ -3,6 +3,7 @@
 // process on the same database and Redis prefix (QUEUE_PREFIX), so nothing here reaches into a
 // worker's memory: what counts is what the receiver got and what PostgreSQL recorded.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { uuidOf } from '../../src/domain/ids.js';
 import { createEndpoint, metricValue, publish, publishMany, slowResponder, startWorkerProcess, statusCounts, type WorkerProcess } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
@@ -54,7 +55,7 @@ describe('worker processes', { timeout: 90_000 }, () => {
   const attemptsOf = (endpointId: string): Promise<AttemptRow[]> =>
     attemptsListed(t.platform.db)
       .join('deliveries', 'deliveries.id', 'attempts.delivery_id')
-      .where('deliveries.endpoint_id', endpointId)
+      .where('deliveries.endpoint_id', uuidOf('endpoint', endpointId))
       .orderBy(['attempts.delivery_id', 'attempts.attempt_number'])
       .select('attempts.*');
 
@@ -72,7 +73,7 @@ describe('worker processes', { timeout: 90_000 }, () => {
     expect(await first.exited).toBe('SIGKILL');
     // With no worker alive, nothing changes these rows: what was in flight at the kill is here (every
     // claim is in its delivery's queue row, a slot's only there).
-    const lostIds: string[] = (await t.platform.db('delivery_queue').where({ endpoint_id: ep.id, status: 'in_flight' }).select('delivery_id')).map((r) => r.delivery_id);
+    const lostIds: string[] = (await t.platform.db('delivery_queue').where({ endpoint_id: uuidOf('endpoint', ep.id), status: 'in_flight' }).select('delivery_id')).map((r) => r.delivery_id);
     expect(lostIds.length).toBeGreaterThan(0);
 
     const eventIds = await publishing;
@@ -211,7 +212,7 @@ describe('worker processes', { timeout: 90_000 }, () => {
     expect(await w.exited).toBe(0);
     expect(Date.now() - termAt).toBeGreaterThanOrEqual(800); // it waited for the receiver's answer
 
-    const rows = await t.platform.db('deliveries').where({ endpoint_id: ep.id }).select('event_id', 'status', 'attempt_count');
+    const rows = await t.platform.db('deliveries').where({ endpoint_id: uuidOf('endpoint', ep.id) }).select('event_id', 'status', 'attempt_count');
     expect(rows.find((r) => r.event_id === eventId)).toMatchObject({ status: 'succeeded', attempt_count: 1 });
     expect(rows.find((r) => r.event_id === later)).toMatchObject({ status: 'pending', attempt_count: 0 });
     const attempts = await attemptsOf(ep.id);

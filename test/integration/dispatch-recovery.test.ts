@@ -6,6 +6,7 @@
 import { Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uuidOf } from '../../src/domain/ids.js';
 import { workerLockOptions } from '../../src/outbound/dispatcher.js';
 import { jobQueueName } from '../../src/outbound/job-queue.js';
 import { createRedis } from '../../src/infra/redis.js';
@@ -94,7 +95,7 @@ describe('recovery from Redis data loss (shared Redis)', { timeout: 60_000 }, ()
     await eventually(async () => taken >= 5, 'jobs taken by the doomed worker', 10_000, 10);
     await rogue.close(true); // no more lock renewals: as dead as a SIGKILL for Redis
     const diedAt = Date.now();
-    const held = await t.platform.db('deliveries').where({ endpoint_id: ep.id, status: 'queued' }).count<{ n: string }[]>('* as n');
+    const held = await t.platform.db('deliveries').where({ endpoint_id: uuidOf('endpoint', ep.id), status: 'queued' }).count<{ n: string }[]>('* as n');
     expect(Number(held[0]!.n)).toBeGreaterThan(0);
 
     await eventually(async () => (await statusCounts(t, ep.id)).succeeded === 40, 'every delivery succeeded', 30_000, 100);

@@ -5,6 +5,7 @@ import type { ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backoffCapMs } from '../../src/domain/retry-policy.js';
 import { claimDelivery } from '../../src/delivery/sql/attempts.js';
+import { uuidOf } from '../../src/domain/ids.js';
 import { createEndpoint, gaps, getDelivery, publish, publishMany, settledDelivery, type Attempt } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 import { startReceiver, type Receiver, type Responder } from '../helpers/receiver.js';
@@ -132,7 +133,7 @@ describe('Retry-After and backoff (RETRY_AFTER_MAX_SECONDS default)', () => {
     const tenant = await t.createTenant();
     const ep = await createEndpoint(tenant, { url: r.url, retryPolicy: { maxEventAgeSeconds: 1 } });
     // The circuit is open for an hour, as after an outage: nothing is admitted for this endpoint.
-    await t.platform.db('endpoints').where({ id: ep.id }).update({
+    await t.platform.db('endpoints').where({ id: uuidOf('endpoint', ep.id) }).update({
       consecutive_failures: t.config.circuitFailureThreshold,
       failing_since: t.platform.db.fn.now(),
       circuit_open_until: t.platform.db.raw("now() + interval '1 hour'"),

@@ -4,6 +4,7 @@
 import { PassThrough } from 'node:stream';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uuidOf } from '../../src/domain/ids.js';
 import { createEndpoint, settledDelivery } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 import { startReceiver, type ReceivedRequest, type Receiver } from '../helpers/receiver.js';
@@ -81,7 +82,7 @@ describe('outbound signing', () => {
     const stored = JSON.stringify([
       await attemptsListed(t.platform.db).where({ delivery_id: delivery.id }),
       await t.platform.db('deliveries').where({ id: delivery.id }),
-      await t.platform.db('endpoints').where({ id: endpoint.id }),
+      await t.platform.db('endpoints').where({ id: uuidOf('endpoint', endpoint.id) }),
     ]);
     expect(logs.length).toBeGreaterThan(0);
     for (const text of [stored, logs]) {

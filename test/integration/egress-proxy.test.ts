@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uuidOf } from '../../src/domain/ids.js';
 import { renderMetrics, resetMetrics } from '../../src/metrics/registry.js';
 import { createDeliveryClient, type DeliveryClient } from '../../src/outbound/http-client.js';
 import { closedPort, createEndpoint, metricValue, publishMany, rawServer } from '../helpers/dispatch.js';
@@ -142,12 +143,12 @@ describe('the delivery client through the proxy (CONNECT for an https target)', 
 
 /** deliveries of an endpoint as the database has them. */
 async function deliveryRows(t: TestPlatform, endpointId: string) {
-  return t.platform.db('deliveries').where('endpoint_id', endpointId).select('id', 'event_id', 'status', 'attempt_count', 'attempt_base', 'last_error');
+  return t.platform.db('deliveries').where('endpoint_id', uuidOf('endpoint', endpointId)).select('id', 'event_id', 'status', 'attempt_count', 'attempt_base', 'last_error');
 }
 
 /** Nothing about the endpoint changed: active, circuit closed, no failure counted. */
 async function expectEndpointUntouched(t: TestPlatform, endpointId: string) {
-  const ep = await t.platform.db('endpoints').where('id', endpointId).first('status', 'consecutive_failures', 'circuit_open_until', 'failing_since');
+  const ep = await t.platform.db('endpoints').where('id', uuidOf('endpoint', endpointId)).first('status', 'consecutive_failures', 'circuit_open_until', 'failing_since');
   expect(ep).toEqual({ status: 'active', consecutive_failures: 0, circuit_open_until: null, failing_since: null });
 }
 

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { uuidOf } from '../../src/domain/ids.js';
 import { eventDaysLock } from '../../src/store/retention-store.js';
 import { advisoryLockWaiters } from '../helpers/database.js';
 import { expectError } from '../helpers/api.js';
@@ -32,7 +33,7 @@ describe('endpoint backfill', () => {
 
   const backfill = (tenant: TestTenant, endpointId: string, body: Record<string, unknown>) =>
     tenant.call('POST', `/v1/endpoints/${endpointId}/backfill`, { body: { since, reason: 'new endpoint needs history', ...body } });
-  const deliveriesTo = (endpointId: string) => t.platform.db('deliveries').where({ endpoint_id: endpointId }).orderBy('id').select('event_id', 'replay_id', 'status');
+  const deliveriesTo = (endpointId: string) => t.platform.db('deliveries').where({ endpoint_id: uuidOf('endpoint', endpointId) }).orderBy('id').select('event_id', 'replay_id', 'status');
   /** How many requests each webhook-id reached the receiver with. */
   const receivedTimes = (rx: Receiver) => {
     const times = new Map<string, number>();
@@ -223,7 +224,7 @@ describe('endpoint backfill', () => {
       expect([...rx.eventIds()]).toEqual([delivered.eventId]);
       expect(rx.eventIds().has(stale.eventId)).toBe(false);
       // Ordered per message as fan-out would have: the same key as the message's other deliveries.
-      expect(await t.platform.db('deliveries').where({ endpoint_id: ep }).pluck('order_key')).toEqual([`${source.id}:${messageId}`]);
+      expect(await t.platform.db('deliveries').where({ endpoint_id: uuidOf('endpoint', ep) }).pluck('order_key')).toEqual([`${source.id}:${messageId}`]);
     } finally {
       await rx.close();
     }
@@ -244,7 +245,7 @@ describe('endpoint backfill', () => {
       const res = await backfill(c, later, {});
       expect(res.body.total).toBe(1);
       await completed(c, res.body.id);
-      expect(await t.platform.db('deliveries').where({ endpoint_id: later }).pluck('event_id')).toEqual([real]);
+      expect(await t.platform.db('deliveries').where({ endpoint_id: uuidOf('endpoint', later) }).pluck('event_id')).toEqual([real]);
     } finally {
       await rx.close();
     }

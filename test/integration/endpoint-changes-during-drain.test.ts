@@ -4,6 +4,7 @@
 // by what real receivers saw and what the API shows.
 import type { ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uuidOf } from '../../src/domain/ids.js';
 import { signatureHeader } from '../../src/domain/signing.js';
 import { createEndpoint, deliveryOfEvent, publish, publishMany, statusCounts } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
@@ -34,7 +35,7 @@ async function inFlightSettled(t: TestPlatform, endpointId: string): Promise<num
     'the transactions begun before the change end',
   );
   // Every claim is in its delivery's queue row (a slot's only there).
-  const ids = (await db('delivery_queue').where({ endpoint_id: endpointId, status: 'in_flight' }).pluck('delivery_id')) as string[];
+  const ids = (await db('delivery_queue').where({ endpoint_id: uuidOf('endpoint', endpointId), status: 'in_flight' }).pluck('delivery_id')) as string[];
   await eventually(async () => {
     const still = await db('delivery_queue').whereIn('delivery_id', ids).where('status', 'in_flight').pluck('delivery_id');
     return still.length === 0;

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uuidOf } from '../../src/domain/ids.js';
 import { createEndpoint, metricValue, publish, publishMany } from '../helpers/dispatch.js';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 
@@ -32,7 +33,7 @@ describe('deleting an endpoint', () => {
     const [deleted, disabled] = [await deadLettered('endpoint_deleted'), await deadLettered('endpoint_disabled')];
     const res = await tenant.call('DELETE', `/v1/endpoints/${ep.id}`);
     expect(res.status).toBe(204);
-    const rows = await t.platform.db('deliveries').where({ endpoint_id: ep.id }).select('status', 'dead_reason');
+    const rows = await t.platform.db('deliveries').where({ endpoint_id: uuidOf('endpoint', ep.id) }).select('status', 'dead_reason');
     expect(rows).toEqual(Array.from({ length: 5 }, () => ({ status: 'dead', dead_reason: 'endpoint_deleted' })));
     expect((await deadLettered('endpoint_deleted')) - deleted).toBe(5);
     expect((await deadLettered('endpoint_disabled')) - disabled).toBe(0);
@@ -44,7 +45,7 @@ describe('deleting an endpoint', () => {
     const id = await deliveryIdOf(await publish(tenant, 'gone.created', {}));
     // The state a race between admission and the delete leaves: queued, its endpoint already gone.
     await t.platform.db('deliveries').where({ id }).update({ status: 'queued', lease_until: t.platform.db.raw(`now() + interval '1 minute'`) });
-    await t.platform.db('endpoints').where({ id: ep.id }).update({ deleted_at: t.platform.db.fn.now() });
+    await t.platform.db('endpoints').where({ id: uuidOf('endpoint', ep.id) }).update({ deleted_at: t.platform.db.fn.now() });
     const before = await deadLettered('endpoint_deleted');
     const claimed = await t.platform.lifecycle.claim(id, 60_000);
     expect(claimed?.status).toBe('dead');

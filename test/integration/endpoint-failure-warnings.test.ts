@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { warnFailing, type FailingEndpoint } from '../../src/delivery/endpoint-health.js';
+import { uuidOf } from '../../src/domain/ids.js';
 import type { Platform } from '../../src/platform.js';
 import { createEndpoint, publish } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
@@ -160,7 +161,7 @@ describe('warnFailing with several sweepers at once', () => {
   afterAll(async () => t?.stop());
 
   const failingFor = (endpointId: string, seconds: number) =>
-    t.platform.db('endpoints').where({ id: endpointId }).update({ consecutive_failures: 1, failing_since: t.platform.db.raw('now() - make_interval(secs => :seconds)', { seconds }) });
+    t.platform.db('endpoints').where({ id: uuidOf('endpoint', endpointId) }).update({ consecutive_failures: 1, failing_since: t.platform.db.raw('now() - make_interval(secs => :seconds)', { seconds }) });
   const contend = async (endpointId: string) => {
     const results = await Promise.all(Array.from({ length: 6 }, () => warnFailing(t.platform.db, window)));
     return results.flat().filter((w) => w.id === endpointId);

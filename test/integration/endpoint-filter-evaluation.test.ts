@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { idOfUuid } from '../../src/domain/ids.js';
 import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 
 /**
@@ -75,7 +76,7 @@ async function targets(type: string, data: string): Promise<string[]> {
     'SELECT (unnest(fan_out_targets(:tenantId, :type, :body))).endpoint_id',
     { tenantId: tenant.id, type, body },
   );
-  return rows.map((r) => r.endpoint_id);
+  return rows.map((r) => idOfUuid('endpoint', r.endpoint_id));
 }
 
 describe('content filters in fan-out', () => {
@@ -90,6 +91,6 @@ describe('content filters in fan-out', () => {
       'SELECT (unnest(fan_out_targets(:tenantId, :type))).endpoint_id',
       { tenantId: tenant.id, type: 't' },
     );
-    expect(rows.map((r) => r.endpoint_id)).toContain(endpointOf.get('$eq big integer'));
+    expect(rows.map((r) => idOfUuid('endpoint', r.endpoint_id))).toContain(endpointOf.get('$eq big integer'));
   });
 });

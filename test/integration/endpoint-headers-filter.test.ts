@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uuidOf } from '../../src/domain/ids.js';
 import { SecretBox } from '../../src/domain/secret-box.js';
 import { expectError } from '../helpers/api.js';
 import { createSource, expectOutcome, postCallback, sign, type TestSource } from '../helpers/intake.js';
@@ -64,7 +65,7 @@ describe('endpoint headers', () => {
     expect(created.status, created.text).toBe(201);
     expect(created.body.headers).toEqual({ 'X-Api-Key': '••••' });
     const id = created.body.id as string;
-    const row = await t.platform.db('endpoints').where({ id }).first();
+    const row = await t.platform.db('endpoints').where({ id: uuidOf('endpoint', id) }).first();
     expect(row.headers_enc).not.toContain('key-plaintext-1');
     expect(new SecretBox(t.config.secretsKey).open(row.headers_enc, id)).toBe('{"X-Api-Key":"key-plaintext-1"}');
 
@@ -76,7 +77,7 @@ describe('endpoint headers', () => {
     expect(replaced.body.headers).toEqual({ 'X-Other': '••••' });
     const cleared = await tenant.call('PATCH', `/v1/endpoints/${id}`, { body: { headers: null } });
     expect(cleared.body.headers).toEqual({});
-    expect((await t.platform.db('endpoints').where({ id }).first()).headers_enc).toBeNull();
+    expect((await t.platform.db('endpoints').where({ id: uuidOf('endpoint', id) }).first()).headers_enc).toBeNull();
     const audit = await t.platform.db('audit_log').where({ target_id: id, action: 'endpoint.updated' });
     expect(audit).toHaveLength(2);
     expect(JSON.stringify(audit)).not.toMatch(/key-plaintext-1|other-plaintext-2/);
@@ -103,7 +104,7 @@ describe('endpoint headers', () => {
     const id = created.body.id as string;
     // Written past the API's check, as an older release or a manual fix might have left it.
     const forged = { 'Webhook-Id': 'evt_forged', 'CONTENT-TYPE': 'text/plain', 'webhook-signature': 'v1,forged', Host: 'evil.example', 'X-Kept': 'yes' };
-    await t.platform.db('endpoints').where({ id }).update({ headers_enc: new SecretBox(t.config.secretsKey).seal(JSON.stringify(forged), id) });
+    await t.platform.db('endpoints').where({ id: uuidOf('endpoint', id) }).update({ headers_enc: new SecretBox(t.config.secretsKey).seal(JSON.stringify(forged), id) });
     const eventId = await publishRaw('forged.test', '{}');
     const [req] = await eventually(async () => received('/forged').length > 0 && received('/forged'), 'the request arrived');
     expect(req!.headers['webhook-id']).toBe(eventId);
@@ -133,7 +134,7 @@ describe('content filters', () => {
     const cleared = await tenant.call('PATCH', `/v1/endpoints/${id}`, { body: { filter: null } });
     expect(cleared.status).toBe(200);
     expect(cleared.body.filter).toBeNull();
-    expect(await t.platform.db('endpoints').where({ id }).first('filter', 'filter_path')).toEqual({ filter: null, filter_path: null });
+    expect(await t.platform.db('endpoints').where({ id: uuidOf('endpoint', id) }).first('filter', 'filter_path')).toEqual({ filter: null, filter_path: null });
   });
 
   it('delivers only matching published events to a filtered endpoint, big integers compared exactly; an unfiltered one gets all', async () => {

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { TLSSocket } from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uuidOf } from '../../src/domain/ids.js';
 import { SecretBox } from '../../src/domain/secret-box.js';
 import { expectError } from '../helpers/api.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
@@ -104,7 +105,7 @@ describe('mutual TLS', () => {
     expect(got.body.tls.clientCertificate.fingerprint256).toMatch(/^[0-9A-F:]+$/);
     expect(got.text).not.toContain('PRIVATE KEY');
     expect(got.text).not.toContain(client.key.split('\n')[1]);
-    const row = await t.platform.db('endpoints').where({ id }).first('tls_enc');
+    const row = await t.platform.db('endpoints').where({ id: uuidOf('endpoint', id) }).first('tls_enc');
     expect(row.tls_enc).not.toContain('PRIVATE KEY');
     expect(JSON.parse(new SecretBox(t.config.secretsKey).open(row.tls_enc, id)).clientKey).toBe(client.key);
 
@@ -158,7 +159,7 @@ describe('mutual TLS', () => {
     expectError(toHttp, 400, 'validation_failed');
     const removed = await tenant.call('PATCH', `/v1/endpoints/${id}`, { body: { tls: null } });
     expect(removed.body.tls).toBeNull();
-    expect((await t.platform.db('endpoints').where({ id }).first('tls_enc')).tls_enc).toBeNull();
+    expect((await t.platform.db('endpoints').where({ id: uuidOf('endpoint', id) }).first('tls_enc')).tls_enc).toBeNull();
   });
 
   it('refuses, at attempt time and saying why, to send a client certificate through the egress proxy', async () => {

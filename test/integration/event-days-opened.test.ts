@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admitDue } from '../../src/delivery/sql/admit.js';
 import { claimDelivery, recordSuccesses } from '../../src/delivery/sql/attempts.js';
 import type { ClaimedDelivery } from '../../src/delivery/sql/claimed.js';
-import { newId } from '../../src/domain/ids.js';
+import { newId, uuidOf } from '../../src/domain/ids.js';
 import { ensurePartitions } from '../../src/store/retention-store.js';
 import { daysAgo, idAt } from '../helpers/backdate.js';
 import {
@@ -69,7 +69,7 @@ async function insertOldPending(endpointId: string, days: number, dueAt: Date): 
   });
   const now = new Date();
   await t.platform.db('deliveries').insert({
-    id: deliveryId, tenant_id: tenant.id, event_id: eventId, endpoint_id: endpointId, status: 'pending',
+    id: deliveryId, tenant_id: tenant.id, event_id: eventId, endpoint_id: uuidOf('endpoint', endpointId), status: 'pending',
     next_attempt_at: dueAt, deadline_at: new Date(now.getTime() + 3_600_000), created_at: at, updated_at: now,
   });
   return { eventId, deliveryId };

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newId } from '../../src/domain/ids.js';
+import { idOfUuid, newId } from '../../src/domain/ids.js';
 import { createEndpoint, createSource, type TestSource } from '../helpers/intake.js';
 import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { reportPlans } from '../helpers/plans.js';
@@ -195,7 +195,7 @@ describe('a publish batch', () => {
     expect(deliveries).toHaveLength(8);
     expect(deliveries.every((d) => d.status === 'pending' && d.queued === 'pending')).toBe(true);
     // Each event of the message drew its place while the batch held the message's row, in batch order.
-    const places = deliveries.filter((d) => d.endpoint_id === ordered);
+    const places = deliveries.filter((d) => idOfUuid('endpoint', d.endpoint_id) === ordered);
     expect(places.map((d) => [d.event_id, d.order_key])).toEqual([[ids[3], 'api:m-batch'], [ids[4], 'api:m-batch']]);
     expect(Number(places[0].order_seq)).toBeLessThan(Number(places[1].order_seq));
     const { rows: message } = await session.query('SELECT last_event_id FROM messages WHERE tenant_id = $1 AND message_id = $2', [tenant.id, 'm-batch']);

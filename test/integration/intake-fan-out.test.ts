@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { idOfUuid, uuidOf } from '../../src/domain/ids.js';
 import { createDb } from '../../src/infra/db.js';
 import { initialDeliveryIdGuess } from '../../src/store/delivery-ids.js';
 import { publish } from '../helpers/api.js';
@@ -67,7 +68,7 @@ describe('fan-out of an accepted callback', () => {
     }, 'three deliveries succeeded');
     expect(byEndpoint[endpoints.disabled]).toMatchObject({ status: 'dead', deadReason: 'endpoint_disabled', attemptCount: 0 });
     expect(receivers.disabled.requests).toHaveLength(0);
-    const attempts = await attemptsListed(t.platform.db).join('deliveries', 'deliveries.id', 'attempts.delivery_id').where('deliveries.endpoint_id', endpoints.disabled).count<{ count: number }[]>('* as count');
+    const attempts = await attemptsListed(t.platform.db).join('deliveries', 'deliveries.id', 'attempts.delivery_id').where('deliveries.endpoint_id', uuidOf('endpoint', endpoints.disabled)).count<{ count: number }[]>('* as count');
     expect(attempts[0]!.count).toBe(0);
     expect(sampleOf(await readMetrics(t.url), 'webhook_deliveries_dead_lettered_total', { reason: 'endpoint_disabled' }) - deadBefore).toBe(1);
   });
@@ -116,8 +117,9 @@ describe('fan-out to more endpoints than delivery ids were guessed', () => {
     dead_reason: string | null;
     deadline_at: Date;
   }
-  const deliveriesOf = (eventId: string): Promise<DeliveryRow[]> =>
-    t.platform.db('deliveries').where({ event_id: eventId }).orderBy('endpoint_id').select('id', 'endpoint_id', 'status', 'dead_reason', 'deadline_at');
+  const deliveriesOf = async (eventId: string): Promise<DeliveryRow[]> =>
+    (await t.platform.db('deliveries').where({ event_id: eventId }).orderBy('endpoint_id').select('id', 'endpoint_id', 'status', 'dead_reason', 'deadline_at'))
+      .map((d: DeliveryRow) => ({ ...d, endpoint_id: idOfUuid('endpoint', d.endpoint_id) }));
   const arrivals = (eventId: string) => other.receiver.requests.filter((r) => r.headers['webhook-id'] === eventId).map((r) => r.path).sort();
 
   /** One delivery per endpoint, each with its own `dlv_` id; the disabled ones dead, the others sent once. */
@@ -196,9 +198,9 @@ describe('fan-out when one tenant owns nearly every endpoint', () => {
     const template = await createEndpoint(big, 'http://127.0.0.1:9/big', ['never.sent']);
     await t.platform.db.raw(
       `INSERT INTO endpoints (id, tenant_id, url, event_types, secret_enc, max_concurrency)
-       SELECT 'ep_big' || lpad(g::text, 22, '0'), tenant_id, url, event_types, secret_enc, 1
+       SELECT gen_random_uuid(), tenant_id, url, event_types, secret_enc, 1
          FROM generate_series(1, 100000) g, endpoints WHERE id = ?`,
-      [template],
+      [uuidOf('endpoint', template)],
     );
     await t.platform.db.raw('ANALYZE endpoints');
     // In one transaction on a connection of its own, so its scan counters say how fan-out read the

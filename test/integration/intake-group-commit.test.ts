@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uuidOf } from '../../src/domain/ids.js';
 import { createEndpoint, createSource, postCallback, sign, storedFor, type TestSource } from '../helpers/intake.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { automation } from '../helpers/providers.js';
@@ -70,7 +71,7 @@ describe('intake group commit', () => {
     first.forEach((res, i) => expect(dataById.get(res.body.eventId)).toBe(ids[i]));
 
     expect(await storedFor(t.platform.db, source.id)).toMatchObject({ receipts: 300, events: 200, deliveries: 400 });
-    const perEndpoint = await t.platform.db('deliveries').whereIn('endpoint_id', endpoints).where({ tenant_id: tenant.id }).select('endpoint_id').count({ n: '*' }).groupBy('endpoint_id');
+    const perEndpoint = await t.platform.db('deliveries').whereIn('endpoint_id', endpoints.map((id) => uuidOf('endpoint', id))).where({ tenant_id: tenant.id }).select('endpoint_id').count({ n: '*' }).groupBy('endpoint_id');
     expect(perEndpoint.map((r) => Number(r.n))).toEqual([200, 200]);
 
     // One statement per callback would be 300 transactions; the 200 that waited went in batches.

@@ -1,7 +1,7 @@
 import { readdirSync } from 'node:fs';
 import type { Knex } from 'knex';
 import { afterEach, describe, expect, it } from 'vitest';
-import { newId } from '../../src/domain/ids.js';
+import { newId, uuidOf } from '../../src/domain/ids.js';
 import { createDb, migrateLatest, migrationsDirectory } from '../../src/infra/db.js';
 import { readFunctionSources } from '../../src/infra/function-sources.js';
 import { publish } from '../helpers/api.js';
@@ -213,12 +213,42 @@ describe('migrations', () => {
     expect(keys.rows).toEqual([]);
   });
 
+  it('stores endpoint ids as the uuid their TypeID encodes, and gives every one back exactly on the way down', async () => {
+    const { db } = await emptyDatabase();
+    await migrateLatest(db);
+    await db.migrate.down();
+    expect((await db.migrate.list())[1]).toEqual(['20261206000052_endpoint_ids_as_uuid.ts']);
+    // The extremes of the 128 bits, and ids made now, each with a delivery (the queue's trigger copies it).
+    const ids = ['ep_00000000000000000000000000', 'ep_7zzzzzzzzzzzzzzzzzzzzzzzzz', ...Array.from({ length: 200 }, () => newId('endpoint'))];
+    await db('tenants').insert({ id: 'ten_1', name: 't' });
+    await db('endpoints').insert(ids.map((id) => ({ id, tenant_id: 'ten_1', url: 'https://x.example.com', max_concurrency: 1, secret_enc: 'v1:x' })));
+    await db('deliveries').insert(
+      ids.map((endpointId) => ({ id: newId('delivery'), tenant_id: 'ten_1', event_id: newId('event'), endpoint_id: endpointId, status: 'pending', deadline_at: new Date(Date.now() + 3_600_000) })),
+    );
+    const stored = async () => ({
+      endpoints: (await db('endpoints').orderBy('id').pluck('id')) as string[],
+      deliveries: (await db('deliveries').orderBy('endpoint_id').pluck('endpoint_id')) as string[],
+      queue: (await db('delivery_queue').orderBy('endpoint_id').pluck('endpoint_id')) as string[],
+    });
+    const sorted = [...ids].sort();
+
+    await db.migrate.up();
+    const asUuid = sorted.map((id) => uuidOf('endpoint', id));
+    // The same order too: a uuid sorts as its TypeID does, so pages and admission walk endpoints alike.
+    expect(await stored()).toEqual({ endpoints: asUuid, deliveries: asUuid, queue: asUuid });
+    expect([asUuid[0], asUuid.at(-1)]).toEqual(['00000000-0000-0000-0000-000000000000', 'ffffffff-ffff-ffff-ffff-ffffffffffff']);
+
+    await db.migrate.down();
+    expect(await stored()).toEqual({ endpoints: sorted, deliveries: sorted, queue: sorted });
+  });
+
   it('keeps uniqueness in the database: (source, dedupe key) and (tenant, Idempotency-Key) in event_keys, (event, endpoint) on deliveries', async () => {
     const { db } = await emptyDatabase();
     await migrateLatest(db);
     await db('tenants').insert({ id: 'ten_1', name: 't' });
     await db('sources').insert({ id: 'src_1', tenant_id: 'ten_1', type: 'standard-webhooks', name: 's', secret_enc: 'v1:x' });
-    await db('endpoints').insert({ id: 'ep_1', tenant_id: 'ten_1', url: 'https://x.example.com', max_concurrency: 1, secret_enc: 'v1:x' });
+    const endpointId = uuidOf('endpoint', newId('endpoint'));
+    await db('endpoints').insert({ id: endpointId, tenant_id: 'ten_1', url: 'https://x.example.com', max_concurrency: 1, secret_enc: 'v1:x' });
     const violation = (p: Promise<unknown>) => p.then(() => 'inserted', (err: { code?: string }) => err.code);
     const [e1, e2, e3] = [newId('event'), newId('event'), newId('event')];
     // events is partitioned by time, so a key is claimed in event_keys, unique across every partition.
@@ -230,7 +260,7 @@ describe('migrations', () => {
     expect(await violation(db('events').insert({ id: 'evt_zzzz', tenant_id: 'ten_1', origin: 'api', type: 'x', body: '{}' }))).toBe('23514');
 
     await db('events').insert({ id: e1, tenant_id: 'ten_1', origin: 'api', type: 'x', body: '{}' });
-    const delivery = (id: string) => ({ id, tenant_id: 'ten_1', event_id: e1, endpoint_id: 'ep_1', status: 'pending', deadline_at: new Date() });
+    const delivery = (id: string) => ({ id, tenant_id: 'ten_1', event_id: e1, endpoint_id: endpointId, status: 'pending', deadline_at: new Date() });
     await db('deliveries').insert(delivery(newId('delivery')));
     expect(await violation(db('deliveries').insert(delivery(newId('delivery'))))).toBe('23505');
   });

@@ -13,6 +13,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { uuidOf } from '../../src/domain/ids.js';
 import type { SourceType } from '../../src/domain/sources.js';
 import { METRIC_NAMES, RECEIPT_OUTCOMES, SOURCE_TYPES } from '../../src/metrics/registry.js';
 import { attemptsListed, createTestDatabase, type TestDatabase } from '../helpers/database.js';
@@ -114,7 +115,7 @@ describe('observability: api and worker processes scraped by a real Prometheus',
     // Five failing events open the circuit; their deliveries then wait, due, behind it.
     await Promise.all([1, 2, 3, 4, 5].map(() => publish(tenant, TYPES.circuit)));
     await eventually(
-      async () => (await db('endpoints').where({ id: endpoints.circuit }).where('circuit_open_until', '>', db.fn.now()).first()) !== undefined,
+      async () => (await db('endpoints').where({ id: uuidOf('endpoint', endpoints.circuit) }).where('circuit_open_until', '>', db.fn.now()).first()) !== undefined,
       'circuit open',
       15_000,
     );
@@ -131,7 +132,7 @@ describe('observability: api and worker processes scraped by a real Prometheus',
     expect(okDelivery.status).toBe('succeeded');
     expect((await tenant.call('POST', `/v1/deliveries/${okDelivery.id}/replay`, { body: { reason: 'resend' } })).status).toBe(202);
     await eventually(
-      async () => (await db('deliveries').where({ endpoint_id: endpoints.max1, status: 'succeeded' }).count<{ count: number }[]>('* as count'))[0]!.count === 3,
+      async () => (await db('deliveries').where({ endpoint_id: uuidOf('endpoint', endpoints.max1), status: 'succeeded' }).count<{ count: number }[]>('* as count'))[0]!.count === 3,
       'replayed deliveries succeeded',
       15_000,
     );
@@ -151,7 +152,7 @@ describe('observability: api and worker processes scraped by a real Prometheus',
       const db = t.platform.db;
       await eventually(
         async () => {
-          const [row] = await db('deliveries').whereIn('status', UNFINISHED_STATUSES).whereNot('endpoint_id', endpoints.circuit).count<{ count: number }[]>('* as count');
+          const [row] = await db('deliveries').whereIn('status', UNFINISHED_STATUSES).whereNot('endpoint_id', uuidOf('endpoint', endpoints.circuit)).count<{ count: number }[]>('* as count');
           return row!.count === 0;
         },
         'every delivery settled',

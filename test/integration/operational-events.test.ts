@@ -5,6 +5,7 @@ import { eventually, startTestPlatform, type TestPlatform, type TestTenant } fro
 import { startReceiver, type ReceivedRequest, type Receiver } from '../helpers/receiver.js';
 import { answer } from '../helpers/replay.js';
 import { UNFINISHED_STATUSES } from '../../src/domain/delivery-status.js';
+import { uuidOf } from '../../src/domain/ids.js';
 import { watchAnnouncements, type AnnouncementWatch } from '../helpers/announcements.js';
 import { sentBody } from '../helpers/database.js';
 
@@ -187,7 +188,7 @@ describe('operational events', () => {
     const events = await platformEvents(tenant.id);
     expect(events.map((e) => e.type)).toEqual(['platform.delivery.dead', 'platform.delivery.dead', 'platform.delivery.dead']);
     expect(events.map((e) => JSON.parse(e.body).data.eventId).sort()).toEqual([...orders].sort());
-    const deliveries = await t.platform.db('deliveries').where({ endpoint_id: brokenEp }).select('status', 'dead_reason');
+    const deliveries = await t.platform.db('deliveries').where({ endpoint_id: uuidOf('endpoint', brokenEp) }).select('status', 'dead_reason');
     expect(deliveries).toHaveLength(6);
     expect(deliveries.every((d) => d.status === 'dead' && d.dead_reason === 'terminal')).toBe(true);
     expect(broken.requests).toHaveLength(6);
@@ -211,7 +212,7 @@ describe('operational events', () => {
     expect(events.map((e) => e.type)).toEqual(['platform.delivery.dead', 'platform.endpoint.disabled']);
     expect(events.every((e) => e.origin === 'platform')).toBe(true);
     // The only subscriber is the disabled endpoint: the second event is kept for it as a dead letter, unsent.
-    const toGone = await t.platform.db('deliveries').where({ endpoint_id: goneEp }).orderBy('id').select('status', 'dead_reason');
+    const toGone = await t.platform.db('deliveries').where({ endpoint_id: uuidOf('endpoint', goneEp) }).orderBy('id').select('status', 'dead_reason');
     expect(toGone).toEqual([
       { status: 'dead', dead_reason: 'terminal' },
       { status: 'dead', dead_reason: 'endpoint_disabled' },

@@ -5,6 +5,7 @@ import { admitDue } from '../../src/delivery/sql/admit.js';
 import { recordAttempt, recordSuccesses, type AttemptRecord } from '../../src/delivery/sql/attempts.js';
 import { sweep } from '../../src/delivery/sql/sweep.js';
 import type { ClaimedDelivery } from '../../src/delivery/sql/claimed.js';
+import { newId, uuidOf } from '../../src/domain/ids.js';
 import {
   createEndpoint, insertPendingBacklog, insertSucceededDeliveries, startSteppedPlatform, steppedLeaseMs as leaseMs, steppedLimits as limits,
   successOf, type SteppedPlatform,
@@ -120,8 +121,8 @@ describe('the fan-out look-up beside a tenant of many endpoints', () => {
     const big = await t.createTenant('many-endpoints');
     await t.platform.db.raw(
       `INSERT INTO endpoints (id, tenant_id, url, max_concurrency, secret_enc)
-       SELECT 'ep_many_' || n, ?, 'https://many.example.com/hook', 1, 'v1:x' FROM generate_series(1, 20000) n`,
-      [big.id],
+       SELECT id, ?, 'https://many.example.com/hook', 1, 'v1:x' FROM unnest(?::uuid[]) id`,
+      [big.id, `{${Array.from({ length: 20000 }, () => uuidOf('endpoint', newId('endpoint'))).join(',')}}`],
     );
     await t.platform.db.raw('ANALYZE endpoints');
     const small = await t.createTenant('one-endpoint');
@@ -160,7 +161,7 @@ describe('plans made while pending deliveries were rare', () => {
     // rest (every delivery finished, none pending), delivery_queue, analyzed far more often, full.
     const ep = (await createEndpoint(tenant, { url: 'http://127.0.0.1:9/rare', eventTypes: ['order.*'], maxConcurrency: 50 })).id;
     await insertPendingBacklog(t, tenant.id, ep, 5_000);
-    await t.platform.db.raw("UPDATE deliveries SET status = 'succeeded', next_attempt_at = NULL, succeeded_at = now() WHERE endpoint_id = ?", [ep]);
+    await t.platform.db.raw("UPDATE deliveries SET status = 'succeeded', next_attempt_at = NULL, succeeded_at = now() WHERE endpoint_id = ?", [uuidOf('endpoint', ep)]);
     await t.platform.db.raw('ANALYZE deliveries');
     await insertPendingBacklog(t, tenant.id, ep, 3_000);
     await t.platform.db.raw('ANALYZE delivery_queue');
@@ -171,7 +172,7 @@ describe('plans made while pending deliveries were rare', () => {
     const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
     try {
       await reportPlans(client, plans);
-      const { rows } = await client.query('SELECT * FROM next_due($1, 10, 3, false)', [ep]);
+      const { rows } = await client.query('SELECT * FROM next_due($1, 10, 3, false)', [uuidOf('endpoint', ep)]);
       expect(rows).toHaveLength(10);
     } finally {
       await client.end();
@@ -200,7 +201,7 @@ describe('the sweep beside a large backlog', () => {
     const off = (await createEndpoint(tenant, { url: 'http://127.0.0.1:9/sweep-off', eventTypes: ['order.*'] })).id;
     await insertPendingBacklog(t, tenant.id, busy, 20_000);
     await insertPendingBacklog(t, tenant.id, off, 3);
-    await t.platform.db.raw("UPDATE endpoints SET status = 'disabled' WHERE id = ?", [off]);
+    await t.platform.db.raw("UPDATE endpoints SET status = 'disabled' WHERE id = ?", [uuidOf('endpoint', off)]);
     const pending = Number((await conn.raw("SELECT count(*) AS n FROM delivery_queue WHERE status = 'pending'")).rows[0].n);
     expect(pending).toBeGreaterThan(20_000);
 
@@ -209,10 +210,10 @@ describe('the sweep beside a large backlog', () => {
     const readsAfter = await queueIndexReads();
 
     expect(result.deadDisabled).toBe(3);
-    expect(await t.platform.db('deliveries').where({ endpoint_id: off }).select('status', 'dead_reason')).toEqual(
+    expect(await t.platform.db('deliveries').where({ endpoint_id: uuidOf('endpoint', off) }).select('status', 'dead_reason')).toEqual(
       Array.from({ length: 3 }, () => ({ status: 'dead', dead_reason: 'endpoint_disabled' })),
     );
-    expect(Number((await conn.raw("SELECT count(*) AS n FROM deliveries WHERE endpoint_id = ? AND status = 'pending'", [busy])).rows[0].n)).toBe(20_000);
+    expect(Number((await conn.raw("SELECT count(*) AS n FROM deliveries WHERE endpoint_id = ? AND status = 'pending'", [uuidOf('endpoint', busy)])).rows[0].n)).toBe(20_000);
     // Every sweep of every worker, each second: the dead-letter step once read every pending entry
     // of the queue (a bitmap scan of delivery_queue_deadline) to find nearly always none.
     const read = [...readsAfter].map(([index, n]) => ({ index, entries: n - (readsBefore.get(index) ?? 0) }));

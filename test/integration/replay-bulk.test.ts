@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uuidOf } from '../../src/domain/ids.js';
 import { expectError } from '../helpers/api.js';
 import { createEndpoint, publish } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
@@ -30,7 +31,7 @@ describe('bulk replay', () => {
   /** The replay of Y's five deliveries, one of which then fails again. */
   let yReplay: string;
 
-  const dlv = async (eventIndex: number, endpointId: string) => (await deliveryIds(t, { event_id: ev[eventIndex - 1], endpoint_id: endpointId }))[0]!;
+  const dlv = async (eventIndex: number, endpointId: string) => (await deliveryIds(t, { event_id: ev[eventIndex - 1], endpoint_id: uuidOf('endpoint', endpointId) }))[0]!;
   const allDead = () => deliveryIds(t, { tenant_id: a.id, status: 'dead' });
   const dryRun = async (tenant: TestTenant, filter: Record<string, unknown>, extra: Record<string, unknown> = {}) => {
     const res = await bulkReplay(tenant, { filter, dryRun: true, ...extra });

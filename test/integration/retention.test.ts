@@ -18,7 +18,7 @@ import { ensurePartitions, eventDaysLock, removeDeliveries } from '../../src/sto
 import { typeIdFloor } from '../../src/domain/retention.js';
 import { previewBackfill } from '../../src/store/backfill-store.js';
 import { TenantScope } from '../../src/store/tenant-scope.js';
-import { newId } from '../../src/domain/ids.js';
+import { newId, uuidOf } from '../../src/domain/ids.js';
 import { metricValue } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { standard } from '../helpers/providers.js';
@@ -371,7 +371,7 @@ describe('a backfill that writes deliveries of a day retention is dropping', () 
       await backfill.query(
         `INSERT INTO deliveries (id, tenant_id, event_id, endpoint_id, status, next_attempt_at, deadline_at)
          VALUES ($1, $2, $3, $4, 'pending', now() + interval '1 hour', now() + interval '1 day')`,
-        [deliveryId, tenant.id, old.eventId, epA],
+        [deliveryId, tenant.id, old.eventId, uuidOf('endpoint', epA)],
       );
       await backfill.query('COMMIT');
       const { held } = await report;
@@ -441,7 +441,7 @@ describe('an unfinished delivery whose event retention has removed', () => {
     const pending = (eventId: string, endpointId: string) => {
       const id = newId('delivery');
       return db('deliveries')
-        .insert({ id, tenant_id: tenant.id, event_id: eventId, endpoint_id: endpointId, status: 'pending', next_attempt_at: new Date(), deadline_at: new Date(Date.now() + dayMs) })
+        .insert({ id, tenant_id: tenant.id, event_id: eventId, endpoint_id: uuidOf('endpoint', endpointId), status: 'pending', next_attempt_at: new Date(), deadline_at: new Date(Date.now() + dayMs) })
         .then(() => id);
     };
     const orphan = await pending(gone.eventId, epA);

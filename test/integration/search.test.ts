@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { idOfUuid } from '../../src/domain/ids.js';
 import { expectError, listAll, publish } from '../helpers/api.js';
 import type { ApiResponse } from '../helpers/http.js';
 import { createSource, postCallback, sign } from '../helpers/intake.js';
@@ -74,7 +75,8 @@ describe('search and troubleshooting', () => {
 
     // Settled: ok has everything, retrying has tried each SMS event once and waits.
     await eventually(async () => {
-      const rows: Array<{ endpoint_id: string; status: string; attempt_count: number }> = await t.platform.db('deliveries').where({ tenant_id: tenant.id });
+      const rows = (await t.platform.db('deliveries').where({ tenant_id: tenant.id }) as Array<{ endpoint_id: string; status: string; attempt_count: number }>)
+        .map((r) => ({ ...r, endpoint_id: idOfUuid('endpoint', r.endpoint_id) }));
       return (
         rows.filter((r) => r.endpoint_id === ep.ok && r.status === 'succeeded').length === 6 &&
         rows.filter((r) => r.endpoint_id === ep.retrying && r.status === 'pending' && r.attempt_count === 1).length === 3
@@ -148,7 +150,7 @@ describe('search and troubleshooting', () => {
     const expected: Record<string, () => Promise<string[]>> = {
       '/v1/events': () => db('events').where({ tenant_id: tenant.id }).orderBy('id', 'desc').pluck('id'),
       '/v1/deliveries': () => db('deliveries').where({ tenant_id: tenant.id }).orderBy('id', 'desc').pluck('id'),
-      '/v1/endpoints': () => db('endpoints').where({ tenant_id: tenant.id }).whereNull('deleted_at').orderBy('id', 'desc').pluck('id'),
+      '/v1/endpoints': async () => (await db('endpoints').where({ tenant_id: tenant.id }).whereNull('deleted_at').orderBy('id', 'desc').pluck('id')).map((id: string) => idOfUuid('endpoint', id)),
       '/v1/sources': () => db('sources').where({ tenant_id: tenant.id }).orderBy('id', 'desc').pluck('id'),
       '/v1/audit-log': () => db('audit_log').where({ tenant_id: tenant.id }).orderBy('id', 'desc').pluck('id'),
     };

@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uuidOf } from '../../src/domain/ids.js';
 import { SecretBox } from '../../src/domain/secret-box.js';
 import { publish } from '../helpers/api.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../helpers/platform.js';
@@ -73,7 +74,7 @@ describe('secrets at rest', () => {
       // Endpoints, one of them rotated so both the current and the previous secret are stored.
       const ep = await tenant.call('POST', '/v1/endpoints', { body: { url: `${receiver.url}/${name}` } });
       secrets[`${name} endpoint secret`] = ep.body.secret;
-      visible.push(ep.body.id);
+      visible.push(uuidOf('endpoint', ep.body.id));
       const rotated = await tenant.call('POST', `/v1/endpoints/${ep.body.id}/secret/rotate`);
       secrets[`${name} rotated endpoint secret`] = rotated.body.secret;
       const other = await tenant.call('POST', '/v1/endpoints', { body: { url: `${receiver.url}/${name}/2`, eventTypes: ['order.*'] } });
@@ -84,8 +85,8 @@ describe('secrets at rest', () => {
         body: { url: `${receiver.url}/${name}/3`, eventTypes: ['never.sent'], signature: { scheme: 'ed25519' }, headers: { 'X-Receiver-Key': `hdr-${randomBytes(12).toString('hex')}` } },
       });
       expect(signed.status, signed.text).toBe(201);
-      visible.push(signed.body.id);
-      const row = await t.platform.db('endpoints').where({ id: signed.body.id }).first('secret_enc', 'headers_enc');
+      visible.push(uuidOf('endpoint', signed.body.id));
+      const row = await t.platform.db('endpoints').where({ id: uuidOf('endpoint', signed.body.id) }).first('secret_enc', 'headers_enc');
       const box = new SecretBox(t.config.secretsKey);
       const privateKey = box.open(row.secret_enc, signed.body.id);
       expect(privateKey).toMatch(/^whsk_/);

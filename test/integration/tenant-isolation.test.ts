@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { idOfUuid, uuidOf } from '../../src/domain/ids.js';
 import { publish } from '../helpers/api.js';
 import type { ApiResponse } from '../helpers/http.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
@@ -254,8 +255,8 @@ describe('tenant isolation', () => {
     expect(res.status).toBe(202);
     expect(res.body.id).not.toBe(a.event);
     // Fan-out stays inside the tenant: none of A's endpoints gets B's event.
-    expect(await t.platform.db('deliveries').where({ event_id: res.body.id, endpoint_id: a.endpoint })).toHaveLength(0);
-    expect(await t.platform.db('deliveries').where({ event_id: res.body.id, endpoint_id: b.endpoint })).toHaveLength(1);
+    expect(await t.platform.db('deliveries').where({ event_id: res.body.id, endpoint_id: uuidOf('endpoint', a.endpoint) })).toHaveLength(0);
+    expect(await t.platform.db('deliveries').where({ event_id: res.body.id, endpoint_id: uuidOf('endpoint', b.endpoint) })).toHaveLength(1);
     await eventually(async () => receiver.requests.some((r) => r.headers['webhook-id'] === res.body.id), 'delivered to B');
     expect(receiver.requests.filter((r) => r.headers['webhook-id'] === res.body.id).map((r) => r.path)).toEqual(['/b']);
     expect(await snapshotOfA()).toEqual(before);
@@ -319,7 +320,7 @@ describe('tenant isolation', () => {
     const res = await t.call('POST', `/inbound/${a.source}`, { rawBody: body, headers: standard.headers(a.sourceSecret, 'msg_cross', body) });
     expect(res.status).toBe(200);
     const deliveries = await t.platform.db('deliveries').where({ event_id: res.body.eventId });
-    expect(deliveries.map((d) => d.endpoint_id)).toEqual([a.endpoint]);
+    expect(deliveries.map((d) => idOfUuid('endpoint', d.endpoint_id))).toEqual([a.endpoint]);
     expect((await b.tenant.call('GET', `/v1/events/${res.body.eventId}`)).status).toBe(404);
   });
 });

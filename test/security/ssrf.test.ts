@@ -6,6 +6,7 @@
 // are covered by the pure classifier in test/unit/address-guard.test.ts, with no traffic at all.
 import dns from 'node:dns/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uuidOf } from '../../src/domain/ids.js';
 import type { LookupFn } from '../../src/outbound/http-client.js';
 import { createEndpoint, publish, settledDelivery } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../helpers/platform.js';
@@ -105,7 +106,7 @@ describe('SSRF with ALLOW_PRIVATE_TARGETS=false', () => {
     // Registered with a public-looking URL (never contacted), then pointed at loopback behind the
     // API's back, the way a database edit or a later DNS answer could.
     const endpoint = await createEndpoint(tenant, { url: 'https://hooks.example.com/hook', retryPolicy: { maxAttempts: 5 } });
-    await t.platform.db('endpoints').where({ id: endpoint.id }).update({ url: url(host) });
+    await t.platform.db('endpoints').where({ id: uuidOf('endpoint', endpoint.id) }).update({ url: url(host) });
     const eventId = await publish(tenant);
 
     const delivery = await settledDelivery(tenant, eventId, 30_000);
@@ -129,7 +130,7 @@ describe('SSRF with ALLOW_PRIVATE_TARGETS=false', () => {
   it('a replay of a refused delivery is refused again and reaches nobody', async () => {
     const tenant = await t.createTenant();
     const endpoint = await createEndpoint(tenant, { url: 'https://hooks.example.com/hook' });
-    await t.platform.db('endpoints').where({ id: endpoint.id }).update({ url: url('2130706433') });
+    await t.platform.db('endpoints').where({ id: uuidOf('endpoint', endpoint.id) }).update({ url: url('2130706433') });
     const delivery = await settledDelivery(tenant, await publish(tenant), 30_000);
     expect(delivery.status).toBe('dead');
     const replay = await tenant.call('POST', `/v1/deliveries/${delivery.id}/replay`, { body: { reason: 'try again' } });

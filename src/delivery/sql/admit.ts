@@ -6,6 +6,7 @@
  * slot hand-offs use too. This module checks the limits and shapes the rows.
  */
 import type { Knex } from 'knex';
+import { idOfUuid } from '../../domain/ids.js';
 import { run, statement } from '../../infra/sql.js';
 import { rowToClaimed, type ClaimedDelivery } from './claimed.js';
 
@@ -84,9 +85,9 @@ export async function admitDue(db: Knex, limits: AdmissionLimits, local: LocalCl
   const rows = all.filter((r) => r.id !== null);
   const head = all[0] as { skipped: number } | undefined;
   return {
-    queued: rows.filter((r) => !r.local).map((r) => ({ id: r.id, tenant_id: r.tenant_id, endpoint_id: r.ep_id, event_id: r.event_id, attempt_count: r.attempt_count })),
+    queued: rows.filter((r) => !r.local).map((r) => ({ id: r.id, tenant_id: r.tenant_id, endpoint_id: idOfUuid('endpoint', r.ep_id), event_id: r.event_id, attempt_count: r.attempt_count })),
     claimed: rows.filter((r) => r.local).map(rowToClaimed),
     skipped: head?.skipped ?? 0,
-    waiting: all.filter((r) => r.id === null && r.local === false).map((r) => ({ tenantId: r.tenant_id, endpointId: r.ep_id })),
+    waiting: all.filter((r) => r.id === null && r.local === false).map((r) => ({ tenantId: r.tenant_id, endpointId: idOfUuid('endpoint', r.ep_id) })),
   };
 }

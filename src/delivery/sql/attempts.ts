@@ -10,7 +10,7 @@
  */
 import type { Knex } from 'knex';
 import type { AttemptOutcome, DeadLetterReason, Trigger } from '../../domain/delivery-status.js';
-import { newId } from '../../domain/ids.js';
+import { newId, uuidOf } from '../../domain/ids.js';
 import { run, statement, type WarmUp } from '../../infra/sql.js';
 import { rowToClaimed, type ClaimedDelivery } from './claimed.js';
 
@@ -120,7 +120,7 @@ export async function recordAttempt(db: Knex, a: AttemptRecord, limits: HealthLi
     failure: a.endpointFailure,
     threshold: limits.circuitFailureThreshold,
     cooldown: limits.circuitCooldownSeconds,
-    endpointId: a.endpointId,
+    endpointId: uuidOf('endpoint', a.endpointId),
     handOffLeaseMs: handOffLeaseMs === undefined ? null : Math.round(handOffLeaseMs),
   });
   const row = rows[0];
@@ -157,7 +157,7 @@ export async function recordSuccesses(db: Knex, items: SuccessItem[], limits: He
     durations: rs.map((r) => Math.round(r.durationMs)),
     statusCodes: rs.map((r) => r.statusCode),
     excerpts: rs.map((r) => r.responseExcerpt),
-    endpointIds: rs.map((r) => r.endpointId),
+    endpointIds: rs.map((r) => uuidOf('endpoint', r.endpointId)),
     handOffs: items.map((i) => i.handOff),
     threshold: limits.circuitFailureThreshold,
     lease: Math.round(handOffLeaseMs),
@@ -167,9 +167,10 @@ export async function recordSuccesses(db: Knex, items: SuccessItem[], limits: He
   const applied = new Set<number>(((rows[0]?.applied ?? []) as Array<number | string>).map(Number));
   const handed = new Map<string, ClaimedDelivery[]>();
   for (const row of rows.slice(1)) {
-    const list = handed.get(row.ep_id) ?? [];
-    list.push(rowToClaimed(row));
-    handed.set(row.ep_id, list);
+    const claimed = rowToClaimed(row);
+    const list = handed.get(claimed.endpoint.id) ?? [];
+    list.push(claimed);
+    handed.set(claimed.endpoint.id, list);
   }
   return items.map((item, i) => {
     if (!applied.has(i + 1)) return { applied: false };

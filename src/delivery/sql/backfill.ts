@@ -13,6 +13,7 @@
  * fan_out_write is not reused: it starts every row at its event's time and knows no replay.
  */
 import type { Knex } from 'knex';
+import { uuidOf } from '../../domain/ids.js';
 
 export interface BackfillRows {
   tenantId: string;
@@ -57,7 +58,7 @@ export async function insertBackfillDeliveries(trx: Knex.Transaction, rows: Back
       maxAge: rows.defaultMaxAgeSeconds,
       replayId: rows.replayId,
       tenantId: rows.tenantId,
-      endpointId: rows.endpointId,
+      endpointId: uuidOf('endpoint', rows.endpointId),
     },
   );
   return written.map((r) => r.id);

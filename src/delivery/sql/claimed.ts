@@ -6,6 +6,7 @@
  */
 import type { EndpointRow } from '../../store/endpoints-store.js';
 import type { Trigger } from '../../domain/delivery-status.js';
+import { idOfUuid } from '../../domain/ids.js';
 
 export interface ClaimedDelivery {
   id: string;
@@ -60,7 +61,7 @@ export function rowToClaimed(r: any): ClaimedDelivery {
     trace_parent: r.trace_parent,
     lease_token: r.lease_token,
     endpoint: {
-      id: r.ep_id,
+      id: idOfUuid('endpoint', r.ep_id),
       url: r.url,
       status: r.ep_status,
       retry_policy: r.retry_policy,

@@ -7,14 +7,16 @@
  *                   fresh maximum age; bulk replays are spaced at the replay rate
  */
 import type { Knex } from 'knex';
+import { uuidOf } from '../../domain/ids.js';
 import { lockWaiting } from './sweep.js';
 
 /** Dead-letters the work still waiting for a deleted endpoint; answers how many. */
 export async function deadLetterForDeletedEndpoint(trx: Knex.Transaction, endpointId: string): Promise<number> {
-  const waiting = trx('delivery_queue').select('delivery_id').where({ endpoint_id: endpointId }).whereIn('status', ['pending', 'queued']);
+  const endpoint = uuidOf('endpoint', endpointId);
+  const waiting = trx('delivery_queue').select('delivery_id').where({ endpoint_id: endpoint }).whereIn('status', ['pending', 'queued']);
   return trx('deliveries')
     .whereRaw('id = ANY(:waiting)', { waiting: lockWaiting(trx, waiting, ['pending', 'queued']) })
-    .where({ endpoint_id: endpointId })
+    .where({ endpoint_id: endpoint })
     .whereIn('status', ['pending', 'queued'])
     .update({ status: 'dead', dead_reason: 'endpoint_deleted', last_error: 'endpoint was deleted', lease_until: null, updated_at: trx.fn.now() });
 }
