@@ -1,5 +1,5 @@
 /**
- * Evidence for docs/architecture.md ("Ids are stored as text"): what converting a TypeID to the
+ * Evidence for docs/architecture.md ("Ids in the database"): what converting a TypeID to the
  * `uuid` it encodes, and back, costs where the third way would convert. In PostgreSQL, the triggers
  * that keep a `uuid` copy of a table for one release convert every id of every row they write; in
  * the stores, every id of every row read or bound. Measures both against the same 100,000 ids made
