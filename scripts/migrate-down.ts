@@ -13,7 +13,7 @@ import { functionsTable } from '../src/infra/function-sources.js';
 
 ensureLocalSecrets(process.env, process.env.ENV_FILE || '.env');
 const config = loadConfig(process.env);
-const db = createDb({ url: config.databaseUrl, poolMax: 1, timeoutMs: 30_000 });
+const db = createDb({ url: config.databaseUrl, poolMax: 1, timeoutMs: 30_000, unboundedStatements: true });
 try {
   const [completed] = (await db.migrate.list()) as [Array<{ name: string }>, unknown];
   const newest = completed.at(-1);

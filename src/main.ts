@@ -27,7 +27,7 @@ async function main(): Promise<void> {
 
   await ensureServices(config.databaseUrl, config.redisUrl, config.redisClusterNodes);
   await createDatabaseIfMissing(config.databaseUrl);
-  const migrator = createDb({ url: config.databaseUrl, poolMax: 1, timeoutMs: 30_000 });
+  const migrator = createDb({ url: config.databaseUrl, poolMax: 1, timeoutMs: 30_000, unboundedStatements: true });
   try {
     await migrateLatest(migrator, undefined, {
       onDatabaseAhead: (unknown) =>

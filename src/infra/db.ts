@@ -42,6 +42,12 @@ export interface DbOptions {
   poolMin?: number;
   /** Run on every new pooled connection before its first use (see WarmUp in sql.ts). */
   warmUps?: readonly WarmUp[];
+  /**
+   * Statements run as long as they need: `migrate` and `migrate:down`, where a migration that
+   * rewrites a table takes time in proportion to its rows, and giving up would roll back work that
+   * is only ever tried again from the start.
+   */
+  unboundedStatements?: boolean;
 }
 
 /**
@@ -65,7 +71,7 @@ function sessionSettings(cancelOnServer: boolean, timeoutMs: number): string {
   return ['SET jit = off', ...(cancelOnServer ? [`SET statement_timeout = ${statementTimeoutMs(timeoutMs)}`] : [])].join('; ');
 }
 
-export function createDb({ url, poolMax = 20, poolMin = 0, timeoutMs = 5_000, cancelOnServer = false, logger, warmUps = [] }: DbOptions): Knex {
+export function createDb({ url, poolMax = 20, poolMin = 0, timeoutMs = 5_000, cancelOnServer = false, logger, warmUps = [], unboundedStatements = false }: DbOptions): Knex {
   const setUp = sessionSettings(cancelOnServer, timeoutMs);
   const min = Math.min(poolMin, poolMax);
   const refill = min > 0 ? new PoolRefill(min, logger) : undefined;
@@ -82,7 +88,7 @@ export function createDb({ url, poolMax = 20, poolMin = 0, timeoutMs = 5_000, ca
     connection: {
       connectionString: url,
       connectionTimeoutMillis: timeoutMs,
-      query_timeout: timeoutMs * 2,
+      ...(!unboundedStatements && { query_timeout: timeoutMs * 2 }),
       keepAlive: true,
       keepAliveInitialDelayMillis: keepAliveIdleMs,
     },

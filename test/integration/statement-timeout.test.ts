@@ -71,6 +71,17 @@ describe("the server cancels a statement before the client stops waiting", () =>
     }
   });
 
+  it("migrate's connection waits for a statement as long as it runs: a table's rewrite grows with its rows", async () => {
+    const migrator = createDb({ url: database.url, poolMax: 1, timeoutMs, unboundedStatements: true });
+    try {
+      // Three times the client's query timeout of the same timeoutMs without the option (above).
+      expect((await migrator.raw(`SELECT true AS slept FROM pg_sleep(${(timeoutMs * 6) / 1000})`)).rows).toEqual([{ slept: true }]);
+      expect(await migrator.raw('SHOW statement_timeout').then((r: { rows: Array<{ statement_timeout: string }> }) => r.rows[0]!.statement_timeout)).toBe('0');
+    } finally {
+      await migrator.destroy();
+    }
+  });
+
   it("the platform's pool of requests and dispatch cancels on the server, retention's does not", async () => {
     const t = await startTestPlatform({ role: 'api' });
     try {
