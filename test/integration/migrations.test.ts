@@ -237,6 +237,9 @@ describe('migrations', () => {
     // The same order too: a uuid sorts as its TypeID does, so pages and admission walk endpoints alike.
     expect(await stored()).toEqual({ endpoints: asUuid, deliveries: asUuid, queue: asUuid });
     expect([asUuid[0], asUuid.at(-1)]).toEqual(['00000000-0000-0000-0000-000000000000', 'ffffffff-ffff-ffff-ffff-ffffffffffff']);
+    // What the runbook's queries show an operator: the TypeID the API names the endpoint by.
+    const named = await db('endpoints').orderBy('id').select(db.raw("typeid_of('ep', id) AS typeid"));
+    expect(named.map((r: { typeid: string }) => r.typeid)).toEqual(sorted);
 
     await db.migrate.down();
     expect(await stored()).toEqual({ endpoints: sorted, deliveries: sorted, queue: sorted });
