@@ -6,6 +6,7 @@ import { idOfUuid, newId, uuidOf, uuidOfId } from '../domain/ids.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import type { SignatureScheme } from '../domain/signing.js';
 import { audit, recordAudit } from './audit-store.js';
+import { paginate, type Page } from './pagination.js';
 import type { TenantScope } from './tenant-scope.js';
 
 export interface EndpointRow {
@@ -153,8 +154,9 @@ export async function getEndpoint(scope: TenantScope, id: string): Promise<Endpo
   return key === null ? undefined : endpointFromDb(await live(scope).where('endpoints.id', key).first());
 }
 
-export function listEndpointsQuery(scope: TenantScope) {
-  return live(scope).select('endpoints.*');
+/** A page of the scope's live endpoints, newest first. */
+export function listEndpoints(scope: TenantScope, page: { limit: number; cursor?: string }): Promise<Page<EndpointRow>> {
+  return paginate(live(scope).select('endpoints.*'), 'endpoints.id', page, (r: EndpointRow) => endpointFromDb(r), 'endpoint');
 }
 
 export async function insertEndpoint(
@@ -277,7 +279,7 @@ export async function rotateEndpointSecret(
   const key = uuidOfId('endpoint', id);
   if (key === null) return undefined;
   return scope.transaction(async (s) => {
-    const current: EndpointRow | undefined = await live(s).where('endpoints.id', key).forUpdate().first();
+    const current = endpointFromDb<EndpointRow>(await live(s).where('endpoints.id', key).forUpdate().first());
     if (!current) return undefined;
     const newSecret = newSecretFor(current.signature_scheme);
     const previousSecretExpiresAt = new Date(Date.now() + secretOverlapMs);

@@ -18,10 +18,12 @@ function cursorId(cursor: string): string | undefined {
 /** Whether a page query's cursor is one this API gave out (the query schemas ask, beside every other check). */
 export const isCursor = (cursor: string): boolean => cursorId(cursor) !== undefined;
 
+const cursorRefused = () => new ValidationError([{ path: invalidCursor.path, message: invalidCursor.message }], invalidCursor.code);
+
 export function decodeCursor(cursor: string | undefined): string | undefined {
   if (!cursor) return undefined;
   const id = cursorId(cursor);
-  if (id === undefined) throw new ValidationError([{ path: invalidCursor.path, message: invalidCursor.message }], invalidCursor.code);
+  if (id === undefined) throw cursorRefused();
   return id;
 }
 
@@ -39,7 +41,7 @@ export async function paginate<R, T>(
   const after = decodeCursor(opts.cursor);
   if (after) {
     const key = storedAs ? uuidOfId(storedAs, after) : after;
-    if (key === null) throw new ValidationError([{ path: invalidCursor.path, message: invalidCursor.message }], invalidCursor.code);
+    if (key === null) throw cursorRefused();
     query.where(idColumn, '<', key);
   }
   const rows = (await query.orderBy(idColumn, 'desc').limit(opts.limit + 1)) as R[];

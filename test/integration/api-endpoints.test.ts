@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { uuidOf } from '../../src/domain/ids.js';
+import { newId, uuidOf } from '../../src/domain/ids.js';
 import { SecretBox } from '../../src/domain/secret-box.js';
 import { expectError, listAll } from '../helpers/api.js';
 import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
@@ -168,6 +168,32 @@ describe('endpoints API', () => {
     const { items } = await listAll(tenant, '/v1/endpoints', 50);
     expect(items.map((e) => e.id)).not.toContain(ep.id);
     expect(await auditActions(ep.id)).toEqual(['endpoint.created', 'endpoint.deleted']);
+  });
+
+  it('answers an id that is no endpoint TypeID as an unknown one: 404 on every route, nothing for a filter, 400 for a cursor', async () => {
+    // Stored as the uuid a TypeID encodes, each of these would fail to convert: none may become a 500.
+    const malformed = ['ep_8zzzzzzzzzzzzzzzzzzzzzzzzz', 'ep_01H455VB4PEX5VSKNK084SN02Q', 'ep_nope', newId('event'), 'x'.repeat(100)];
+    for (const id of malformed) {
+      const at = `/v1/endpoints/${id}`;
+      const answers = {
+        get: await tenant.call('GET', at),
+        patch: await tenant.call('PATCH', at, { body: { description: 'x' } }),
+        pause: await tenant.call('POST', `${at}/pause`, { body: { reason: 'x' } }),
+        resume: await tenant.call('POST', `${at}/resume`, { body: {} }),
+        secret: await tenant.call('GET', `${at}/secret`),
+        rotate: await tenant.call('POST', `${at}/secret/rotate`),
+        stats: await tenant.call('GET', `${at}/stats`),
+        test: await tenant.call('POST', `${at}/test`, { body: {} }),
+        backfill: await tenant.call('POST', `${at}/backfill`, { body: { since: new Date(Date.now() - 3_600_000).toISOString(), reason: 'history', dryRun: true } }),
+        delete: await tenant.call('DELETE', at),
+      };
+      for (const [route, res] of Object.entries(answers)) expect({ id, route, status: res.status, code: res.body?.error?.code }).toEqual({ id, route, status: 404, code: 'not_found' });
+      const filtered = await tenant.call('GET', `/v1/deliveries?endpointId=${encodeURIComponent(id)}`);
+      expect({ id, status: filtered.status, data: filtered.body.data }).toEqual({ id, status: 200, data: [] });
+    }
+    // A page cursor carries the last id seen: another kind's is no endpoint's.
+    const foreign = Buffer.from(newId('delivery')).toString('base64url');
+    expectError(await tenant.call('GET', `/v1/endpoints?cursor=${foreign}`), 400, 'invalid_cursor');
   });
 
   it('rotating the secret returns a new whsec_ secret; the old one is kept only for the overlap', async () => {

@@ -6,8 +6,7 @@ import { parseExactJson } from '../../domain/exact-json.js';
 import { maxAgeProblem } from '../../domain/retention.js';
 import { generateSigningSecret, type SignatureScheme } from '../../domain/signing.js';
 import { checkTargetUrl } from '../../outbound/address-guard.js';
-import { endpointFromDb, getEndpoint, insertEndpoint, listEndpointsQuery, type EndpointRow } from '../../store/endpoints-store.js';
-import { paginate } from '../../store/pagination.js';
+import { getEndpoint, insertEndpoint, listEndpoints, type EndpointRow } from '../../store/endpoints-store.js';
 import type { TenantScope } from '../../store/tenant-scope.js';
 import type { ApiContext } from '../context.js';
 import { rawJsonMember } from '../json-body.js';
@@ -119,7 +118,7 @@ function endpointCrudRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     },
     async ({ query, scope }) => ({
       status: 200,
-      body: await paginate(listEndpointsQuery(scope), 'endpoints.id', query, (r: EndpointRow) => present(endpointFromDb(r)), 'endpoint'),
+      body: await listEndpoints(scope, query).then((p) => ({ ...p, data: p.data.map(present) })),
     }),
   );
   routes.add(
