@@ -1,7 +1,8 @@
 /**
  * Evidence for docs/performance.md ("What the ids cost"): the bytes per event of `deliveries` and
- * `events` with their ids stored as they are (31-byte text) and as `uuid` (the 128 bits a TypeID
- * encodes). Each table is copied twice into temporary tables, the same way: the live table's own
+ * `events` with their ids stored as they are and with every id still stored as text (31 bytes)
+ * converted to `uuid` (the 128 bits a TypeID encodes); ids already stored as `uuid`
+ * (docs/architecture.md, "Ids in the database") are the same in both copies. Each table is copied twice into temporary tables, the same way: the live table's own
  * indexes (read from pg_indexes, so none is written here again) created first, then the rows
  * inserted in id order, as the writers append them. Both copies are fresh, with no dead row
  * versions, so their difference is the ids' alone; the live table's size beside them shows what
