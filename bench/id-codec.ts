@@ -8,50 +8,22 @@
  * - SQL: PL/pgSQL functions, as µs of a backend's time per call beyond reading the id alone. The
  *   same conversions as SQL functions took 18-20 µs (decode) and 36 µs (encode): a function whose
  *   body needs a subquery is not inlined, and one without repeats its shared parts per use;
- * - TypeScript: typeid-js (parse and format) against a codec of 128-bit halves written here.
+ * - TypeScript: typeid-js (parse and format) against the stores' own codec (src/domain/ids.ts).
  *
- * Experiment code: nothing in src/ uses either codec. Needs PostgreSQL as the tests do.
+ * Experiment code for the SQL side: nothing in src/ converts ids in PostgreSQL. Needs PostgreSQL as the tests do.
  *   npx tsx bench/id-codec.ts
  */
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { TypeID, typeid } from 'typeid-js';
-import { typeidAlphabet as alphabet, typeidToUuidSql, uuidToTypeidSql } from './lib/typeid-sql.js';
+import { idOfUuid, uuidOf } from '../src/domain/ids.js';
+import { typeidToUuidSql, uuidToTypeidSql } from './lib/typeid-sql.js';
 
 const n = Number(process.env.ID_CODEC_N ?? 100_000);
 
-/** A TypeID's suffix to its 16 bytes, and back: the store-side codec the third way would need. */
-const values = new Int8Array(128).fill(-1);
-for (let i = 0; i < alphabet.length; i++) values[alphabet.charCodeAt(i)] = i;
-
-function toUuid(id: string): string {
-  const s = id.length - 26;
-  let high = 0n;
-  let low = 0n;
-  // Two 64-bit halves as four 32-bit numbers would be faster still; bigint keeps this readable.
-  for (let i = 0; i < 26; i++) {
-    const v = values[id.charCodeAt(s + i)] ?? -1;
-    if (v < 0 || (i === 0 && v > 7)) throw new Error(`not a TypeID: ${id}`);
-    if (i < 13) high = (high << (i === 0 ? 3n : 5n)) | BigInt(v);
-    else if (i === 13) {
-      high = (high << 1n) | BigInt(v >> 4);
-      low = BigInt(v & 15);
-    } else low = (low << 5n) | BigInt(v);
-  }
-  const hex = high.toString(16).padStart(16, '0') + low.toString(16).padStart(16, '0');
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
-}
-
-function fromUuid(prefix: string, uuid: string): string {
-  const hex = uuid.replace(/-/g, '');
-  const high = BigInt(`0x${hex.slice(0, 16)}`);
-  const low = BigInt(`0x${hex.slice(16)}`);
-  let out = alphabet[Number((high >> 61n) & 7n)]!;
-  for (let i = 1; i < 13; i++) out += alphabet[Number((high >> BigInt(61 - 5 * i)) & 31n)]!;
-  out += alphabet[Number(((high & 1n) << 4n) | ((low >> 60n) & 15n))]!;
-  for (let i = 14; i < 26; i++) out += alphabet[Number((low >> BigInt(60 - 5 * (i - 13))) & 31n)]!;
-  return `${prefix}_${out}`;
-}
+/** The stores' codec (src/domain/ids.ts), on delivery ids as the ids below are. */
+const toUuid = (id: string) => uuidOf('delivery', id);
+const fromUuid = (uuid: string) => idOfUuid('delivery', uuid);
 
 function perCallUs(fn: () => void, count: number): number {
   const start = process.hrtime.bigint();
@@ -67,11 +39,11 @@ const anyUuids = Array.from({ length: 10_000 }, () => randomUUID());
 const anyIds = anyUuids.map((u) => TypeID.fromUUID('dlv', u).toString());
 
 for (let i = 0; i < anyIds.length; i++) {
-  if (toUuid(anyIds[i]!) !== anyUuids[i] || fromUuid('dlv', anyUuids[i]!) !== anyIds[i]) throw new Error(`codec differs from typeid-js on ${anyIds[i]}`);
+  if (toUuid(anyIds[i]!) !== anyUuids[i] || fromUuid(anyUuids[i]!) !== anyIds[i]) throw new Error(`codec differs from typeid-js on ${anyIds[i]}`);
 }
 for (let i = 0; i < n; i++) {
   if (toUuid(ids[i]!) !== uuids[i]) throw new Error(`toUuid(${ids[i]}) = ${toUuid(ids[i]!)}, typeid-js says ${uuids[i]}`);
-  if (fromUuid('dlv', uuids[i]!) !== ids[i]) throw new Error(`fromUuid(${uuids[i]}) = ${fromUuid('dlv', uuids[i]!)}, expected ${ids[i]}`);
+  if (fromUuid(uuids[i]!) !== ids[i]) throw new Error(`fromUuid(${uuids[i]}) = ${fromUuid(uuids[i]!)}, expected ${ids[i]}`);
 }
 
 const client = new pg.Client({ connectionString: process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres' });
@@ -102,7 +74,7 @@ try {
   const ts = { parse: [] as number[], format: [] as number[], libParse: [] as number[], libFormat: [] as number[] };
   for (let round = 0; round < 3; round++) {
     ts.parse.push(perCallUs(() => ids.forEach(toUuid), n));
-    ts.format.push(perCallUs(() => uuids.forEach((u) => fromUuid('dlv', u)), n));
+    ts.format.push(perCallUs(() => uuids.forEach((u) => fromUuid(u)), n));
     ts.libParse.push(perCallUs(() => ids.forEach((id) => TypeID.fromString(id).toUUID()), n));
     ts.libFormat.push(perCallUs(() => uuids.forEach((u) => TypeID.fromUUID('dlv', u).toString()), n));
   }

@@ -2,8 +2,7 @@
  * TypeID ⇄ uuid in PL/pgSQL, as `pg_temp` functions for the bench's id experiments (bench/id-codec.ts
  * times them, bench/id-width.ts converts tables with them). Nothing in src/ uses them.
  */
-/** Crockford's base32, lower case, as TypeIDs spell their 26 characters. */
-export const typeidAlphabet = '0123456789abcdefghjkmnpqrstvwxyz';
+import { typeidAlphabet } from '../../src/domain/ids.js';
 
 /**
  * The 26 characters after the prefix carry 128 bits: the first 3, then 5 each. Each character

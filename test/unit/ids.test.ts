@@ -1,3 +1,5 @@
+import { randomUUID } from 'node:crypto';
+import { TypeID } from 'typeid-js';
 import { describe, expect, it } from 'vitest';
 import { idOfUuid, newId, uuidOf, uuidOfId } from '../../src/domain/ids.js';
 
@@ -9,6 +11,14 @@ describe('ids stored as uuid', () => {
     expect(uuids.map((u) => idOfUuid('endpoint', u))).toEqual(ids);
     const byId = [...ids].sort();
     expect(byId.map((id) => uuidOf('endpoint', id))).toEqual([...uuids].sort());
+  });
+
+  it('answers as typeid-js does, for the ids the platform makes and for any uuid', () => {
+    const ids = Array.from({ length: 5_000 }, () => newId('endpoint'));
+    expect(ids.map((id) => uuidOf('endpoint', id))).toEqual(ids.map((id) => TypeID.fromString(id, 'ep').toUUID()));
+    const uuids = Array.from({ length: 5_000 }, () => randomUUID());
+    expect(uuids.map((u) => idOfUuid('endpoint', u))).toEqual(uuids.map((u) => TypeID.fromUUID('ep', u).toString()));
+    expect(uuids.map((u) => uuidOf('endpoint', idOfUuid('endpoint', u)))).toEqual(uuids);
   });
 
   it('reads the extremes of the 128 bits', () => {
