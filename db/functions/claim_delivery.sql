@@ -12,9 +12,10 @@
 --          disabled or deleted since admission, dead-lettered in this statement with no attempt
 --          counted or logged, as if it had still been waiting when that happened.
 -- Effects: the delivery's row (its queue row through the triggers).
--- Locks:   events first, for release 0.6.0's partition upkeep (below), then the delivery's
---          row. PostgreSQL 15 locks every day of `events` in the plan before running it, and
---          reads only the event's.
+-- Locks:   the delivery's row. PostgreSQL 15 locks every day of `events` in the plan before
+--          running it, and reads only the event's. No lock order with the partition upkeep:
+--          since the next release after 0.6.0 (which does not run beside it) every new partition
+--          is attached, which needs none.
 --
 -- A function rather than a statement of the worker's, for its plan. The event is named by its id,
 -- a value known when the statement starts, so only its day of `events` is read. As a prepared
@@ -37,10 +38,6 @@ LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_se
   SET enable_hashjoin = off SET enable_mergejoin = off AS $$
 #variable_conflict use_column
 BEGIN
-  -- Release 0.6.0's partition upkeep holds a new day of events while it locks deliveries for one
-  -- of attempts; the update below locks deliveries and then reads events, so events is locked
-  -- here first, while a deploy from 0.6.0 rolls. The upkeep since attaches, which needs no order.
-  PERFORM 1 FROM events WHERE false;
   RETURN QUERY
   UPDATE deliveries d
      SET status = CASE WHEN x.live THEN 'in_flight' WHEN x.held THEN 'pending' ELSE 'dead' END,

@@ -13,8 +13,9 @@
 -- them the other way round (recording a result updates the delivery, then logs the attempt), which
 -- could deadlock. Taken in the writers' order, a writer waits for the partition or the partition for
 -- the writer, never both for each other. deliveries is not locked for events: it has had no key
--- into it since migration 20261205000049. Called by release 0.6.0's ensure_time_partitions;
--- ensure_time_partitions_v2 attaches its partitions instead, which needs no order.
+-- into it since migration 20261205000049. Called by release 0.6.0's ensure_time_partitions,
+-- which nothing since calls (it stays for a rollback to 0.6.0); ensure_time_partitions_v2 attaches
+-- its partitions instead, which needs no order, and the writers no longer lock events first.
 CREATE OR REPLACE FUNCTION lock_for_new_partition(p_parent text)
 RETURNS void
 LANGUAGE plpgsql

@@ -21,7 +21,7 @@
 -- Effects: deliveries (status, the attempt's number as its attempt_count, first_try_* for an
 --          attempt stored there), and through the triggers its queue row; attempts, endpoints
 --          (circuit), and the handed delivery.
--- Locks:   events first (see the body), then the delivery's row, the endpoint's row (only when its
+-- Locks:   the delivery's row, the endpoint's row (only when its
 --          health changes), the handed row.
 -- Plans:   generic, with sequential scans priced out, as hand_off_v4 (see its header).
 --
@@ -50,11 +50,6 @@ LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_se
 DECLARE
   v_in_delivery boolean := attempt_stored_in_delivery(p_trigger, p_attempt_number, p_outcome);
 BEGIN
-  -- The hand-off at the end reads events. Its lock is taken first, in the order release 0.6.0's
-  -- partition upkeep takes its tables (events, receipts, deliveries, attempts:
-  -- lock_for_new_partition), so that upkeep cannot deadlock with a result being recorded while a
-  -- deploy from 0.6.0 rolls. The upkeep since attaches partitions, which needs no order.
-  PERFORM 1 FROM events WHERE false;
   UPDATE deliveries d SET
     status = p_status, attempt_count = p_attempt_number, next_attempt_at = p_next_at, lease_until = NULL, next_trigger = 'retry',
     dead_reason = p_dead_reason, last_status_code = p_status_code, last_error = p_last_error,

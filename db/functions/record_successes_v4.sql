@@ -24,7 +24,7 @@
 -- Effects: deliveries (succeeded, the attempt's number as its attempt_count, first_try_* for a
 --          first try), and through the triggers their queue rows; attempts, endpoints (circuit
 --          reset), the handed deliveries.
--- Locks:   events first (see the body), then the deliveries' rows, the endpoints' rows in id order,
+-- Locks:   the deliveries' rows, the endpoints' rows in id order,
 --          the handed rows.
 -- Plans:   generic, joining by nested loop only, with sequential scans priced out, as hand_off_v4
 --          (see its header): planned on a near-empty table, the update below found its deliveries
@@ -54,11 +54,6 @@ LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_se
 DECLARE
   v_done integer[];
 BEGIN
-  -- The hand-off at the end reads events. Its lock is taken first, in the order release 0.6.0's
-  -- partition upkeep takes its tables (events, receipts, deliveries, attempts:
-  -- lock_for_new_partition), so that upkeep cannot deadlock with a result being recorded while a
-  -- deploy from 0.6.0 rolls. The upkeep since attaches partitions, which needs no order.
-  PERFORM 1 FROM events WHERE false;
   IF cardinality(p_lease_tokens) IS DISTINCT FROM cardinality(p_delivery_ids) THEN
     RAISE EXCEPTION 'record_successes_v4: % claim tokens for % deliveries', cardinality(p_lease_tokens), cardinality(p_delivery_ids);
   END IF;
