@@ -171,7 +171,7 @@ async function admissionRoundMs(platform: Platform, apiKey: string, label: strin
       times.push(performance.now() - started);
       if (queued.length === 0) throw new Error(`${ordering}: nothing admitted`);
       // Put back what was admitted, so every round sees the same backlog.
-      await platform.db('deliveries').whereIn('id', queued.map((d) => d.id)).update({ status: 'pending', lease_until: null });
+      await platform.db('deliveries').whereIn('id', queued.map((d) => uuidOf('delivery', d.id))).update({ status: 'pending', lease_until: null });
     }
     out[ordering] = median(times);
   }

@@ -5,7 +5,7 @@
  * test/unit/released-migrations.test.ts.
  */
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DirectoryMigrationSource } from '../src/infra/migration-source.js';
@@ -24,12 +24,22 @@ export function migrationChecksum(text: string): string {
   return createHash('sha256').update(text.replace(/\r\n?/g, '\n')).digest('hex');
 }
 
-/** Every migration in the directory, by the name knex records, with its checksum. */
+/**
+ * Every migration in the directory, by the name knex records, with its checksum; and every module
+ * under migrations/lib, which migrations import, as `lib/<name>`: a released migration's meaning
+ * includes what it imports.
+ */
 export async function currentMigrations(directory = migrationsSourceDirectory): Promise<Record<string, string>> {
   const source = new DirectoryMigrationSource(directory);
   const checksums: Record<string, string> = {};
   for (const file of await source.getMigrations()) {
     checksums[source.getMigrationName(file)] = migrationChecksum(readFileSync(join(directory, file), 'utf8'));
+  }
+  const lib = join(directory, 'lib');
+  if (existsSync(lib)) {
+    for (const file of readdirSync(lib).filter((f) => f.endsWith('.ts')).sort()) {
+      checksums[`lib/${file.slice(0, -'.ts'.length)}`] = migrationChecksum(readFileSync(join(lib, file), 'utf8'));
+    }
   }
   return checksums;
 }

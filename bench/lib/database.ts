@@ -108,7 +108,7 @@ export async function insertBacklog(
     for (let i = 0; i < size; i++) {
       for (const share of shares) {
         if (from + i >= share.count) continue;
-        deliveryIds.push(newId('delivery'));
+        deliveryIds.push(uuidOf('delivery', newId('delivery')));
         deliveryEvents.push(eventIds[i]!);
         deliveryEndpoints.push(share.endpointId);
         deliveryTimes.push(times[i]!);
@@ -125,7 +125,7 @@ export async function insertBacklog(
       await trx.raw(
         `INSERT INTO deliveries (id, tenant_id, event_id, endpoint_id, status, next_attempt_at, deadline_at, created_at, updated_at)
          SELECT d.id, ?, d.event_id, d.endpoint_id, 'pending', d.at, d.at + interval '3 days', d.at, d.at
-           FROM unnest(?::text[], ?::text[], ?::uuid[], ?::timestamptz[]) AS d(id, event_id, endpoint_id, at)`,
+           FROM unnest(?::uuid[], ?::text[], ?::uuid[], ?::timestamptz[]) AS d(id, event_id, endpoint_id, at)`,
         [tenantId, deliveryIds, deliveryEvents, deliveryEndpoints.map((id) => uuidOf('endpoint', id)), deliveryTimes],
       );
     });

@@ -1,7 +1,7 @@
 import { uuidOf } from '../../src/domain/ids.js';
 import { resetState, type BenchContext } from '../lib/context.js';
 import { insertEndpoints, insertTenant } from '../lib/database.js';
-import { typeIdFloor } from '../../src/domain/retention.js';
+import { partitionFloor } from '../../src/domain/retention.js';
 import { detachAndDrop, ensurePartitions, listPartitions } from '../../src/store/retention-store.js';
 import { median, round } from '../lib/stats.js';
 
@@ -66,7 +66,7 @@ async function removalPair(ctx: BenchContext, tenantId: string, endpointId: stri
     );
     await db.raw(
       `INSERT INTO deliveries (id, tenant_id, event_id, endpoint_id, status, deadline_at, created_at, updated_at, succeeded_at)
-       SELECT typeid_floor('dlv', at), :tenant, typeid_floor('evt', at), :endpoint, 'succeeded', :day, :day, :day, :day
+       SELECT uuid_floor(at), :tenant, typeid_floor('evt', at), :endpoint, 'succeeded', :day, :day, :day, :day
          FROM generate_series(1, :count) n, LATERAL (SELECT :day::timestamptz + make_interval(secs => n / 1000.0) AS at) t`,
       { day, tenant: tenantId, endpoint: uuidOf('endpoint', endpointId), count: deliveriesPerDay },
     );
@@ -75,7 +75,7 @@ async function removalPair(ctx: BenchContext, tenantId: string, endpointId: stri
     for (let from = 0; from < rows; from += chunk) {
       await db.raw(
         `INSERT INTO attempts (id, delivery_id, attempt_number, trigger, started_at, duration_ms, status_code, outcome)
-         SELECT 'att_' || n, typeid_floor('dlv', :day::timestamptz + make_interval(secs => (1 + n / :per) / 1000.0)),
+         SELECT 'att_' || n, uuid_floor(:day::timestamptz + make_interval(secs => (1 + n / :per) / 1000.0)),
                 1 + n % :per, 'retry', :day, 12, 503, 'retry'
            FROM generate_series(:from::int, :to::int) n`,
         { day, per: perDelivery, from, to: Math.min(rows, from + chunk) - 1 },
@@ -83,7 +83,7 @@ async function removalPair(ctx: BenchContext, tenantId: string, endpointId: stri
     }
   }
   const partitions = (await listPartitions(db)).filter((p) => p.parent === 'attempts');
-  const [deleted, dropped] = days.map((d) => partitions.find((p) => p.lower === typeIdFloor('dlv', d))!);
+  const [deleted, dropped] = days.map((d) => partitions.find((p) => p.lower === partitionFloor('attempts', d))!);
   if (!deleted || !dropped) throw new Error('retention: the back-dated attempts partitions are missing');
   // A day retention removes is weeks old: vacuumed (hint bits and visibility map set) and on disk.
   // The rows just written are neither: without this, the first timed step would pay for their

@@ -62,7 +62,7 @@ CREATE OR REPLACE FUNCTION admit_due_v4(
   p_threshold integer, p_batch integer, p_queued_lease_seconds integer,
   p_local integer, p_in_flight_lease_ms integer, p_all_local boolean
 ) RETURNS TABLE (
-  local boolean, id text, tenant_id text, status text, attempt_count integer, attempt_base integer,
+  local boolean, id uuid, tenant_id text, status text, attempt_count integer, attempt_base integer,
   replayed_at timestamptz, next_trigger text, deadline_at timestamptz, succeeded_at timestamptz,
   event_id text, event_type text, event_created_at timestamptz, body text,
   ep_id uuid, url text, ep_status text, retry_policy jsonb, secret_enc text, previous_secret_enc text,
@@ -75,7 +75,7 @@ LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_se
 DECLARE
   v_ids uuid[];
   v_candidates integer;
-  v_picked text[];
+  v_picked uuid[];
   v_local boolean[];
   v_picked_endpoints uuid[];
   v_picked_tenants text[];
@@ -190,7 +190,7 @@ BEGIN
     SELECT a.*, skipped FROM admitted a
     UNION ALL
     -- Waiting for a slot of this process: one row per endpoint, without a delivery.
-    SELECT DISTINCT false, NULL::text, r.tenant_id, NULL::text, NULL::integer, NULL::integer, NULL::timestamptz, NULL::text,
+    SELECT DISTINCT false, NULL::uuid, r.tenant_id, NULL::text, NULL::integer, NULL::integer, NULL::timestamptz, NULL::text,
            NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::text, NULL::timestamptz, NULL::text, r.endpoint_id,
            NULL::text, NULL::text, NULL::jsonb, NULL::text, NULL::text, NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::text, NULL::bigint, skipped
       FROM ranked r WHERE p_all_local AND NOT r.local;

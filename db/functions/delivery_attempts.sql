@@ -5,28 +5,29 @@
 -- there is attempt_stored_in_delivery's to say): listed here as the attempt it was, number 1,
 -- trigger `initial`, outcome `success`, with the id `att_` followed by
 -- the delivery id's suffix (a TypeID's suffix is its UUIDv7, so it parses and sorts as any attempt
--- id). That migration's `down` writes the row back with the same id and values, in its own SQL,
--- which a released migration keeps for ever: these values stay as they are.
+-- id): typeid_of('att', the delivery's uuid). That migration's `down` writes the row back with the
+-- same id and values, in its own SQL, which a released migration keeps for ever: these values stay
+-- as they are.
 -- Every reader of attempts reads them here, through their deliveries: the API and the portal
 -- (src/store/deliveries-store.ts), endpoint statistics and retention's counts.
 -- Inputs:  a delivery id.
 -- Outputs: rows of `attempts` (tenant_id NULL: unwritten since migration 20261203000042), in no
---          order. Of the table's type, so delivery_id keeps its collation "C".
+--          order.
 -- Effects: none. A SQL function that PostgreSQL inlines: called LATERAL beside deliveries, each
 --          branch is an index lookup by the caller's delivery id, and `attempts` is pruned to the
 --          partition of that id at run time. (A view or a function over all attempts could not be:
 --          a UNION ALL branch with a WHERE is not pulled up into a join, so the deliveries branch
 --          was scanned whole.)
 -- Locks:   none.
-CREATE OR REPLACE FUNCTION delivery_attempts(p_delivery_id text)
+CREATE OR REPLACE FUNCTION delivery_attempts(p_delivery_id uuid)
 RETURNS SETOF attempts
 LANGUAGE sql
 STABLE PARALLEL SAFE
 AS $function$
-SELECT a.* FROM attempts a WHERE a.delivery_id = p_delivery_id COLLATE "C"
+SELECT a.* FROM attempts a WHERE a.delivery_id = p_delivery_id
 UNION ALL
-SELECT 'att_' || substr(d.id, 5), d.id, NULL, 1, 'initial', d.first_try_started_at, d.first_try_duration_ms,
+SELECT typeid_of('att', d.id), d.id, NULL, 1, 'initial', d.first_try_started_at, d.first_try_duration_ms,
        d.first_try_status_code::integer, 'success', NULL, NULL, d.first_try_excerpt, NULL
   FROM deliveries d
- WHERE d.id = p_delivery_id COLLATE "C" AND d.first_try_started_at IS NOT NULL
+ WHERE d.id = p_delivery_id AND d.first_try_started_at IS NOT NULL
 $function$;

@@ -22,7 +22,7 @@ RETURNS trigger
 LANGUAGE plpgsql SET enable_seqscan = off
 AS $function$
 DECLARE
-  v_finished text[];
+  v_finished uuid[];
 BEGIN
   -- Arrays, so each delete probes the primary key whatever the planner guesses of `changed`.
   -- Deleted deliveries: only unfinished ones have a queue row (retention deletes finished ones).

@@ -5,14 +5,12 @@
 --
 -- Inputs:  the delivery's id, status and attempt_count.
 -- Outputs: one row (status, attempt_count). Inlined by the planner as a LATERAL subquery: one
---          look-up of the queue's primary key. `deliveries.id` is of collation "C" and the
---          queue's key of the database's, so the id is compared in the latter: compared in "C",
---          the key's index cannot serve, and every call read the whole queue.
-CREATE OR REPLACE FUNCTION delivery_state(p_id text, p_status text, p_attempt_count integer)
+--          look-up of the queue's primary key.
+CREATE OR REPLACE FUNCTION delivery_state(p_id uuid, p_status text, p_attempt_count integer)
 RETURNS TABLE (status text, attempt_count integer)
 LANGUAGE sql STABLE AS $$
   SELECT COALESCE(q.status, p_status), COALESCE(q.attempt_count, p_attempt_count)
     FROM (SELECT) AS one
-    LEFT JOIN delivery_queue q ON p_status = 'pending' AND q.delivery_id = p_id COLLATE "default"
+    LEFT JOIN delivery_queue q ON p_status = 'pending' AND q.delivery_id = p_id
                               AND claim_in_queue(p_status, p_attempt_count, q.status, q.attempt_count)
 $$;

@@ -11,9 +11,9 @@
 --          table locks that CREATE is about to take, in the order the platform's writers take them;
 --          tables are walked in that order too (events, receipts, attempts, audit_log).
 --
--- Partition keys are TypeIDs (time-ordered, under the "C" collation), so a range of ids is a range of
--- time: bounds come from typeid_floor. Release 0.6.0's processes call it ahead of need; later ones
--- call ensure_time_partitions_v2, which can cut by week, and each finds what the other made.
+-- Partition keys are time-ordered ids, so a range of ids is a range of time: bounds come from
+-- partition_floor. Release 0.6.0's processes called it ahead of need; later ones call
+-- ensure_time_partitions_v2, which can cut by week, and each finds what the other made.
 --
 -- The body keeps the indentation it had in the migrations: the down of migration 20261202000025
 -- rewrites it by find-and-replace on that text, so rolling back past it needs those lines as they are.
@@ -37,8 +37,8 @@ AS $function$
         WHILE v_start < p_to LOOP
           v_end := v_start + CASE v_plan.period WHEN 'day' THEN interval '1 day' ELSE interval '1 month' END;
           v_name := v_plan.table_name || '_p' || to_char(v_start AT TIME ZONE 'UTC', CASE v_plan.period WHEN 'day' THEN 'YYYYMMDD' ELSE 'YYYYMM' END);
-          v_lo := typeid_floor(v_plan.id_prefix, v_start);
-          v_hi := typeid_floor(v_plan.id_prefix, v_end);
+          v_lo := partition_floor(v_plan, v_start);
+          v_hi := partition_floor(v_plan, v_end);
           IF to_regclass(v_name) IS NULL AND NOT EXISTS (
                SELECT 1 FROM partition_bounds b WHERE b.parent = v_plan.table_name
                   AND (b.lower_bound IS NULL OR b.lower_bound < v_hi) AND (b.upper_bound IS NULL OR b.upper_bound > v_lo)) THEN

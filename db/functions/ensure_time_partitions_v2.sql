@@ -8,8 +8,8 @@
 --                         audit_log keeps its month.
 -- Outputs: how many partitions it created.
 -- Effects: for each range time_partitions_wanted answers, a table time_partition_name(...) made
---          LIKE p_table, then attached to it FOR VALUES FROM (typeid_floor(prefix, start)) TO
---          (typeid_floor(prefix, end)). Its indexes, keys and triggers are the parent's, as
+--          LIKE p_table, then attached to it FOR VALUES FROM (partition_floor(plan, start)) TO
+--          (partition_floor(plan, end)). Its indexes, keys and triggers are the parent's, as
 --          CREATE TABLE ... PARTITION OF would make them.
 -- Locks:   none when nothing is missing. Otherwise pg_advisory_xact_lock(727003), as
 --          ensure_time_partitions (one process creates, the others then find the partitions
@@ -57,7 +57,7 @@ BEGIN
     EXECUTE format('CREATE TABLE %I (LIKE %I INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING GENERATED INCLUDING STORAGE INCLUDING COMPRESSION)',
                    v_name, p_table);
     EXECUTE format('ALTER TABLE %I ATTACH PARTITION %I FOR VALUES FROM (%L) TO (%L)', p_table, v_name,
-                   typeid_floor(v_plan.id_prefix, lower(v_range)), typeid_floor(v_plan.id_prefix, upper(v_range)));
+                   partition_floor(v_plan, lower(v_range)), partition_floor(v_plan, upper(v_range)));
     v_made := v_made + 1;
   END LOOP;
   RETURN v_made;

@@ -12,7 +12,7 @@
 --
 -- PL/pgSQL, so its plan is kept for the session (a SQL function that is not inlined plans its
 -- query again on every call), generic and by key, as its callers' plans are.
-CREATE OR REPLACE FUNCTION event_id_range(p_delivery_ids text[], OUT events_from text, OUT events_to text)
+CREATE OR REPLACE FUNCTION event_id_range(p_delivery_ids uuid[], OUT events_from text, OUT events_to text)
 LANGUAGE plpgsql
 STABLE
 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off

@@ -6,8 +6,9 @@
 --          p_message_keys, p_provider_sequences, p_order_seqs (the event's place in its
 --          message's order, drawn by the caller under the message's row lock);
 --          p_default_max_age_seconds  the platform's MAX_EVENT_AGE_SECONDS;
---          per delivery k: p_delivery_events[k] (the event's position i), p_delivery_ids[k],
---          p_targets[k] (the endpoint, from fan_out_targets).
+--          per delivery k: p_delivery_events[k] (the event's position i), p_delivery_ids[k] (the
+--          uuid the delivery's TypeID encodes, as text), p_targets[k] (the endpoint, from
+--          fan_out_targets).
 -- Outputs: none.
 -- Effects: deliveries: one row per k. An active endpoint's is pending, due at once; a disabled
 --          endpoint's is dead with reason endpoint_disabled, so what piles up while it is off can
@@ -16,6 +17,10 @@
 --          delivery carries the message's order (key, provider sequence, place).
 --          delivery_queue, through the deliveries_queue_added trigger (once per statement).
 -- Locks:   row locks of the rows it inserts.
+--
+-- Delivery ids arrive as text, cast here: this function, fan_out_insert, publish_event and their
+-- callers' batches were first created by migrations whose downs drop them by name, so their
+-- arguments keep the types those migrations gave them (migration 20261206000053).
 CREATE OR REPLACE FUNCTION fan_out_write(
   p_event_ids text[],
   p_tenant_ids text[],
@@ -34,7 +39,7 @@ AS $function$
 BEGIN
   INSERT INTO deliveries (id, tenant_id, event_id, endpoint_id, status, dead_reason, last_error, next_attempt_at,
                           deadline_at, order_key, order_hint, order_seq, created_at, updated_at)
-  SELECT d.id, p_tenant_ids[d.e], p_event_ids[d.e], d.endpoint_id,
+  SELECT d.id::uuid, p_tenant_ids[d.e], p_event_ids[d.e], d.endpoint_id,
          CASE WHEN d.active THEN 'pending' ELSE 'dead' END,
          CASE WHEN d.active THEN NULL ELSE 'endpoint_disabled' END,
          CASE WHEN d.active THEN NULL ELSE 'endpoint was disabled when the event was accepted' END,

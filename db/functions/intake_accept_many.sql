@@ -2,7 +2,7 @@
 -- (group commit: the api process answers each callback only after this has committed).
 --
 -- Inputs:  p_items  JSON array, one object per callback, in arrival order: receiptId, eventId,
---                   deliveryIds (a guess of how many are needed), tenantId, sourceId, origin,
+--                   deliveryIds (uuids, a guess of how many are needed), tenantId, sourceId, origin,
 --                   bodyDigest, receivedAt, type, messageId, dedupeKey, status, statusRank,
 --                   statusFinal, sequence, data (the payload's JSON text; absent when the event
 --                   has none) or, as the api of release 0.3.0 and earlier sends it, body (the whole

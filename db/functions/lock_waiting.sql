@@ -15,10 +15,10 @@
 -- Locks:   FOR UPDATE SKIP LOCKED on their `deliveries` rows: one a claim or a result holds right
 --          now is left to the sweep's next round (each second), an endpoint's deletion included
 --          (its endpoint-gone step dead-letters what the deletion left).
-CREATE OR REPLACE FUNCTION lock_waiting(p_ids text[], p_statuses text[]) RETURNS SETOF text
+CREATE OR REPLACE FUNCTION lock_waiting(p_ids uuid[], p_statuses text[]) RETURNS SETOF uuid
 LANGUAGE plpgsql VOLATILE ROWS 10 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 DECLARE
-  v_locked text[];
+  v_locked uuid[];
 BEGIN
   SELECT array_agg(l.id) INTO v_locked
     FROM (SELECT d.id FROM deliveries d WHERE d.id = ANY(p_ids) AND d.status = ANY(p_statuses) FOR UPDATE SKIP LOCKED) l;

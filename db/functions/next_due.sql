@@ -35,7 +35,7 @@
 --          what they cannot take, so the order (deliveries, then the queue, as everywhere) is never
 --          waited on here.
 CREATE OR REPLACE FUNCTION next_due(p_endpoint_id uuid, p_want integer, p_threshold integer, p_hand_off boolean)
-RETURNS TABLE (delivery_id text, endpoint_rank bigint, busy integer, max_concurrency integer, tokens double precision)
+RETURNS TABLE (delivery_id uuid, endpoint_rank bigint, busy integer, max_concurrency integer, tokens double precision)
 LANGUAGE plpgsql VOLATILE ROWS 5 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_sort = off
   SET enable_hashjoin = off SET enable_mergejoin = off AS $$
 DECLARE

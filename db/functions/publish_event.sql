@@ -1,7 +1,7 @@
 -- publish_event: publishes one event: publish_events (db/functions/publish_events.sql) with a
 -- batch of one, so that one event and a batch are published by the same rule.
 --
--- Inputs:  p_event_id, p_delivery_ids (a guess of how many are needed), p_tenant_id, p_origin,
+-- Inputs:  p_event_id, p_delivery_ids (uuids as text, a guess of how many are needed), p_tenant_id, p_origin,
 --          p_type, p_message_id, p_idempotency_key, p_request_hash, p_body, p_created_at,
 --          p_default_max_age_seconds (the platform's MAX_EVENT_AGE_SECONDS), p_trace_parent (the
 --          event's fan-out span as a W3C traceparent, or NULL when it is not traced)

@@ -1,8 +1,8 @@
 -- publish_events: publishes a batch of events (POST /v1/events, and the platform's operational
 -- events) in one statement: each event, its message's row and its fan-out.
 --
--- Inputs:  p_items  JSON array, one object per event, in arrival order: event_id, delivery_ids (a
---                   guess of how many are needed), tenant_id, origin, type, message_id,
+-- Inputs:  p_items  JSON array, one object per event, in arrival order: event_id, delivery_ids (uuids,
+--                   a guess of how many are needed), tenant_id, origin, type, message_id,
 --                   idempotency_key, request_hash, data (the payload's JSON text; absent when the
 --                   event has none) or, as the api of release 0.3.0 and earlier sends it, body
 --                   (the whole envelope, stored as sent), created_at, trace_parent (the event's

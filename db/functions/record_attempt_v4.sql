@@ -32,13 +32,13 @@
 -- claim kept in the queue is why this is a new function: release 0.5.0's processes recorded their
 -- claims, all written to `deliveries`, through the `_v3` (dropped by migration 20261205000050).
 CREATE OR REPLACE FUNCTION record_attempt_v4(
-  p_delivery_id text, p_attempt_number integer, p_status text, p_next_at timestamptz, p_dead_reason text,
+  p_delivery_id uuid, p_attempt_number integer, p_status text, p_next_at timestamptz, p_dead_reason text,
   p_status_code integer, p_last_error text, p_attempt_id text, p_tenant_id text, p_trigger text,
   p_started_at timestamptz, p_duration_ms integer, p_outcome text, p_error_class text, p_error_message text,
   p_response_excerpt text, p_endpoint_id uuid, p_failure boolean, p_threshold integer, p_cooldown_seconds integer,
   p_hand_off_lease_ms integer, p_lease_token bigint)
 RETURNS TABLE (
-  applied boolean, id text, tenant_id text, status text, attempt_count integer, attempt_base integer,
+  applied boolean, id uuid, tenant_id text, status text, attempt_count integer, attempt_base integer,
   replayed_at timestamptz, next_trigger text, deadline_at timestamptz, succeeded_at timestamptz,
   event_id text, event_type text, event_created_at timestamptz, body text,
   ep_id uuid, url text, ep_status text, retry_policy jsonb, secret_enc text, previous_secret_enc text,

@@ -6,8 +6,8 @@
 -- Effects: none (IMMUTABLE).
 -- Locks:   none.
 --
--- Partition bounds are made with it (ensure_time_partitions); src/domain/retention.ts computes the
--- same in TypeScript.
+-- The bounds of partitions keyed by TypeIDs are made with it (partition_floor); src/domain/retention.ts
+-- computes the same in TypeScript.
 CREATE OR REPLACE FUNCTION typeid_floor(p_prefix text, p_at timestamp with time zone)
 RETURNS text
 LANGUAGE sql

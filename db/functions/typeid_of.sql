@@ -6,8 +6,9 @@
 --          bits, the rest 5), as the API writes the id; NULL for a NULL p_id.
 -- Effects: none (IMMUTABLE). Locks: none.
 --
--- For people and reports reading the tables (docs/runbook.md): the platform converts in
--- TypeScript (src/domain/ids.ts), and no statement of its own calls this.
+-- For people and reports reading the tables (docs/runbook.md), and for delivery_attempts, which
+-- names a first try stored in its delivery by the delivery's id. The platform converts every other
+-- id in TypeScript (src/domain/ids.ts).
 CREATE OR REPLACE FUNCTION typeid_of(p_prefix text, p_id uuid)
 RETURNS text
 LANGUAGE plpgsql

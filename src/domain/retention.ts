@@ -93,6 +93,33 @@ export function eventsKeptFromId(removedBefore: Date | undefined): string {
   return removedBefore ? typeIdFloor('evt', removedBefore) : '';
 }
 
+/**
+ * The smallest uuid of an id made at or after `at` (as SQL's uuid_floor), for the kinds of ids the
+ * stores keep as the uuid their TypeID encodes: its first 48 bits are the millisecond time.
+ */
+export function uuidFloor(at: Date): string {
+  const hex = Math.floor(at.getTime()).toString(16).padStart(12, '0');
+  return `${hex.slice(0, 8)}-${hex.slice(8)}-0000-0000-000000000000`;
+}
+
+/** How each time-partitioned table's key is written, as partition_plan says (id_prefix, key_type). */
+const partitionKeys = {
+  events: { prefix: 'evt', stored: 'typeid' },
+  receipts: { prefix: 'evt', stored: 'typeid' },
+  attempts: { prefix: 'dlv', stored: 'uuid' },
+  audit_log: { prefix: 'aud', stored: 'typeid' },
+} as const;
+export type PartitionedTable = keyof typeof partitionKeys;
+
+/**
+ * Where a partitioned table's key starts for rows made at or after `at`, as its partitions' bounds
+ * are written (SQL's partition_floor, which test/integration/migrations.test.ts compares with this).
+ */
+export function partitionFloor(table: PartitionedTable, at: Date): string {
+  const key = partitionKeys[table];
+  return key.stored === 'uuid' ? uuidFloor(at) : typeIdFloor(key.prefix, at);
+}
+
 /** The smallest TypeID of this prefix made at or after `at` (as SQL's typeid_floor). */
 export function typeIdFloor(prefix: string, at: Date): string {
   let ms = Math.floor(at.getTime());

@@ -19,7 +19,7 @@
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
-import { RETAINED_TABLES, dayTablesPeriod, eventsKeptFromId, partitionDaysAhead, typeIdFloor, typeIdTime, type RetainedTable, type RetentionPolicy } from '../domain/retention.js';
+import { RETAINED_TABLES, dayTablesPeriod, eventsKeptFromId, partitionDaysAhead, partitionFloor, typeIdFloor, typeIdTime, type RetainedTable, type RetentionPolicy } from '../domain/retention.js';
 import { advisoryLocks } from '../infra/advisory-locks.js';
 import { metrics } from '../metrics/registry.js';
 import {
@@ -156,7 +156,7 @@ export class Retention {
     // 1. Whole partitions of attempts, then their deliveries.
     for (const p of of('attempts')) {
       signal?.throwIfAborted();
-      if (p.upper > typeIdFloor('dlv', latestCut)) break;
+      if (p.upper > partitionFloor('attempts', latestCut)) break;
       if (!(await deliveriesAllRemovable(db, p, cut))) {
         report.held.push({ partition: p.name, reason: 'a delivery made in it is unfinished or inside its window' });
         continue;
@@ -185,7 +185,7 @@ export class Retention {
     const receipts = of('receipts');
     for (const p of of('events')) {
       signal?.throwIfAborted();
-      if (p.upper > typeIdFloor('evt', cut.succeeded)) break;
+      if (p.upper > partitionFloor('events', cut.succeeded)) break;
       const free = async () => {
         if (await deliveriesReferenceEvents(db, p, cut, dryRun)) return false;
         // The watermark never moves back, and backfills read only above it: a wrong one hides events.
@@ -220,7 +220,7 @@ export class Retention {
     signal?.throwIfAborted();
     for (const p of of('audit_log')) {
       signal?.throwIfAborted();
-      if (p.upper > typeIdFloor('aud', cut.audit)) break;
+      if (p.upper > partitionFloor('audit_log', cut.audit)) break;
       await drop(p, 'audit_log');
     }
     removed.replays += await removeOlderThan(db, 'replays', 'created_at', cut.audit, { dryRun, batch, signal });

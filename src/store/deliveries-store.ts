@@ -4,6 +4,7 @@ import { idOfUuid, uuidOfId } from '../domain/ids.js';
 import { whereEventType } from './events-store.js';
 import type { TenantScope } from './tenant-scope.js';
 
+/** A delivery as read: its id and its endpoint's are the uuids stored (rowToDelivery names them). */
 export interface DeliveryRow {
   id: string;
   event_id: string;
@@ -58,7 +59,7 @@ const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
 export function rowToDeliverySummary(r: DeliveryRow) {
   return {
-    id: r.id,
+    id: idOfUuid('delivery', r.id),
     endpointId: idOfUuid('endpoint', r.endpoint_id),
     status: r.status,
     attemptCount: r.attempt_count,
@@ -151,11 +152,13 @@ export function listDeliveriesQuery(scope: TenantScope, f: DeliveryFilter) {
     .select([...deliveryColumns, 'events.type as event_type', scope.expression(waitingFor)]);
 }
 
-/** One delivery as listDeliveriesQuery shows it, or undefined. */
+/** One delivery as listDeliveriesQuery shows it, or undefined; a malformed id names none. */
 export async function findDelivery(scope: TenantScope, id: string): Promise<DeliveryRow | undefined> {
-  return listDeliveriesQuery(scope, {}).where('deliveries.id', id).first();
+  const key = uuidOfId('delivery', id);
+  return key === null ? undefined : listDeliveriesQuery(scope, {}).where('deliveries.id', key).first();
 }
 
+/** The attempts of these deliveries, by the rows' own ids (DeliveryRow.id, as stored). */
 export async function attemptsFor(scope: TenantScope, deliveryIds: string[]): Promise<Map<string, AttemptRow[]>> {
   const byDelivery = new Map<string, AttemptRow[]>();
   if (deliveryIds.length === 0) return byDelivery;

@@ -1,4 +1,4 @@
-import { newId } from '../domain/ids.js';
+import { newId, uuidOf } from '../domain/ids.js';
 import { RecentMap } from '../domain/recent.js';
 
 /**
@@ -14,7 +14,10 @@ export const initialDeliveryIdGuess = 4;
 /** What each tenant and type needed last, for the 10,000 pairs set most recently: tenants choose their types. */
 const needed = new RecentMap<number>(10_000);
 
-/** Runs `call` with enough delivery ids: again, with as many as it said it needs, when it had too few. */
+/**
+ * Runs `call` with enough delivery ids, as stored (the uuid each TypeID encodes): again, with as
+ * many as it said it needs, when it had too few.
+ */
 export async function withDeliveryIds<R extends { endpoint_count: number }>(
   tenantId: string,
   type: string,
@@ -33,5 +36,5 @@ export async function withDeliveryIds<R extends { endpoint_count: number }>(
 }
 
 function newDeliveryIds(n: number): string[] {
-  return Array.from({ length: n }, () => newId('delivery'));
+  return Array.from({ length: n }, () => uuidOf('delivery', newId('delivery')));
 }

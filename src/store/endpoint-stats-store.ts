@@ -1,5 +1,5 @@
 import { uuidOf } from '../domain/ids.js';
-import { typeIdFloor } from '../domain/retention.js';
+import { uuidFloor } from '../domain/retention.js';
 import type { TenantScope } from './tenant-scope.js';
 
 export interface StatsWindow {
@@ -46,9 +46,9 @@ const hourMs = 3_600_000;
 export async function endpointStats(scope: TenantScope, endpointId: string, w: StatsWindow): Promise<EndpointStats> {
   const from = new Date(w.since.getTime() - w.lookbackSeconds * 1000);
   const bounds = {
-    lo: typeIdFloor('dlv', from),
+    lo: uuidFloor(from),
     // A delivery made in the same millisecond as `until` sorts above the floor; one ms more covers it.
-    hi: typeIdFloor('dlv', new Date(w.until.getTime() + 1)),
+    hi: uuidFloor(new Date(w.until.getTime() + 1)),
     since: w.since,
     until: w.until,
   };

@@ -1,5 +1,5 @@
 import { conflict } from '../domain/errors.js';
-import { newId, uuidOfId } from '../domain/ids.js';
+import { newId, uuidOf, uuidOfId } from '../domain/ids.js';
 import { stringifyJson, type RawJson } from '../domain/raw-json.js';
 import type { TenantScope } from './tenant-scope.js';
 
@@ -50,7 +50,7 @@ export async function sendTestEvent(
     await s.composed(
       `SELECT * FROM fan_out_insert(:eventId, :tenantId, :now::timestamptz, NULL, NULL, :defaultMaxAgeSeconds::int,
                                     ARRAY[ROW(:endpointId::uuid, true, false, :maxAgeSeconds::int)::fan_out_target], ARRAY[:deliveryId]::text[])`,
-      { eventId, now, defaultMaxAgeSeconds, endpointId: key, maxAgeSeconds: typeof maxAge === 'number' ? maxAge : null, deliveryId },
+      { eventId, now, defaultMaxAgeSeconds, endpointId: key, maxAgeSeconds: typeof maxAge === 'number' ? maxAge : null, deliveryId: uuidOf('delivery', deliveryId) },
     );
     return { eventId, deliveryId };
   });

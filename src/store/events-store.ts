@@ -131,6 +131,7 @@ interface PublishRow extends EventRow {
 
 interface PublishItem {
   eventId: string;
+  /** As stored (withDeliveryIds). */
   deliveryIds: string[];
   tenantId: string;
   origin: string;

@@ -119,6 +119,7 @@ interface RepeatItem {
 interface AcceptItem {
   receiptId: string;
   eventId: string;
+  /** As stored (withDeliveryIds). */
   deliveryIds: string[];
   tenantId: string;
   sourceId: string;

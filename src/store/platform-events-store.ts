@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { idOfUuid } from '../domain/ids.js';
+import { idOfUuid, uuidOf } from '../domain/ids.js';
 import type { TenantScope } from './tenant-scope.js';
 
 /** True when some live endpoint of the tenant names the type (exactly or by a `platform.*`-style prefix). */
@@ -36,9 +36,9 @@ export interface DeadDeliveryRow {
 export async function deadDeliveriesToReport(platformDb: Knex, deliveryIds: string[]): Promise<DeadDeliveryRow[]> {
   const rows: DeadDeliveryRow[] = await platformDb('deliveries as d')
     .join('events as ev', 'ev.id', 'd.event_id')
-    .whereRaw('d.id = ANY(:deliveryIds)', { deliveryIds })
+    .whereRaw('d.id = ANY(:deliveryIds::uuid[])', { deliveryIds: deliveryIds.map((id) => uuidOf('delivery', id)) })
     .where('d.status', 'dead')
     .whereRaw(`NOT starts_with(ev.type, 'platform.')`)
     .select('d.id', 'd.tenant_id', 'd.event_id', 'd.endpoint_id', 'd.dead_reason', 'd.last_error', 'd.last_status_code', 'd.attempt_count', 'ev.type');
-  return rows.map((r) => ({ ...r, endpoint_id: idOfUuid('endpoint', r.endpoint_id) }));
+  return rows.map((r) => ({ ...r, id: idOfUuid('delivery', r.id), endpoint_id: idOfUuid('endpoint', r.endpoint_id) }));
 }

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { UNFINISHED_STATUSES } from '../domain/delivery-status.js';
-import { newId } from '../domain/ids.js';
+import { idOfUuid, newId, uuidOfId } from '../domain/ids.js';
 import type { RetentionPolicy } from '../domain/retention.js';
 import { audit } from './audit-store.js';
 import { deliveryColumns, filteredDeliveries, type DeliveryRow } from './deliveries-store.js';
@@ -44,11 +44,13 @@ export async function replayDelivery(
   pacing: ReplayPacing,
   restart: (trx: Knex.Transaction, id: string, defaultMaxAgeSeconds: number) => Promise<void>,
 ): Promise<'replayed' | 'not_found' | 'busy' | 'endpoint_disabled' | 'expired'> {
+  const key = uuidOfId('delivery', id);
+  if (key === null) return 'not_found';
   return scope.transactionWithPlatformDb(async (s, trx) => {
     const current: { status: string; ep_status: string; deleted_at: Date | null; in_window: boolean } | undefined = await s
       .from('deliveries')
       .join('endpoints', 'endpoints.id', 'deliveries.endpoint_id')
-      .where('deliveries.id', id)
+      .where('deliveries.id', key)
       .forUpdate()
       .first('deliveries.status', 'endpoints.status as ep_status', 'endpoints.deleted_at', s.expression(`${withinWindow} AS in_window`, windowBindings(pacing.retention)));
     if (!current) return 'not_found';
@@ -101,7 +103,8 @@ export async function startBulkReplay(
 ) {
   return scope.transactionWithPlatformDb(async (s, trx) => {
     const id = newId('replay');
-    const ids: string[] = await filtered(s, filter, pacing.retention).orderBy('deliveries.id').limit(limit).forUpdate(['deliveries']).pluck('deliveries.id');
+    const stored: string[] = await filtered(s, filter, pacing.retention).orderBy('deliveries.id').limit(limit).forUpdate(['deliveries']).pluck('deliveries.id');
+    const ids = stored.map((uuid) => idOfUuid('delivery', uuid));
     await s.insert('replays', {
       id,
       actor_type: s.actor.type,

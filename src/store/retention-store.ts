@@ -8,6 +8,7 @@
  */
 import type { Knex } from 'knex';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { idOfUuid } from '../domain/ids.js';
 import { advisoryLocks } from '../infra/advisory-locks.js';
 import type { Cutoffs, RetentionPolicy } from '../domain/retention.js';
 import { backoffDelayMs } from '../domain/retry-policy.js';
@@ -204,11 +205,14 @@ export async function dropDetachedLeftovers(db: Knex): Promise<string[]> {
 /** A finished delivery whose window has passed: the only kind retention removes. */
 const removable = `((d.status = 'succeeded' AND d.updated_at < :succeeded) OR (d.status = 'dead' AND d.updated_at < :dead))`;
 
+/** Below every delivery id: a range of them (an `attempts` partition's bounds) with no lower bound starts here. */
+const beforeAnyDelivery = '00000000-0000-0000-0000-000000000000';
+
 /** True when every delivery with an id in [lower, upper) is removable (or there are none). */
 export async function deliveriesAllRemovable(db: Knex, { lower, upper }: IdRange, cut: Cutoffs): Promise<boolean> {
   const { rows } = await db.raw<{ rows: unknown[] }>(
     `SELECT 1 FROM deliveries d WHERE d.id >= :lower AND d.id < :upper AND NOT ${removable} LIMIT 1`,
-    { lower: lower ?? '', upper, succeeded: cut.succeeded, dead: cut.dead },
+    { lower: lower ?? beforeAnyDelivery, upper, succeeded: cut.succeeded, dead: cut.dead },
   );
   return rows.length === 0;
 }
@@ -247,13 +251,13 @@ export async function removeDeliveries(
   let range: string;
   if ('ids' in where) {
     range = 'd.id >= :lower AND d.id < :upper';
-    Object.assign(bindings, { lower: where.ids.lower ?? '', upper: where.ids.upper });
+    Object.assign(bindings, { lower: where.ids.lower ?? beforeAnyDelivery, upper: where.ids.upper });
   } else {
     range = 'd.event_id < :eventsBefore';
     bindings.eventsBefore = where.eventsBefore;
     where.excluding.forEach((r, i) => {
       range += ` AND NOT (d.id >= :lo${i} AND d.id < :hi${i})`;
-      Object.assign(bindings, { [`lo${i}`]: r.lower ?? '', [`hi${i}`]: r.upper });
+      Object.assign(bindings, { [`lo${i}`]: r.lower ?? beforeAnyDelivery, [`hi${i}`]: r.upper });
     });
   }
   // The attempts are counted in the statement's snapshot, taken before the cascade removes them;
@@ -371,7 +375,7 @@ export async function watermark(from: TenantScope | Knex, table: string): Promis
  * (docs/operations/upgrade.md). Only a backfill racing a retention run of the other release, while
  * a deploy from 0.5.0 rolls, leaves one. Candidates are deliveries of events below the watermark
  * (`keptFrom`, bound so that the planner walks deliveries_event_endpoint for them) that are still
- * in the queue. Answers their ids.
+ * in the queue. Answers their ids, as TypeIDs.
  */
 export async function removeOrphanedDeliveries(db: Knex, keptFrom: string, dryRun: boolean): Promise<string[]> {
   const orphaned = `SELECT d.id FROM deliveries d
@@ -382,5 +386,5 @@ export async function removeOrphanedDeliveries(db: Knex, keptFrom: string, dryRu
     dryRun ? orphaned : `DELETE FROM deliveries WHERE id IN (${orphaned}) RETURNING id`,
     { keptFrom },
   );
-  return rows.map((r) => r.id);
+  return rows.map((r) => idOfUuid('delivery', r.id));
 }

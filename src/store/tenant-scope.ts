@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import type pg from 'pg';
 import { eventTypePrefix } from '../domain/event-types.js';
-import { uuidOf } from '../domain/ids.js';
+import { idPrefixes, uuidOf } from '../domain/ids.js';
 import type { ReadTolerance } from '../domain/read-consistency.js';
 import type { ReadReplica } from '../infra/read-replica.js';
 import type { Batcher } from '../infra/batcher.js';
@@ -202,8 +202,8 @@ export class TenantScope {
         );
       }
     };
-    const deliveryVisible = (deliveryIdColumn: string) => (b: Knex.QueryBuilder) => {
-      b.select(db.raw('1')).from('deliveries as scope_dl').where('scope_dl.tenant_id', tenantId).where('scope_dl.id', db.ref(deliveryIdColumn));
+    const deliveryVisible = (deliveryId: Knex.Ref<string, object> | Knex.Raw) => (b: Knex.QueryBuilder) => {
+      b.select(db.raw('1')).from('deliveries as scope_dl').where('scope_dl.tenant_id', tenantId).where('scope_dl.id', deliveryId);
       if (endpointUuids) b.whereIn('scope_dl.endpoint_id', endpointUuids);
       if (eventTypes) {
         b.whereExists((e) => e.select(db.raw('1')).from('events as scope_de').where('scope_de.tenant_id', tenantId).where('scope_de.id', db.ref('scope_dl.event_id')).where(typeMatch('scope_de.type')));
@@ -214,10 +214,10 @@ export class TenantScope {
         if (endpointUuids) q.whereIn(`${name}.id`, endpointUuids);
         return;
       case 'deliveries':
-        q.whereExists(deliveryVisible(`${name}.id`));
+        q.whereExists(deliveryVisible(db.ref(`${name}.id`)));
         return;
       case 'delivery_queue':
-        q.whereExists(deliveryVisible(`${name}.delivery_id`));
+        q.whereExists(deliveryVisible(db.ref(`${name}.delivery_id`)));
         return;
       case 'events':
         q.whereExists(eventVisible(`${name}.id`));
@@ -252,7 +252,8 @@ export class TenantScope {
             b.where(col('target_type'), 'endpoint');
             if (endpointIds) b.whereIn(col('target_id'), endpointIds);
           });
-          any.orWhere((b) => b.where(col('target_type'), 'delivery').whereExists(deliveryVisible(col('target_id'))));
+          // Targets are TypeIDs as the API wrote them; deliveries keep the uuid (db/functions/uuid_of.sql).
+          any.orWhere((b) => b.where(col('target_type'), 'delivery').whereExists(deliveryVisible(db.raw('uuid_of(:prefix, :target:)', { prefix: idPrefixes.delivery, target: col('target_id') }))));
           any.orWhere((b) => {
             b.where(col('target_type'), 'replay');
             // As for replays themselves: a narrowed link follows only the replays it started.

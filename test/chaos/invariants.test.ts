@@ -64,14 +64,14 @@ async function world(): Promise<World> {
     ({ id, tenant_id: tenantId, source_id: sourceId, origin: 'callback', type, dedupe_key: `sub:${id}`, body: JSON.stringify({ id, type, data: { n: 1 } }), ...extra });
   await db('events').insert([event(ids.e1, 'order.created'), event(ids.e2, 'invoice.paid'), event(ids.stale, 'order.created', { stale: true })]);
   const delivery = (id: string, eventId: string, endpointId: string) =>
-    ({ id, tenant_id: tenantId, event_id: eventId, endpoint_id: uuidOf('endpoint', endpointId), status: 'pending', attempt_count: 1, deadline_at: new Date(Date.now() + 86_400_000) });
+    ({ id: uuidOf('delivery', id), tenant_id: tenantId, event_id: eventId, endpoint_id: uuidOf('endpoint', endpointId), status: 'pending', attempt_count: 1, deadline_at: new Date(Date.now() + 86_400_000) });
   await db('deliveries').insert([delivery(ids.d1, ids.e1, ids.epA), delivery(ids.d2, ids.e1, ids.epB), delivery(ids.d3, ids.e2, ids.epA)]);
   // Each one moves as TRANSITIONS allows (the checker holds the recorded changes to it).
-  await db('deliveries').whereIn('id', [ids.d1, ids.d2, ids.d3]).update({ status: 'in_flight' });
-  await db('deliveries').whereIn('id', [ids.d1, ids.d3]).update({ status: 'succeeded' });
-  await db('deliveries').where({ id: ids.d2 }).update({ status: 'dead', dead_reason: 'max_attempts' });
+  await db('deliveries').whereIn('id', [ids.d1, ids.d2, ids.d3].map((id) => uuidOf('delivery', id))).update({ status: 'in_flight' });
+  await db('deliveries').whereIn('id', [ids.d1, ids.d3].map((id) => uuidOf('delivery', id))).update({ status: 'succeeded' });
+  await db('deliveries').where({ id: uuidOf('delivery', ids.d2) }).update({ status: 'dead', dead_reason: 'max_attempts' });
   const attempt = (deliveryId: string, outcome: string, statusCode: number | null, errorClass: string | null = null, n = 1) =>
-    ({ id: newId('attempt'), delivery_id: deliveryId, attempt_number: n, trigger: n === 1 ? 'initial' : 'retry', started_at: new Date(), duration_ms: 5, status_code: statusCode, outcome, error_class: errorClass });
+    ({ id: newId('attempt'), delivery_id: uuidOf('delivery', deliveryId), attempt_number: n, trigger: n === 1 ? 'initial' : 'retry', started_at: new Date(), duration_ms: 5, status_code: statusCode, outcome, error_class: errorClass });
   await db('attempts').insert([
     attempt(ids.d1, 'success', 200),
     attempt(ids.d2, 'terminal', 500, 'http_500'),
@@ -142,45 +142,45 @@ describe('invariant checker', () => {
 
   const cases: Array<[ViolationKind, string, (w: World) => Promise<RecordingReceiver[] | void>]> = [
     ['missing_delivery', 'an endpoint that matched gets no delivery row', async (w) => {
-      await db('attempts').where({ delivery_id: w.ids.d3 }).delete();
-      await db('deliveries').where({ id: w.ids.d3 }).delete();
+      await db('attempts').where({ delivery_id: uuidOf('delivery', w.ids.d3) }).delete();
+      await db('deliveries').where({ id: uuidOf('delivery', w.ids.d3) }).delete();
       w.a.requests.splice(1);
       w.metrics.success--;
     }],
     ['unsettled_delivery', 'a delivery is left pending', async (w) => {
-      await db('deliveries').where({ id: w.ids.d2 }).update({ status: 'pending', dead_reason: null });
+      await db('deliveries').where({ id: uuidOf('delivery', w.ids.d2) }).update({ status: 'pending', dead_reason: null });
     }],
     ['dead_without_reason', 'a dead delivery has no reason', async (w) => {
       // The schema refuses this row (deliveries_dead_has_reason, tested below); the checker must still
       // see it in a database that lacks the constraint, so it is lifted for the one write.
       await db.transaction(async (trx) => {
         await trx.raw('ALTER TABLE deliveries DROP CONSTRAINT deliveries_dead_has_reason');
-        await trx('deliveries').where({ id: w.ids.d2 }).update({ dead_reason: null });
+        await trx('deliveries').where({ id: uuidOf('delivery', w.ids.d2) }).update({ dead_reason: null });
         await trx.raw("ALTER TABLE deliveries ADD CONSTRAINT deliveries_dead_has_reason CHECK ((status = 'dead') = (dead_reason IS NOT NULL)) NOT VALID");
       });
     }],
     ['queue_mismatch', 'the scheduler\'s mirror holds a delivery that already succeeded', async (w) => {
       // Written behind the triggers' back: a scheduler reading the mirror would send it again.
-      await db('delivery_queue').insert({ delivery_id: w.ids.d1, endpoint_id: uuidOf('endpoint', w.ids.epA), tenant_id: w.tenantId, status: 'pending', next_attempt_at: new Date(), deadline_at: new Date() });
+      await db('delivery_queue').insert({ delivery_id: uuidOf('delivery', w.ids.d1), endpoint_id: uuidOf('endpoint', w.ids.epA), tenant_id: w.tenantId, status: 'pending', next_attempt_at: new Date(), deadline_at: new Date() });
     }],
     ['forbidden_transition', 'a succeeded delivery was dead-lettered, which no entry of TRANSITIONS allows', async (w) => {
-      await db('deliveries').where({ id: w.ids.d3 }).update({ status: 'dead', dead_reason: 'terminal' });
+      await db('deliveries').where({ id: uuidOf('delivery', w.ids.d3) }).update({ status: 'dead', dead_reason: 'terminal' });
     }],
     ['succeeded_not_received', 'a succeeded delivery never reached its receiver', async (w) => {
       // Recorded as a 2xx without the request arriving would also be attempt_not_received; a
       // success without an HTTP status (not possible today) isolates this rule.
-      await db('attempts').where({ delivery_id: w.ids.d1 }).update({ status_code: null });
+      await db('attempts').where({ delivery_id: uuidOf('delivery', w.ids.d1) }).update({ status_code: null });
       w.a.requests.shift();
     }],
     ['succeeded_without_success_attempt', 'a delivery marked succeeded has no successful attempt', async (w) => {
-      await db('attempts').where({ delivery_id: w.ids.d1 }).update({ outcome: 'retry' });
+      await db('attempts').where({ delivery_id: uuidOf('delivery', w.ids.d1) }).update({ outcome: 'retry' });
       w.metrics.success--;
       w.metrics.retry++;
     }],
     ['no_receiver', 'a succeeded delivery to an endpoint no receiver stands behind', async (w) => [w.b]],
     ['delivery_for_stale_event', 'a stale event was forwarded', async (w) => {
       await db('deliveries').insert({
-        id: newId('delivery'), tenant_id: w.tenantId, event_id: w.ids.stale, endpoint_id: uuidOf('endpoint', w.ids.epB), status: 'dead', dead_reason: 'terminal', deadline_at: new Date(),
+        id: uuidOf('delivery', newId('delivery')), tenant_id: w.tenantId, event_id: w.ids.stale, endpoint_id: uuidOf('endpoint', w.ids.epB), status: 'dead', dead_reason: 'terminal', deadline_at: new Date(),
       });
     }],
     ['duplicate_dedupe_key', 'two events share a source dedupe key', async (w) => {
@@ -209,7 +209,7 @@ describe('invariant checker', () => {
     }],
     ['attempt_not_received', 'an attempt recorded with an HTTP answer never reached the receiver', async (w) => {
       await db('attempts').insert({
-        id: newId('attempt'), delivery_id: w.ids.d1, attempt_number: 2, trigger: 'retry', started_at: new Date(), duration_ms: 1, status_code: 503, outcome: 'retry',
+        id: newId('attempt'), delivery_id: uuidOf('delivery', w.ids.d1), attempt_number: 2, trigger: 'retry', started_at: new Date(), duration_ms: 1, status_code: 503, outcome: 'retry',
       });
       w.metrics.retry++;
     }],
@@ -234,10 +234,10 @@ describe('invariant checker', () => {
   it('the schema refuses a dead delivery without a reason, and a reason on one that is not dead', async () => {
     const w = await world();
     const refused = async (change: Record<string, unknown>) =>
-      db('deliveries').where({ id: w.ids.d2 }).update(change).then(() => 'accepted', (err: { code?: string }) => err.code);
+      db('deliveries').where({ id: uuidOf('delivery', w.ids.d2) }).update(change).then(() => 'accepted', (err: { code?: string }) => err.code);
     expect(await refused({ dead_reason: null })).toBe('23514');
     expect(await refused({ status: 'pending' })).toBe('23514');
-    expect(await db('deliveries').where({ id: w.ids.d2 }).first('status', 'dead_reason')).toMatchObject({ status: 'dead' });
+    expect(await db('deliveries').where({ id: uuidOf('delivery', w.ids.d2) }).first('status', 'dead_reason')).toMatchObject({ status: 'dead' });
   });
 
   it('reports the redeliveries a receiver absorbed', async () => {
@@ -245,7 +245,7 @@ describe('invariant checker', () => {
     // d1: two retries after a success whose answer was lost (e.g. timeouts), each recorded.
     for (const n of [2, 3]) {
       await db('attempts').insert({
-        id: newId('attempt'), delivery_id: w.ids.d1, attempt_number: n, trigger: 'retry', started_at: new Date(), duration_ms: 1, outcome: 'retry', error_class: 'attempt_timeout',
+        id: newId('attempt'), delivery_id: uuidOf('delivery', w.ids.d1), attempt_number: n, trigger: 'retry', started_at: new Date(), duration_ms: 1, outcome: 'retry', error_class: 'attempt_timeout',
       });
       w.a.requests.push(w.request(w.ids.d1, w.ids.e1, undefined, n));
     }

@@ -60,8 +60,9 @@ export async function insertOldEvent(
     const id = idAt('delivery', at);
     const updatedAt = d.updatedAt ?? at;
     const unfinished = d.status !== 'succeeded' && d.status !== 'dead';
+    const stored = uuidOf('delivery', id);
     await db('deliveries').insert({
-      id, tenant_id: tenantId, event_id: eventId, endpoint_id: uuidOf('endpoint', d.endpointId), status: d.status, attempt_count: 1,
+      id: stored, tenant_id: tenantId, event_id: eventId, endpoint_id: uuidOf('endpoint', d.endpointId), status: d.status, attempt_count: 1,
       next_attempt_at: d.status === 'pending' ? new Date(Date.now() + 3_600_000) : null,
       lease_until: d.status === 'queued' || d.status === 'in_flight' ? new Date(Date.now() + 3_600_000) : null,
       deadline_at: unfinished ? new Date(Date.now() + dayMs) : at,
@@ -73,9 +74,9 @@ export async function insertOldEvent(
     const attempt = { trigger: 'initial', attempt_number: 1, started_at: at, duration_ms: 5, ...(d.status === 'succeeded' ? { status_code: 200, outcome: 'success' } : { status_code: 503, outcome: 'retry' }) };
     const { rows } = await db.raw<{ rows: Array<{ inDelivery: boolean }> }>('SELECT attempt_stored_in_delivery(?, ?, ?) AS "inDelivery"', [attempt.trigger, attempt.attempt_number, attempt.outcome]);
     if (rows[0]!.inDelivery) {
-      await db('deliveries').where({ id }).update({ first_try_started_at: at, first_try_duration_ms: attempt.duration_ms, first_try_status_code: attempt.status_code });
+      await db('deliveries').where({ id: stored }).update({ first_try_started_at: at, first_try_duration_ms: attempt.duration_ms, first_try_status_code: attempt.status_code });
     } else {
-      await db('attempts').insert({ id: idAt('attempt', at), delivery_id: id, ...attempt });
+      await db('attempts').insert({ id: idAt('attempt', at), delivery_id: stored, ...attempt });
     }
     deliveryIds.push(id);
   }

@@ -70,8 +70,13 @@ export function sentBody(db: Knex): Knex.Raw {
 
 /**
  * Every attempt, stored in `attempts` or in its delivery, as the platform lists them
- * (db/functions/delivery_attempts.sql): a query to filter, join and count, under the name `attempts`.
+ * (db/functions/delivery_attempts.sql): a query to filter, join and count, under the name `attempts`,
+ * with `delivery_id` the TypeID the API names the delivery by (the column holds its uuid).
  */
 export function attemptsListed(db: Knex): Knex.QueryBuilder {
-  return db.from(db.raw('(SELECT a.* FROM deliveries d CROSS JOIN LATERAL delivery_attempts(d.id) a) AS attempts'));
+  return db.from(
+    db.raw(`(SELECT a.id, typeid_of('dlv', a.delivery_id) AS delivery_id, a.tenant_id, a.attempt_number, a.trigger, a.started_at, a.duration_ms,
+                    a.status_code, a.outcome, a.error_class, a.error_message, a.response_excerpt, a.next_attempt_at
+               FROM deliveries d CROSS JOIN LATERAL delivery_attempts(d.id) a) AS attempts`),
+  );
 }

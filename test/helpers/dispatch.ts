@@ -273,7 +273,7 @@ async function insertDeliveries(t: TestPlatform, tenantId: string, endpointId: s
   await t.platform.db.batchInsert(
     'deliveries',
     events.map((e) => ({
-      id: newId('delivery'),
+      id: uuidOf('delivery', newId('delivery')),
       tenant_id: tenantId,
       event_id: e.id,
       endpoint_id: uuidOf('endpoint', endpointId),

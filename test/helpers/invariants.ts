@@ -167,7 +167,7 @@ export async function inspect(input: InvariantInput): Promise<InvariantReport> {
   const scoped = <T extends Knex.QueryBuilder>(q: T, column = 'tenant_id'): T => (tenantIds ? (q.whereIn(column, tenantIds) as T) : q);
   // An attempt's tenant is its delivery's.
   const scopedAttempts = <T extends Knex.QueryBuilder>(q: T): T =>
-    tenantIds ? (q.whereIn('delivery_id', db('deliveries').whereIn('tenant_id', tenantIds).select('id')) as T) : q;
+    tenantIds ? (q.whereIn('delivery_id', db('deliveries').whereIn('tenant_id', tenantIds).select(db.raw("typeid_of('dlv', id)"))) as T) : q;
   const violations: Violation[] = [];
   const counts = new Map<ViolationKind, number>();
   const report = (v: Violation) => {
@@ -183,7 +183,7 @@ export async function inspect(input: InvariantInput): Promise<InvariantReport> {
     (e: EndpointRow) => ({ ...e, id: idOfUuid('endpoint', e.id) }),
   );
   const deliveries: DeliveryRow[] = (await scoped(db('deliveries').select('id', 'event_id', 'endpoint_id', 'status', 'dead_reason'))).map(
-    (d: DeliveryRow) => ({ ...d, endpoint_id: idOfUuid('endpoint', d.endpoint_id) }),
+    (d: DeliveryRow) => ({ ...d, id: idOfUuid('delivery', d.id), endpoint_id: idOfUuid('endpoint', d.endpoint_id) }),
   );
   const successes = new Set<string>(
     (await scopedAttempts(attemptsListed(db).where('outcome', 'success').distinct('delivery_id'))).map((r: { delivery_id: string }) => r.delivery_id),
@@ -332,8 +332,9 @@ export async function inspect(input: InvariantInput): Promise<InvariantReport> {
              AND (d.status, d.lease_until) IS DISTINCT FROM (q.status, q.lease_until))`,
     { tenants: tenantIds ?? [], unfinished: [...UNFINISHED_STATUSES] },
   );
-  for (const r of queueMismatch) {
-    report({ kind: 'queue_mismatch', message: `delivery ${r.id}: ${r.status ?? 'finished or gone'} in deliveries, ${r.queued ?? 'absent'} in delivery_queue`, deliveryId: r.id });
+  for (const { id: stored, ...r } of queueMismatch) {
+    const id = idOfUuid('delivery', stored);
+    report({ kind: 'queue_mismatch', message: `delivery ${id}: ${r.status ?? 'finished or gone'} in deliveries, ${r.queued ?? 'absent'} in delivery_queue`, deliveryId: id });
   }
 
   // Every status change must be one TRANSITIONS allows: the table is the promise, the log the proof.

@@ -7,7 +7,7 @@ import { metricValue } from './dispatch.js';
 import { eventually, type TestPlatform, type TestTenant } from './platform.js';
 import type { ReceivedRequest, Responder } from './receiver.js';
 import { attemptsListed } from './database.js';
-import { uuidOf } from '../../src/domain/ids.js';
+import { idOfUuid, uuidOf } from '../../src/domain/ids.js';
 
 /** Answers every request with `status` (a tiny body so the attempt records an excerpt). */
 export const answer =
@@ -48,7 +48,7 @@ export interface RowCounts {
 export async function rowCounts(t: TestPlatform, tenantId: string): Promise<RowCounts> {
   const count = async (table: string) => Number((await t.platform.db(table).where({ tenant_id: tenantId }).count({ n: '*' }))[0]!.n);
   // An attempt's tenant is its delivery's.
-  const attempts = Number((await attemptsListed(t.platform.db).whereIn('delivery_id', t.platform.db('deliveries').where({ tenant_id: tenantId }).select('id')).count({ n: '*' }))[0]!.n);
+  const attempts = Number((await attemptsListed(t.platform.db).whereIn('delivery_id', t.platform.db('deliveries').where({ tenant_id: tenantId }).select(t.platform.db.raw("typeid_of('dlv', id)"))).count({ n: '*' }))[0]!.n);
   return { events: await count('events'), deliveries: await count('deliveries'), attempts };
 }
 
@@ -70,9 +70,10 @@ export async function settledOn(t: TestPlatform, endpointId: string, count: numb
   );
 }
 
-/** Delivery ids of an endpoint in a given state, oldest first (the order a bulk replay takes them). */
+/** Delivery ids (TypeIDs) of an endpoint in a given state, oldest first (the order a bulk replay takes them). */
 export async function deliveryIds(t: TestPlatform, where: Record<string, unknown>): Promise<string[]> {
-  return t.platform.db('deliveries').where(where).orderBy('id').pluck('id');
+  const stored: string[] = await t.platform.db('deliveries').where(where).orderBy('id').pluck('id');
+  return stored.map((id) => idOfUuid('delivery', id));
 }
 
 export async function replayOne(tenant: TestTenant, deliveryId: string, reason = 'customer asked for it again') {

@@ -6,6 +6,7 @@
  */
 import type { Knex } from 'knex';
 import { allows, TRANSITIONS, type DeliveryStatus, type Transition } from '../../src/domain/delivery-status.js';
+import { idOfUuid } from '../../src/domain/ids.js';
 
 export const TRANSITION_LOG = 'test_transitions.log';
 
@@ -63,7 +64,7 @@ export interface ObservedTransition {
   from: DeliveryStatus | null;
   to: DeliveryStatus;
   count: number;
-  /** One delivery that made it, for the report. */
+  /** One delivery that made it, for the report: its TypeID (the log keeps the stored uuid). */
   example: string;
 }
 
@@ -76,5 +77,5 @@ export async function observedTransitions(db: Knex, tenantIds?: string[]): Promi
       ${tenantIds ? 'WHERE tenant_id = ANY(:tenants)' : ''} GROUP BY 1, 2`,
     { tenants: tenantIds ?? [] },
   );
-  return rows.map((r) => ({ from: r.from_status, to: r.to_status, count: r.n, example: r.example }));
+  return rows.map((r) => ({ from: r.from_status, to: r.to_status, count: r.n, example: idOfUuid('delivery', r.example) }));
 }

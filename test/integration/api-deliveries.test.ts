@@ -3,7 +3,7 @@ import { expectError, listAll, publish } from '../helpers/api.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
 import { attemptsListed } from '../helpers/database.js';
-import { uuidOf } from '../../src/domain/ids.js';
+import { idOfUuid, uuidOf } from '../../src/domain/ids.js';
 
 describe('deliveries and messages API', () => {
   let t: TestPlatform;
@@ -18,7 +18,7 @@ describe('deliveries and messages API', () => {
 
   const ids = async (query: string) => (await listAll(tenant, `/v1/deliveries${query}`, 2)).items.map((d) => d.id as string).sort();
   const deliveryOf = async (eventId: string, endpointId: string) =>
-    (await t.platform.db('deliveries').where({ event_id: eventId, endpoint_id: uuidOf('endpoint', endpointId) }).first('id')).id as string;
+    idOfUuid('delivery', (await t.platform.db('deliveries').where({ event_id: eventId, endpoint_id: uuidOf('endpoint', endpointId) }).first('id')).id);
 
   beforeAll(async () => {
     t = await startTestPlatform();
@@ -124,6 +124,21 @@ describe('deliveries and messages API', () => {
     const dead = await tenant.call('GET', `/v1/deliveries/${await deliveryOf(events[0]!, epOff)}`);
     expect(dead.body).toMatchObject({ status: 'dead', deadReason: 'endpoint_disabled', attempts: [] });
     expectError(await tenant.call('GET', '/v1/deliveries/dlv_01h455vb4pex5vsknk084sn02q'), 404, 'not_found');
+  });
+
+  it('answers an id that is no delivery TypeID as an unknown one: 404 on every route, 400 for a cursor', async () => {
+    // Stored as the uuid a TypeID encodes, each of these would fail to convert: none may become a 500.
+    const malformed = ['dlv_8zzzzzzzzzzzzzzzzzzzzzzzzz', 'dlv_01H455VB4PEX5VSKNK084SN02Q', 'dlv_nope', events[0]!, 'x'.repeat(100)];
+    for (const id of malformed) {
+      const answers = {
+        get: await tenant.call('GET', `/v1/deliveries/${id}`),
+        replay: await tenant.call('POST', `/v1/deliveries/${id}/replay`, { body: { reason: 'x' } }),
+      };
+      for (const [route, res] of Object.entries(answers)) expect({ id, route, status: res.status, code: res.body?.error?.code }).toEqual({ id, route, status: 404, code: 'not_found' });
+    }
+    // A page cursor carries the last id seen: another kind's is no delivery's.
+    const foreign = Buffer.from(epOk).toString('base64url');
+    expectError(await tenant.call('GET', `/v1/deliveries?cursor=${foreign}`), 400, 'invalid_cursor');
   });
 
   it('GET /v1/messages/:messageId shows every event about the message with its deliveries', async () => {

@@ -50,7 +50,8 @@ describe('portal sessions managing endpoints and replays', () => {
     await settledOn(t, epA.id, 2);
     await settledOn(t, epB.id, 2);
     const rows: Array<{ id: string; event_id: string; endpoint_id: string; status: string }> = await t.platform.db('deliveries').where({ tenant_id: tenant.id });
-    const find = (event: string, endpoint: string) => rows.find((r) => r.event_id === event && idOfUuid('endpoint', r.endpoint_id) === endpoint && r.status === 'dead')!.id;
+    const find = (event: string, endpoint: string) =>
+      idOfUuid('delivery', rows.find((r) => r.event_id === event && idOfUuid('endpoint', r.endpoint_id) === endpoint && r.status === 'dead')!.id);
     Object.assign(dead, { aOrder: find(order, epA.id), aInvoice: find(invoice, epA.id), bOrder: find(order, epB.id), bInvoice: find(invoice, epB.id) });
     onlyA = await session({ capabilities: ['read', 'manage'], endpointIds: [epA.id] });
     onlyOrders = await session({ capabilities: ['read', 'manage'], eventTypes: ['order.*'] });

@@ -74,7 +74,7 @@ describe('the claim of a queued delivery', () => {
     expect(claims).toHaveLength(8);
     for (const [i, plan] of claims.entries()) {
       // One plan for any delivery: it names neither this call's delivery nor its event.
-      expect(plan).not.toContain(deliveries[i]!.id);
+      expect(plan).not.toContain(uuidOf('delivery', deliveries[i]!.id));
       expect(plan).not.toContain(deliveries[i]!.event_id);
       // Its days of events pruned as it runs, to the event's own.
       expect(plan).toMatch(/Subplans Removed: [1-9]/);
@@ -90,7 +90,7 @@ describe('the claim of a queued delivery', () => {
     const deliveryId = newId('delivery');
     await t.platform.db('events').insert({ id: eventId, tenant_id: tenant.id, origin: 'api', type: 'order.created', data: '{"n":1}', created_at: new Date() });
     await t.platform.db('deliveries').insert({
-      id: deliveryId, tenant_id: tenant.id, event_id: eventId, endpoint_id: uuidOf('endpoint', ep.id), status: 'pending',
+      id: uuidOf('delivery', deliveryId), tenant_id: tenant.id, event_id: eventId, endpoint_id: uuidOf('endpoint', ep.id), status: 'pending',
       next_attempt_at: new Date(), deadline_at: new Date(Date.now() + 3_600_000),
     });
     const round = await admitDue(t.platform.db, { queuedLeaseSeconds: 30, circuitFailureThreshold: 3, perEndpointBatch: 1 });

@@ -29,7 +29,7 @@ afterAll(async () => {
  * lost. A slot's claim is written to the delivery's queue row only (admit_due_v4).
  */
 async function loseClaim(id: string): Promise<void> {
-  const undone = await t.platform.db('delivery_queue').where({ delivery_id: id, status: 'in_flight' }).update({
+  const undone = await t.platform.db('delivery_queue').where({ delivery_id: uuidOf('delivery', id), status: 'in_flight' }).update({
     status: 'pending',
     attempt_count: null,
     claimed_at: null,
@@ -73,7 +73,7 @@ describe('a claim lost in a crash of PostgreSQL', () => {
     expect(await recordSuccesses(t.platform.db, [{ record: answer(first, 200, 12), handOff: false }], limits, 30_000)).toEqual([{ applied: false }]);
     const egress = { deliveryId: first.id, attemptNumber: first.attempt_count, leaseToken: first.lease_token, nextAt: new Date(), lastError: 'proxy down' };
     expect(await recordEgressFailure(t.platform.db, egress)).toBe(false);
-    expect(await t.platform.db('deliveries').where({ id: first.id }).first('status', 'attempt_count')).toEqual({ status: 'in_flight', attempt_count: 1 });
+    expect(await t.platform.db('deliveries').where({ id: uuidOf('delivery', first.id) }).first('status', 'attempt_count')).toEqual({ status: 'in_flight', attempt_count: 1 });
   });
 
   it("records the new claim's own answer, as the one attempt made under that number", async () => {

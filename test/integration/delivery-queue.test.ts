@@ -84,8 +84,8 @@ describe('delivery_queue mirrors the unfinished deliveries through every transit
     expect(await db('deliveries').where({ endpoint_id: uuidOf('endpoint', ep.id) }).orderBy('id').select('id', 'status', 'attempt_count', 'lease_until', 'updated_at')).toEqual(before);
     m = await mirror(ep.id);
     expect(m.queue).toEqual(m.deliveries);
-    expect(m.queue.filter((r) => r.status === 'in_flight').map((r) => r.id).sort()).toEqual(round.claimed.map((c) => c.id).sort());
-    expect(await claims(ep.id)).toEqual(round.claimed.map((c) => ({ id: c.id, attempt_count: 1, leased: true })).sort((x, y) => (x.id < y.id ? -1 : 1)));
+    expect(m.queue.filter((r) => r.status === 'in_flight').map((r) => r.id).sort()).toEqual(round.claimed.map((c) => uuidOf('delivery', c.id)).sort());
+    expect(await claims(ep.id)).toEqual(round.claimed.map((c) => ({ id: uuidOf('delivery', c.id), attempt_count: 1, leased: true })).sort((x, y) => (x.id < y.id ? -1 : 1)));
 
     // Both succeed; each hands its slot to the next due delivery. The succeeded ones leave the queue.
     const recorded = await recordSuccesses(db, round.claimed.map(success), { circuitFailureThreshold: 5, circuitCooldownSeconds: 30 }, 30_000);
@@ -93,11 +93,11 @@ describe('delivery_queue mirrors the unfinished deliveries through every transit
     m = await mirror(ep.id);
     expect(m.deliveries).toHaveLength(4);
     expect(m.queue).toEqual(m.deliveries);
-    expect(await db('delivery_queue').whereIn('delivery_id', round.claimed.map((c) => c.id)).count('* as n').first()).toEqual({ n: 0 });
+    expect(await db('delivery_queue').whereIn('delivery_id', round.claimed.map((c) => uuidOf('delivery', c.id))).count('* as n').first()).toEqual({ n: 0 });
 
     // A lease that ran out: the sweep finds the claim in the queue and puts the delivery back to
     // pending, the lost attempt counted on it.
-    const handed = recorded.map((r) => r.next!.id);
+    const handed = recorded.map((r) => uuidOf('delivery', r.next!.id));
     await db('delivery_queue').whereIn('delivery_id', handed).update({ lease_until: new Date(Date.now() - 1_000) });
     expect((await sweep(db, { defaultMaxAttempts: 10, autoDisableAfterSeconds: 3_600 })).lostInFlight).toBe(2);
     m = await mirror(ep.id);
@@ -145,10 +145,11 @@ describe('a claim kept in the queue row only', () => {
     const db = t.platform.db;
     const ep = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/aged', eventTypes: ['aged.*'] });
     await publishMany(tenant, 1, 1, 'aged.created');
-    const { id } = await db('deliveries').where({ endpoint_id: uuidOf('endpoint', ep.id) }).first('id');
+    const { id: stored } = await db('deliveries').where({ endpoint_id: uuidOf('endpoint', ep.id) }).first('id');
+    const id = idOfUuid('delivery', stored);
     // Its maximum age ends a second from now (written before any claim, so the queue row follows):
     // claimed just before, swept just after, by a sweep whose snapshot predates the claim's commit.
-    const { rows: [{ deadline }] } = await db.raw(`UPDATE deliveries SET deadline_at = now() + interval '1 second' WHERE id = ? RETURNING deadline_at AS deadline`, [id]);
+    const { rows: [{ deadline }] } = await db.raw(`UPDATE deliveries SET deadline_at = now() + interval '1 second' WHERE id = ? RETURNING deadline_at AS deadline`, [stored]);
 
     // The claim's transaction holds the delivery's lock while the sweep starts.
     let commit!: () => void;
@@ -157,9 +158,9 @@ describe('a claim kept in the queue row only', () => {
     let claimed: Claim[] = [];
     const claiming = db.transaction(async (trx) => {
       // The round as admitDue runs it (which refuses a caller's transaction), everything local.
-      const { rows } = await trx.raw('SELECT * FROM admit_due_v4(5, 100, 30, 10, 30000, true) WHERE id = ?', [id]);
+      const { rows } = await trx.raw('SELECT * FROM admit_due_v4(5, 100, 30, 10, 30000, true) WHERE id = ?', [stored]);
       claimed = rows.map((r: { id: string; tenant_id: string; attempt_count: number; lease_token: string; ep_id: string }) =>
-        ({ id: r.id, tenant_id: r.tenant_id, attempt_count: r.attempt_count, lease_token: Number(r.lease_token), endpoint: { id: idOfUuid('endpoint', r.ep_id) } }));
+        ({ id: idOfUuid('delivery', r.id), tenant_id: r.tenant_id, attempt_count: r.attempt_count, lease_token: Number(r.lease_token), endpoint: { id: idOfUuid('endpoint', r.ep_id) } }));
       await committed;
     });
     await eventually(async () => claimed.length === 1, 'the claim, not yet committed');
@@ -186,8 +187,8 @@ describe('a claim kept in the queue row only', () => {
     const db = t.platform.db;
     const ep = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/expired', eventTypes: ['expired.*'] });
     await publishMany(tenant, 2, 1, 'expired.created');
-    const [expired, live] = (await db('deliveries').where({ endpoint_id: uuidOf('endpoint', ep.id) }).orderBy('id').pluck('id')) as string[];
-    await db('deliveries').where({ id: expired }).update({ deadline_at: new Date(Date.now() - 1_000) });
+    const [expired, live] = ((await db('deliveries').where({ endpoint_id: uuidOf('endpoint', ep.id) }).orderBy('id').pluck('id')) as string[]).map((id) => idOfUuid('delivery', id));
+    await db('deliveries').where({ id: uuidOf('delivery', expired!) }).update({ deadline_at: new Date(Date.now() - 1_000) });
     const round = await admitDue(db, admission, { count: 10, inFlightLeaseMs: 30_000, mode: 'all' });
     expect(round.claimed.filter((c) => c.endpoint.id === ep.id).map((c) => c.id)).toEqual([live]);
     expect((await sweep(db, { defaultMaxAttempts: 10, autoDisableAfterSeconds: 3_600 })).deadIds).toContain(expired);
@@ -201,7 +202,7 @@ describe('a claim kept in the queue row only', () => {
     const [c] = (await admitDue(db, admission, { count: 10, inFlightLeaseMs: 30_000, mode: 'all' })).claimed.filter((x) => x.endpoint.id === ep.id);
     expect((await tenant.call('DELETE', `/v1/endpoints/${ep.id}`)).status).toBe(204);
     expect(await getDelivery(tenant, c!.id)).toMatchObject({ status: 'in_flight' });
-    const waited = (await db('deliveries').where({ endpoint_id: uuidOf('endpoint', ep.id) }).whereNot({ id: c!.id }).first('status', 'dead_reason'));
+    const waited = (await db('deliveries').where({ endpoint_id: uuidOf('endpoint', ep.id) }).whereNot({ id: uuidOf('delivery', c!.id) }).first('status', 'dead_reason'));
     expect(waited).toEqual({ status: 'dead', dead_reason: 'endpoint_deleted' });
     const [recorded] = await recordSuccesses(db, [{ ...success(c!), handOff: false }], limits, 30_000);
     expect(recorded).toEqual({ applied: true });

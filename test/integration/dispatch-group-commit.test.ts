@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { recordSuccesses, type AttemptRecord, type SuccessItem } from '../../src/delivery/sql/attempts.js';
-import { uuidOf } from '../../src/domain/ids.js';
+import { idOfUuid, uuidOf } from '../../src/domain/ids.js';
 import { createEndpoint, publishMany } from '../helpers/dispatch.js';
 import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { attemptsListed } from '../helpers/database.js';
@@ -23,7 +23,7 @@ afterAll(async () => {
   await t?.stop();
 });
 
-/** Takes the endpoint's oldest `n` pending deliveries in flight, as a claim would. */
+/** Takes the endpoint's oldest `n` pending deliveries in flight, as a claim would (ids as the API gives them). */
 async function takeInFlight(endpointId: string, n: number): Promise<Array<{ id: string; tenant_id: string; lease_token: number }>> {
   const { rows } = await t.platform.db.raw(
     `UPDATE deliveries SET status = 'in_flight', attempt_count = attempt_count + 1, lease_until = now() + interval '30 seconds'
@@ -31,7 +31,7 @@ async function takeInFlight(endpointId: string, n: number): Promise<Array<{ id: 
      RETURNING id, tenant_id, lease_token(lease_until) AS lease_token`,
     [uuidOf('endpoint', endpointId), n],
   );
-  return rows;
+  return rows.map((r: { id: string; tenant_id: string; lease_token: number }) => ({ ...r, id: idOfUuid('delivery', r.id) }));
 }
 
 function success(d: { id: string; tenant_id: string; lease_token: number }, endpointId: string, attemptNumber = 1): AttemptRecord {

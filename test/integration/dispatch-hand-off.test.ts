@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { recordAttempt, type AttemptRecord } from '../../src/delivery/sql/attempts.js';
-import { uuidOf } from '../../src/domain/ids.js';
+import { idOfUuid, uuidOf } from '../../src/domain/ids.js';
 import { createEndpoint, publishMany } from '../helpers/dispatch.js';
 import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 
@@ -25,7 +25,7 @@ afterAll(async () => {
 
 type InFlight = { id: string; tenant_id: string; order_key: string | null; lease_token: number };
 
-/** Takes the endpoint's oldest `n` pending deliveries in flight, as a claim would. */
+/** Takes the endpoint's oldest `n` pending deliveries in flight, as a claim would (ids as the API gives them). */
 async function takeInFlight(endpointId: string, n: number): Promise<InFlight[]> {
   const { rows } = await t.platform.db.raw(
     `UPDATE deliveries SET status = 'in_flight', attempt_count = attempt_count + 1, lease_until = now() + interval '30 seconds'
@@ -33,7 +33,7 @@ async function takeInFlight(endpointId: string, n: number): Promise<InFlight[]> 
      RETURNING id, tenant_id, order_key, lease_token(lease_until) AS lease_token`,
     [uuidOf('endpoint', endpointId), n],
   );
-  return rows;
+  return rows.map((r: InFlight) => ({ ...r, id: idOfUuid('delivery', r.id) }));
 }
 
 function failure(d: InFlight, endpointId: string, extra: Partial<AttemptRecord> = {}): AttemptRecord {
@@ -45,7 +45,7 @@ function failure(d: InFlight, endpointId: string, extra: Partial<AttemptRecord> 
 }
 
 async function rowOf(id: string) {
-  return t.platform.db('deliveries').where({ id }).first('status', 'attempt_count', 'next_attempt_at');
+  return t.platform.db('deliveries').where({ id: uuidOf('delivery', id) }).first('status', 'attempt_count', 'next_attempt_at');
 }
 
 describe('a failure hands its slot on', () => {
@@ -103,19 +103,19 @@ describe('a failure hands its slot on', () => {
     const [head] = await takeInFlight(ep.id, 1); // m1's first
     const retried = await recordAttempt(t.platform.db, failure(head!, ep.id), health, lease);
     expect(retried.next).toBeDefined();
-    const handed = await t.platform.db('deliveries').where({ id: retried.next!.id }).first('order_key');
+    const handed = await t.platform.db('deliveries').where({ id: uuidOf('delivery', retried.next!.id) }).first('order_key');
     expect(handed.order_key).not.toBe(head!.order_key);
 
     // Dead releases the line: m1's second event may go next.
     const { rows } = await t.platform.db.raw(`SELECT id FROM deliveries WHERE endpoint_id = ? AND order_key = ? AND status = 'pending' ORDER BY order_seq`, [uuidOf('endpoint', ep.id), head!.order_key]);
-    await t.platform.db('deliveries').where({ id: retried.next!.id }).update({ status: 'succeeded', lease_until: null });
+    await t.platform.db('deliveries').where({ id: uuidOf('delivery', retried.next!.id) }).update({ status: 'succeeded', lease_until: null });
     const again = await t.platform.db.raw(
       `UPDATE deliveries SET status = 'in_flight', attempt_count = 2, next_attempt_at = now(), lease_until = now() + interval '30 seconds'
         WHERE id = ? RETURNING lease_token(lease_until) AS lease_token`,
-      [head!.id],
+      [uuidOf('delivery', head!.id)],
     );
     const second = { attemptNumber: 2, leaseToken: again.rows[0].lease_token, outcome: 'terminal', next: { status: 'dead', reason: 'max_attempts' } } as const;
     const dead = await recordAttempt(t.platform.db, failure(head!, ep.id, second), health, lease);
-    expect(dead.next?.id).toBe(rows[1]!.id);
+    expect(dead.next?.id).toBe(idOfUuid('delivery', rows[1]!.id));
   });
 });

@@ -3,7 +3,7 @@
 // process on the same database and Redis prefix (QUEUE_PREFIX), so nothing here reaches into a
 // worker's memory: what counts is what the receiver got and what PostgreSQL recorded.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { uuidOf } from '../../src/domain/ids.js';
+import { idOfUuid, uuidOf } from '../../src/domain/ids.js';
 import { createEndpoint, metricValue, publish, publishMany, slowResponder, startWorkerProcess, statusCounts, type WorkerProcess } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
@@ -54,7 +54,7 @@ describe('worker processes', { timeout: 90_000 }, () => {
   }
   const attemptsOf = (endpointId: string): Promise<AttemptRow[]> =>
     attemptsListed(t.platform.db)
-      .join('deliveries', 'deliveries.id', 'attempts.delivery_id')
+      .join('deliveries', 'attempts.delivery_id', t.platform.db.raw("typeid_of('dlv', deliveries.id)"))
       .where('deliveries.endpoint_id', uuidOf('endpoint', endpointId))
       .orderBy(['attempts.delivery_id', 'attempts.attempt_number'])
       .select('attempts.*');
@@ -73,7 +73,7 @@ describe('worker processes', { timeout: 90_000 }, () => {
     expect(await first.exited).toBe('SIGKILL');
     // With no worker alive, nothing changes these rows: what was in flight at the kill is here (every
     // claim is in its delivery's queue row, a slot's only there).
-    const lostIds: string[] = (await t.platform.db('delivery_queue').where({ endpoint_id: uuidOf('endpoint', ep.id), status: 'in_flight' }).select('delivery_id')).map((r) => r.delivery_id);
+    const lostIds: string[] = (await t.platform.db('delivery_queue').where({ endpoint_id: uuidOf('endpoint', ep.id), status: 'in_flight' }).select('delivery_id')).map((r) => idOfUuid('delivery', r.delivery_id));
     expect(lostIds.length).toBeGreaterThan(0);
 
     const eventIds = await publishing;

@@ -217,7 +217,7 @@ describe('disabling an endpoint', () => {
     const { id } = await settledDelivery(tenant, await publish(tenant));
     // Put it back where admission would have left it: queued, before the endpoint was disabled.
     const db = t.platform.db;
-    await db('deliveries').where({ id }).update({ status: 'queued', dead_reason: null, last_error: null, next_attempt_at: new Date() });
+    await db('deliveries').where({ id: uuidOf('delivery', id) }).update({ status: 'queued', dead_reason: null, last_error: null, next_attempt_at: new Date() });
 
     const claimed = await claimDelivery(db, id, 30_000);
     expect(claimed).toMatchObject({ id, status: 'dead' });

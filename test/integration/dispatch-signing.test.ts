@@ -81,7 +81,7 @@ describe('outbound signing', () => {
     const key = endpoint.secret.slice('whsec_'.length);
     const stored = JSON.stringify([
       await attemptsListed(t.platform.db).where({ delivery_id: delivery.id }),
-      await t.platform.db('deliveries').where({ id: delivery.id }),
+      await t.platform.db('deliveries').where({ id: uuidOf('delivery', delivery.id) }),
       await t.platform.db('endpoints').where({ id: uuidOf('endpoint', endpoint.id) }),
     ]);
     expect(logs.length).toBeGreaterThan(0);

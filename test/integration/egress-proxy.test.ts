@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { uuidOf } from '../../src/domain/ids.js';
+import { idOfUuid, uuidOf } from '../../src/domain/ids.js';
 import { renderMetrics, resetMetrics } from '../../src/metrics/registry.js';
 import { createDeliveryClient, type DeliveryClient } from '../../src/outbound/http-client.js';
 import { closedPort, createEndpoint, metricValue, publishMany, rawServer } from '../helpers/dispatch.js';
@@ -160,7 +160,7 @@ async function expectEachOnceFirstTime(t: TestPlatform, r: Receiver, endpointId:
   const rows = await deliveryRows(t, endpointId);
   expect(rows).toHaveLength(eventIds.length);
   for (const d of rows) expect({ status: d.status, attempts: d.attempt_count - d.attempt_base }).toEqual({ status: 'succeeded', attempts: 1 });
-  const attempts = await attemptsListed(t.platform.db).whereIn('delivery_id', rows.map((d) => d.id)).select('attempt_number', 'outcome');
+  const attempts = await attemptsListed(t.platform.db).whereIn('delivery_id', rows.map((d) => idOfUuid('delivery', d.id))).select('attempt_number', 'outcome');
   expect(attempts).toHaveLength(eventIds.length);
   for (const a of attempts) expect(a).toEqual({ attempt_number: 1, outcome: 'success' });
 }

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { uuidOf } from '../../src/domain/ids.js';
+import { idOfUuid, uuidOf } from '../../src/domain/ids.js';
 import { createEndpoint, metricValue, publish, publishMany } from '../helpers/dispatch.js';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 
@@ -47,7 +47,7 @@ describe('deleting an endpoint', () => {
     await t.platform.db('deliveries').where({ id }).update({ status: 'queued', lease_until: t.platform.db.raw(`now() + interval '1 minute'`) });
     await t.platform.db('endpoints').where({ id: uuidOf('endpoint', ep.id) }).update({ deleted_at: t.platform.db.fn.now() });
     const before = await deadLettered('endpoint_deleted');
-    const claimed = await t.platform.lifecycle.claim(id, 60_000);
+    const claimed = await t.platform.lifecycle.claim(idOfUuid('delivery', id), 60_000);
     expect(claimed?.status).toBe('dead');
     expect(await deliveryOf(id)).toEqual({ status: 'dead', dead_reason: 'endpoint_deleted', last_error: 'endpoint was deleted' });
     expect((await deadLettered('endpoint_deleted')) - before).toBe(1);

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newId } from '../../src/domain/ids.js';
+import { newId, uuidOf } from '../../src/domain/ids.js';
 import { RawJson, stringifyJson } from '../../src/domain/raw-json.js';
 import { createEndpoint } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
@@ -36,7 +36,7 @@ afterAll(async () => {
 /** One event given to publish_events as the api gives it, to the tenant's endpoint: its outcome and the body it answers. */
 async function publishDirectly(fields: Record<string, unknown>): Promise<Array<{ outcome: string; body: string }>> {
   const item = {
-    delivery_ids: [newId('delivery')], tenant_id: tenant.id, origin: 'api', type: 'order.created', message_id: null,
+    delivery_ids: [uuidOf('delivery', newId('delivery'))], tenant_id: tenant.id, origin: 'api', type: 'order.created', message_id: null,
     idempotency_key: null, request_hash: null, trace_parent: null, ...fields,
   };
   const { rows } = await t.platform.db.raw<{ rows: Array<{ outcome: string; body: string }> }>('SELECT outcome, body FROM publish_events(?::jsonb, 86400)', [

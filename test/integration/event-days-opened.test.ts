@@ -69,7 +69,7 @@ async function insertOldPending(endpointId: string, days: number, dueAt: Date): 
   });
   const now = new Date();
   await t.platform.db('deliveries').insert({
-    id: deliveryId, tenant_id: tenant.id, event_id: eventId, endpoint_id: uuidOf('endpoint', endpointId), status: 'pending',
+    id: uuidOf('delivery', deliveryId), tenant_id: tenant.id, event_id: eventId, endpoint_id: uuidOf('endpoint', endpointId), status: 'pending',
     next_attempt_at: dueAt, deadline_at: new Date(now.getTime() + 3_600_000), created_at: at, updated_at: now,
   });
   return { eventId, deliveryId };
@@ -166,7 +166,7 @@ describe('admission and hand-offs on a database that keeps 30 days of events', (
     try {
       // Planned as each pooled connection's warm-up plans it, the locks of planning let go (see above).
       await conn.raw('SAVEPOINT planned');
-      expect(await claimDelivery(conn, 'dlv_none', leaseMs, 'evt_none')).toBeUndefined();
+      expect(await claimDelivery(conn, 'dlv_00000000000000000000000000', leaseMs, 'evt_none')).toBeUndefined();
       await conn.raw('ROLLBACK TO SAVEPOINT planned');
       // As a job queued by this release carries it.
       const claimed = await claimDelivery(conn, withEvent.id, leaseMs, withEvent.event_id);
@@ -180,6 +180,6 @@ describe('admission and hand-offs on a database that keeps 30 days of events', (
     const claimed = await claimDelivery(conn, withoutEvent.id, leaseMs);
     expect(claimed?.status).toBe('in_flight');
     expect(claimed?.event_id).toBe(withoutEvent.event_id);
-    expect(await claimDelivery(conn, 'dlv_none', leaseMs)).toBeUndefined();
+    expect(await claimDelivery(conn, 'dlv_00000000000000000000000000', leaseMs)).toBeUndefined();
   });
 });

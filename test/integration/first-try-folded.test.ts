@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClaimedDelivery } from '../../src/delivery/index.js';
 import { claimDelivery, recordAttempt, recordEgressFailure } from '../../src/delivery/sql/attempts.js';
 import { sweep } from '../../src/delivery/sql/sweep.js';
+import { uuidOf } from '../../src/domain/ids.js';
 import { removeDeliveries } from '../../src/store/retention-store.js';
 import { countWhereIn } from '../helpers/backdate.js';
 import { createEndpoint, deliveryOfEvent, getDelivery, publish, settledDelivery, type Delivery } from '../helpers/dispatch.js';
@@ -15,6 +16,9 @@ import { replayOne } from '../helpers/replay.js';
 
 const thanks: Responder = (_req, res) => void res.writeHead(200, { 'content-type': 'text/plain' }).end('thanks');
 const listedId = (deliveryId: string) => `att_${deliveryId.slice('dlv_'.length)}`;
+/** The uuid right after a delivery's stored one: [stored, next) holds that delivery alone. */
+const nextUuid = (uuid: string) =>
+  (BigInt(`0x${uuid.replaceAll('-', '')}`) + 1n).toString(16).padStart(32, '0').replace(/^(.{8})(.{4})(.{4})(.{4})/, '$1-$2-$3-$4-');
 
 describe('a first try that succeeded', () => {
   let t: TestPlatform;
@@ -38,7 +42,7 @@ describe('a first try that succeeded', () => {
     expect(delivery.status).toBe('succeeded');
     return { delivery, endpointId: endpoint.id };
   }
-  const rowsOf = (deliveryId: string) => countWhereIn(t.platform.db, 'attempts', 'delivery_id', [deliveryId]);
+  const rowsOf = (deliveryId: string) => countWhereIn(t.platform.db, 'attempts', 'delivery_id', [uuidOf('delivery', deliveryId)]);
 
   it('is stored in its delivery, and listed as the attempt it was by the API, the statistics and retention', async () => {
     const tenant = await t.createTenant();
@@ -47,7 +51,7 @@ describe('a first try that succeeded', () => {
     const { delivery, endpointId } = await delivered(tenant, r);
 
     expect(await rowsOf(delivery.id)).toBe(0);
-    expect(await t.platform.db('deliveries').where({ id: delivery.id }).first('first_try_status_code', 'first_try_excerpt')).toEqual({
+    expect(await t.platform.db('deliveries').where({ id: uuidOf('delivery', delivery.id) }).first('first_try_status_code', 'first_try_excerpt')).toEqual({
       first_try_status_code: 200,
       first_try_excerpt: 'thanks',
     });
@@ -61,7 +65,7 @@ describe('a first try that succeeded', () => {
     // What the listing says of it is what the writers' rule stores in a delivery.
     const { rows } = await t.platform.db.raw<{ rows: Array<{ stored: boolean }> }>(
       'SELECT attempt_stored_in_delivery(a.trigger, a.attempt_number, a.outcome) AS stored FROM delivery_attempts(?) a',
-      [delivery.id],
+      [uuidOf('delivery', delivery.id)],
     );
     expect(rows).toEqual([{ stored: true }]);
 
@@ -71,7 +75,7 @@ describe('a first try that succeeded', () => {
     });
     const counted = await removeDeliveries(
       t.platform.db,
-      { ids: { lower: delivery.id, upper: `${delivery.id}0` } },
+      { ids: { lower: uuidOf('delivery', delivery.id), upper: nextUuid(uuidOf('delivery', delivery.id)) } },
       { succeeded: new Date(Date.now() + 60_000), dead: new Date(Date.now() + 60_000), audit: new Date(0) },
       { dryRun: true, batch: 10 },
     );
@@ -92,7 +96,7 @@ describe('a first try that succeeded', () => {
       return claimAgain(id, endpointId);
     }
     async function claimAgain(id: string, endpointId: string) {
-      await api.platform.db('deliveries').where({ id }).update({ status: 'queued', next_attempt_at: new Date() });
+      await api.platform.db('deliveries').where({ id: uuidOf('delivery', id) }).update({ status: 'queued', next_attempt_at: new Date() });
       const c = await claimDelivery(api.platform.db, id, 30_000);
       expect(c).toMatchObject({ id, status: 'in_flight', endpoint: { id: endpointId } });
       return c!;
@@ -110,7 +114,7 @@ describe('a first try that succeeded', () => {
       );
       expect(recorded.applied).toBe(true);
     }
-    const rows = (id: string) => countWhereIn(api.platform.db, 'attempts', 'delivery_id', [id]);
+    const rows = (id: string) => countWhereIn(api.platform.db, 'attempts', 'delivery_id', [uuidOf('delivery', id)]);
 
     it('stores a first try that succeeded in its delivery', async () => {
       const tenant = await api.createTenant();
@@ -141,8 +145,8 @@ describe('a first try that succeeded', () => {
       const { id: endpointId } = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/never' });
       const c = await claimed(tenant, endpointId);
       // The worker died: its lease runs out and the sweep records the try as lost.
-      await api.platform.db('deliveries').where({ id: c.id }).update({ lease_until: new Date(Date.now() - 1_000) });
-      await api.platform.db('delivery_queue').where({ delivery_id: c.id }).update({ lease_until: new Date(Date.now() - 1_000) });
+      await api.platform.db('deliveries').where({ id: uuidOf('delivery', c.id) }).update({ lease_until: new Date(Date.now() - 1_000) });
+      await api.platform.db('delivery_queue').where({ delivery_id: uuidOf('delivery', c.id) }).update({ lease_until: new Date(Date.now() - 1_000) });
       expect(await sweep(api.platform.db, { defaultMaxAttempts: 5, autoDisableAfterSeconds: 3_600 })).toMatchObject({ lostInFlight: 1 });
       const again = await claimAgain(c.id, endpointId);
       expect(again).toMatchObject({ attempt_count: 2, next_trigger: 'retry' });
@@ -164,7 +168,7 @@ describe('a first try that succeeded', () => {
       [2, 'retry', 'success', 200],
     ]);
     expect(await rowsOf(delivery.id)).toBe(2);
-    expect(await t.platform.db('deliveries').where({ id: delivery.id }).first('first_try_started_at')).toEqual({ first_try_started_at: null });
+    expect(await t.platform.db('deliveries').where({ id: uuidOf('delivery', delivery.id) }).first('first_try_started_at')).toEqual({ first_try_started_at: null });
   });
 
   it('comes first, then a replay’s attempt, stored as a row, each in the order they started', async () => {

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { idOfUuid, newId } from '../../src/domain/ids.js';
+import { idOfUuid, newId, uuidOf } from '../../src/domain/ids.js';
 import { createEndpoint, createSource, type TestSource } from '../helpers/intake.js';
 import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { reportPlans } from '../helpers/plans.js';
@@ -37,9 +37,12 @@ afterAll(async () => {
   await t?.stop();
 });
 
+/** A new delivery id as the intake and publish functions take it: the uuid its TypeID encodes. */
+const deliveryId = () => uuidOf('delivery', newId('delivery'));
+
 function acceptItem(n: number, eventId: string, overrides: Record<string, unknown> = {}) {
   return {
-    receiptId: newId('receipt'), eventId, deliveryIds: [newId('delivery'), newId('delivery')],
+    receiptId: newId('receipt'), eventId, deliveryIds: [deliveryId(), deliveryId()],
     tenantId: tenant.id, sourceId: source.id, origin: 'callback', bodyDigest: `digest-${n}`, receivedAt: new Date(),
     type: 'order.created', messageId: `ord_${n}`, dedupeKey: `key-${n}`, status: null, statusRank: null, statusFinal: null,
     sequence: null, data: JSON.stringify({ n }), ...overrides,
@@ -57,7 +60,7 @@ describe('one batch', () => {
       // As release 0.3.0's api gives it during a deploy: the whole envelope, stored as sent.
       acceptItem(102, b!, { ...status('sent', 2), data: undefined, body: `{ "id": "${b!}", "data": {"n": 102} }` }),
       acceptItem(103, c!, status('accepted', 1)), // lower than what the message reached one callback earlier
-      acceptItem(104, d!, { deliveryIds: [newId('delivery')] }), // two endpoints, one id
+      acceptItem(104, d!, { deliveryIds: [deliveryId()] }), // two endpoints, one id
       acceptItem(105, e!, status('delivered', 3, true)),
     ];
     const { rows } = await session.query('SELECT * FROM intake_accept_many($1::jsonb, 86400)', [JSON.stringify(batch)]);
@@ -154,7 +157,7 @@ describe('intake statement plans', () => {
 /** One event as the api gives it to publish_events, to the tenant's two endpoints unless told otherwise. */
 function publishItem(fields: Record<string, unknown>): Record<string, unknown> {
   return {
-    event_id: newId('event'), delivery_ids: [newId('delivery'), newId('delivery')], tenant_id: tenant.id, origin: 'api',
+    event_id: newId('event'), delivery_ids: [deliveryId(), deliveryId()], tenant_id: tenant.id, origin: 'api',
     type: 'order.created', message_id: null, idempotency_key: null, request_hash: null, data: '{}',
     created_at: new Date().toISOString(), trace_parent: null, ...fields,
   };
@@ -165,11 +168,11 @@ describe('a publish batch', () => {
     const ordered = (await tenant.call('POST', '/v1/endpoints', { body: { url: 'http://127.0.0.1:9/o', eventTypes: ['ord.*'], ordering: 'per-message' } })).body.id as string;
     const items = [
       publishItem({ idempotency_key: 'k-batch', request_hash: 'hash-first' }),
-      publishItem({ delivery_ids: [newId('delivery')] }),
+      publishItem({ delivery_ids: [deliveryId()] }),
       publishItem({ idempotency_key: 'k-batch', request_hash: 'hash-second' }),
       // The tenant's first two endpoints take every type: three targets.
-      publishItem({ type: 'ord.placed', message_id: 'm-batch', delivery_ids: [newId('delivery'), newId('delivery'), newId('delivery')] }),
-      publishItem({ type: 'ord.placed', message_id: 'm-batch', delivery_ids: [newId('delivery'), newId('delivery'), newId('delivery')] }),
+      publishItem({ type: 'ord.placed', message_id: 'm-batch', delivery_ids: [deliveryId(), deliveryId(), deliveryId()] }),
+      publishItem({ type: 'ord.placed', message_id: 'm-batch', delivery_ids: [deliveryId(), deliveryId(), deliveryId()] }),
     ];
     const ids = items.map((i) => i.event_id as string);
     const { rows } = await session.query('SELECT * FROM publish_events($1::jsonb, 86400)', [JSON.stringify(items)]);

@@ -68,7 +68,7 @@ describe('fan-out of an accepted callback', () => {
     }, 'three deliveries succeeded');
     expect(byEndpoint[endpoints.disabled]).toMatchObject({ status: 'dead', deadReason: 'endpoint_disabled', attemptCount: 0 });
     expect(receivers.disabled.requests).toHaveLength(0);
-    const attempts = await attemptsListed(t.platform.db).join('deliveries', 'deliveries.id', 'attempts.delivery_id').where('deliveries.endpoint_id', uuidOf('endpoint', endpoints.disabled)).count<{ count: number }[]>('* as count');
+    const attempts = await attemptsListed(t.platform.db).join('deliveries', 'attempts.delivery_id', t.platform.db.raw("typeid_of('dlv', deliveries.id)")).where('deliveries.endpoint_id', uuidOf('endpoint', endpoints.disabled)).count<{ count: number }[]>('* as count');
     expect(attempts[0]!.count).toBe(0);
     expect(sampleOf(await readMetrics(t.url), 'webhook_deliveries_dead_lettered_total', { reason: 'endpoint_disabled' }) - deadBefore).toBe(1);
   });
@@ -119,15 +119,16 @@ describe('fan-out to more endpoints than delivery ids were guessed', () => {
   }
   const deliveriesOf = async (eventId: string): Promise<DeliveryRow[]> =>
     (await t.platform.db('deliveries').where({ event_id: eventId }).orderBy('endpoint_id').select('id', 'endpoint_id', 'status', 'dead_reason', 'deadline_at'))
-      .map((d: DeliveryRow) => ({ ...d, endpoint_id: idOfUuid('endpoint', d.endpoint_id) }));
+      .map((d: DeliveryRow) => ({ ...d, id: idOfUuid('delivery', d.id), endpoint_id: idOfUuid('endpoint', d.endpoint_id) }));
   const arrivals = (eventId: string) => other.receiver.requests.filter((r) => r.headers['webhook-id'] === eventId).map((r) => r.path).sort();
 
-  /** One delivery per endpoint, each with its own `dlv_` id; the disabled ones dead, the others sent once. */
+  /** One delivery per endpoint, each with its own id, made as a TypeID's (a UUIDv7); the disabled ones dead, the others sent once. */
   async function expectOneEach(eventId: string, active: string[], disabled: string[] = []): Promise<DeliveryRow[]> {
     const rows = await deliveriesOf(eventId);
     expect(rows.map((d) => d.endpoint_id)).toEqual([...active, ...disabled].sort());
     expect(new Set(rows.map((d) => d.id)).size).toBe(rows.length);
-    for (const d of rows) expect(d.id).toMatch(/^dlv_[0-9a-z]{26}$/);
+    const stored: string[] = await t.platform.db('deliveries').where({ event_id: eventId }).pluck('id');
+    for (const id of stored) expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     for (const d of rows.filter((r) => disabled.includes(r.endpoint_id))) expect(d).toMatchObject({ status: 'dead', dead_reason: 'endpoint_disabled' });
     for (const d of rows.filter((r) => active.includes(r.endpoint_id))) expect(d.dead_reason).toBeNull();
     return rows;

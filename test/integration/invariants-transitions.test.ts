@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admitDue } from '../../src/delivery/sql/admit.js';
 import { recordAttempt, recordSuccesses } from '../../src/delivery/sql/attempts.js';
 import type { ClaimedDelivery } from '../../src/delivery/index.js';
+import { idOfUuid } from '../../src/domain/ids.js';
 import { createEndpoint, publish } from '../helpers/dispatch.js';
 import { inspect } from '../helpers/invariants.js';
 import { TRANSITION_LOG } from '../helpers/transition-log.js';
@@ -39,7 +40,7 @@ describe('the invariant checker and TRANSITIONS', () => {
     await db('deliveries').where({ id }).update({ status: 'in_flight', lease_until: db.raw(`now() + interval '1 minute'`), succeeded_at: null });
     const violations = await forbidden(tenant.id);
     expect(violations).toHaveLength(1);
-    expect(violations[0]).toMatchObject({ kind: 'forbidden_transition', deliveryId: id });
+    expect(violations[0]).toMatchObject({ kind: 'forbidden_transition', deliveryId: idOfUuid('delivery', id) });
     expect(violations[0]!.message).toContain('succeeded → in_flight');
   });
 
@@ -52,7 +53,7 @@ describe('the invariant checker and TRANSITIONS', () => {
     const limits = { circuitFailureThreshold: 5, circuitCooldownSeconds: 30 };
     const admit = async (): Promise<ClaimedDelivery> =>
       (await admitDue(db, { queuedLeaseSeconds: 30, circuitFailureThreshold: 5, perEndpointBatch: 10 }, { count: 10, inFlightLeaseMs: 30_000, mode: 'all' }))
-        .claimed.find((c) => c.id === id)!;
+        .claimed.find((c) => c.id === idOfUuid('delivery', id))!;
     const record = (c: ClaimedDelivery, statusCode: number) => ({
       deliveryId: c.id, endpointId: endpoint.id, attemptNumber: c.attempt_count, leaseToken: c.lease_token, trigger: c.next_trigger,
       startedAt: new Date(), durationMs: 3, statusCode, outcome: statusCode < 300 ? ('success' as const) : ('retry' as const),

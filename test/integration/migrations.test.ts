@@ -1,13 +1,14 @@
 import { readdirSync } from 'node:fs';
 import type { Knex } from 'knex';
 import { afterEach, describe, expect, it } from 'vitest';
-import { newId, uuidOf } from '../../src/domain/ids.js';
+import { idOfUuid, newId, uuidOf } from '../../src/domain/ids.js';
 import { createDb, migrateLatest, migrationsDirectory } from '../../src/infra/db.js';
-import { readFunctionSources } from '../../src/infra/function-sources.js';
+import { applyFunctionSources, readFunctionSources } from '../../src/infra/function-sources.js';
+import { partitionFloor } from '../../src/domain/retention.js';
 import { publish } from '../helpers/api.js';
 import { createEmptyDatabase, type TestDatabase, sentBody } from '../helpers/database.js';
 import { schemaDump } from '../helpers/schema.js';
-import { startTestPlatform } from '../helpers/platform.js';
+import { eventually, startTestPlatform } from '../helpers/platform.js';
 import { standard } from '../helpers/providers.js';
 
 /** Tables issue 2's data model requires; later migrations may add more. */
@@ -156,7 +157,7 @@ describe('migrations', () => {
       const at = '2026-12-04T10:00:00.123Z';
       const [withData, withoutData] = [newId('event'), newId('event')];
       const item = (eventId: string, data?: string) => ({
-        event_id: eventId, delivery_ids: [newId('delivery'), newId('delivery')], tenant_id: tenant.id, origin: 'api', type: 'rollback.kept',
+        event_id: eventId, delivery_ids: [uuidOf('delivery', newId('delivery')), uuidOf('delivery', newId('delivery'))], tenant_id: tenant.id, origin: 'api', type: 'rollback.kept',
         message_id: null, idempotency_key: null, request_hash: null, ...(data === undefined ? {} : { data }), created_at: at, trace_parent: null,
       });
       await db.raw('SELECT * FROM publish_events(?::jsonb, 86400)', [JSON.stringify([item(withData, '{"n": 1.50}'), item(withoutData)])]);
@@ -166,12 +167,15 @@ describe('migrations', () => {
       const completed = async () => (await db.migrate.list())[0].map((m: string | { name: string }) => (typeof m === 'string' ? m : m.name));
       // A first try folded into its delivery, as releases after 0.4.0 store one: below
       // deliveries' first_try columns it is an attempts row again, under the id it was listed by.
-      const folded = (await db('deliveries').orderBy('id').first('id'))!.id as string;
+      // Stored as a uuid until migration 20261206000053 goes down, a TypeID again after.
+      const stored = (await db('deliveries').orderBy('id').first('id'))!.id as string;
+      const folded = idOfUuid('delivery', stored);
       const startedAt = new Date('2026-12-04T10:00:01.250Z');
-      await db('deliveries').where({ id: folded }).update({ first_try_started_at: startedAt, first_try_duration_ms: 42, first_try_status_code: 204, first_try_excerpt: 'done' });
-      const listed = await db.raw<{ rows: unknown[] }>('SELECT * FROM delivery_attempts(?)', [folded]);
+      await db('deliveries').where({ id: stored }).update({ first_try_started_at: startedAt, first_try_duration_ms: 42, first_try_status_code: 204, first_try_excerpt: 'done' });
+      const listed = await db.raw<{ rows: Array<{ delivery_id: string }> }>('SELECT * FROM delivery_attempts(?)', [stored]);
+      expect(listed.rows.map((r) => r.delivery_id)).toEqual([stored]);
       while ((await completed()).some((name: string) => name.startsWith('20261204000045_'))) await db.migrate.down();
-      expect(await db('attempts').where({ delivery_id: folded }).select('*')).toEqual(listed.rows);
+      expect(await db('attempts').where({ delivery_id: folded }).select('*')).toEqual(listed.rows.map((r) => ({ ...r, delivery_id: folded })));
       expect(listed.rows).toEqual([
         expect.objectContaining({ id: `att_${folded.slice('dlv_'.length)}`, attempt_number: 1, trigger: 'initial', started_at: startedAt, duration_ms: 42, status_code: 204, outcome: 'success', response_excerpt: 'done', error_class: null }),
       ]);
@@ -217,7 +221,8 @@ describe('migrations', () => {
     const { db } = await emptyDatabase();
     await migrateLatest(db);
     await db.migrate.down();
-    expect((await db.migrate.list())[1]).toEqual(['20261206000052_endpoint_ids_as_uuid.ts']);
+    await db.migrate.down();
+    expect((await db.migrate.list())[1]).toEqual(['20261206000052_endpoint_ids_as_uuid.ts', '20261206000053_delivery_ids_as_uuid.ts']);
     // The extremes of the 128 bits, and ids made now, each with a delivery (the queue's trigger copies it).
     const ids = ['ep_00000000000000000000000000', 'ep_7zzzzzzzzzzzzzzzzzzzzzzzzz', ...Array.from({ length: 200 }, () => newId('endpoint'))];
     await db('tenants').insert({ id: 'ten_1', name: 't' });
@@ -245,6 +250,82 @@ describe('migrations', () => {
     expect(await stored()).toEqual({ endpoints: sorted, deliveries: sorted, queue: sorted });
   });
 
+  it('stores delivery ids as the uuid their TypeID encodes, attempts on the same bounds, and gives every one back on the way down', async () => {
+    const { database, db } = await emptyDatabase();
+    await migrateLatest(db);
+    await db.migrate.down();
+    expect((await db.migrate.list())[1]).toEqual(['20261206000053_delivery_ids_as_uuid.ts']);
+    await db('tenants').insert({ id: 'ten_1', name: 't' });
+    const endpointId = uuidOf('endpoint', newId('endpoint'));
+    await db('endpoints').insert({ id: endpointId, tenant_id: 'ten_1', url: 'https://x.example.com', max_concurrency: 1, secret_enc: 'v1:x' });
+    // The extremes of the 128 bits, and ids made now: half of them waiting (with a queue row), half
+    // succeeded, each of those with an attempt in today's partition and its first try in the row.
+    const made = Array.from({ length: 200 }, () => newId('delivery'));
+    const ids = ['dlv_00000000000000000000000000', 'dlv_7zzzzzzzzzzzzzzzzzzzzzzzzz', ...made];
+    await db('deliveries').insert(
+      ids.map((id, i) => ({
+        id, tenant_id: 'ten_1', event_id: newId('event'), endpoint_id: endpointId, status: i % 2 ? 'succeeded' : 'pending', deadline_at: new Date(Date.now() + 3_600_000),
+        ...(i % 2 ? { first_try_started_at: new Date(), first_try_duration_ms: 5, first_try_status_code: 200 } : {}),
+      })),
+    );
+    await db('attempts').insert(made.map((id) => ({ id: newId('attempt'), delivery_id: id, attempt_number: 2, trigger: 'retry', started_at: new Date(), duration_ms: 9, outcome: 'retry' })));
+    // A partition whose detach retention began and never finished: a DETACH ... CONCURRENTLY
+    // cancelled while it waits for an older snapshot.
+    const pending = 'attempts_p20991231';
+    await db.raw(`CREATE TABLE ${pending} PARTITION OF attempts FOR VALUES FROM ('dlv_04000000000000000000000000') TO ('dlv_04000000010000000000000000')`);
+    const holder = createDb({ url: database.url, poolMax: 2, timeoutMs: 30_000 });
+    try {
+      await holder.transaction(async (trx) => {
+        await trx.raw('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ');
+        await trx.raw('SELECT count(*) FROM attempts');
+        const detach = holder.raw(`ALTER TABLE attempts DETACH PARTITION ${pending} CONCURRENTLY`).catch((err: { code?: string }) => err.code);
+        await eventually(async () => (await db.raw('SELECT 1 FROM pg_inherits WHERE inhrelid = to_regclass(?) AND inhdetachpending', [pending])).rows.length > 0, 'detach pending');
+        await db.raw("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE 'ALTER TABLE attempts DETACH PARTITION%' AND pid <> pg_backend_pid()");
+        expect(await detach).toBe('57014');
+      });
+    } finally {
+      await holder.destroy();
+    }
+    const stored = async () => ({
+      deliveries: (await db('deliveries').orderBy('id').pluck('id')) as string[],
+      queue: (await db('delivery_queue').orderBy('delivery_id').pluck('delivery_id')) as string[],
+      attempts: (await db('attempts').orderBy('delivery_id').pluck('delivery_id')) as string[],
+    });
+    const bounds = async () =>
+      (await db.raw("SELECT name, lower_bound, upper_bound FROM partition_bounds WHERE parent = 'attempts' AND NOT detach_pending ORDER BY name")).rows as Array<{ name: string; lower_bound: string | null; upper_bound: string }>;
+    const before = { rows: await stored(), bounds: await bounds() };
+    expect(before.rows.queue).toHaveLength(101);
+
+    await db.migrate.up();
+    await applyFunctionSources(db);
+    const asUuid = (list: string[]) => list.map((id) => uuidOf('delivery', id));
+    // The same order too: a uuid sorts as its TypeID does, so pages, retention's ranges and partitions agree.
+    expect(await stored()).toEqual({ deliveries: asUuid(before.rows.deliveries), queue: asUuid(before.rows.queue), attempts: asUuid(before.rows.attempts) });
+    expect(await bounds()).toEqual(
+      before.bounds.map((b) => ({ name: b.name, lower_bound: b.lower_bound && uuidOf('delivery', b.lower_bound), upper_bound: uuidOf('delivery', b.upper_bound) })),
+    );
+    expect((await db.raw('SELECT to_regclass(?) AS t', [pending])).rows[0].t).toBeNull();
+    // Every attempt of a delivery, the first try stored in the row named as before: att_ and the delivery's letters.
+    const [folded] = made.filter((_, i) => i % 2 === 1);
+    const listed = await db.raw('SELECT id, attempt_number FROM delivery_attempts(?) ORDER BY attempt_number', [uuidOf('delivery', folded!)]);
+    expect(listed.rows.map((r: { id: string }) => r.id.startsWith('att_'))).toEqual([true, true]);
+    expect(listed.rows[0].id).toBe(`att_${folded!.slice(4)}`);
+    // New partitions are cut as retention reads them, for every table of the plan.
+    await db.raw("SELECT ensure_time_partitions_v2('attempts', now() + interval '30 days', now() + interval '31 days', 'day')");
+    const at = new Date(Date.now() + 30 * 86_400_000);
+    for (const table of ['events', 'receipts', 'attempts', 'audit_log'] as const) {
+      const { rows } = await db.raw('SELECT partition_floor(p, ?::timestamptz) AS floor FROM partition_plan p WHERE table_name = ?', [at, table]);
+      expect(rows[0].floor, table).toBe(partitionFloor(table, at));
+    }
+    const day = new Date(Math.floor(at.getTime() / 86_400_000) * 86_400_000);
+    expect((await bounds()).find((b) => b.lower_bound === partitionFloor('attempts', day))?.upper_bound).toBe(partitionFloor('attempts', new Date(day.getTime() + 86_400_000)));
+
+    await db.migrate.down();
+    const after = await stored();
+    expect(after).toEqual(before.rows);
+    expect((await bounds()).filter((b) => before.bounds.some((o) => o.name === b.name))).toEqual(before.bounds);
+  });
+
   it('keeps uniqueness in the database: (source, dedupe key) and (tenant, Idempotency-Key) in event_keys, (event, endpoint) on deliveries', async () => {
     const { db } = await emptyDatabase();
     await migrateLatest(db);
@@ -264,7 +345,7 @@ describe('migrations', () => {
 
     await db('events').insert({ id: e1, tenant_id: 'ten_1', origin: 'api', type: 'x', body: '{}' });
     const delivery = (id: string) => ({ id, tenant_id: 'ten_1', event_id: e1, endpoint_id: endpointId, status: 'pending', deadline_at: new Date() });
-    await db('deliveries').insert(delivery(newId('delivery')));
-    expect(await violation(db('deliveries').insert(delivery(newId('delivery'))))).toBe('23505');
+    await db('deliveries').insert(delivery(uuidOf('delivery', newId('delivery'))));
+    expect(await violation(db('deliveries').insert(delivery(uuidOf('delivery', newId('delivery')))))).toBe('23505');
   });
 });

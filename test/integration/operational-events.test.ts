@@ -5,7 +5,7 @@ import { eventually, startTestPlatform, type TestPlatform, type TestTenant } fro
 import { startReceiver, type ReceivedRequest, type Receiver } from '../helpers/receiver.js';
 import { answer } from '../helpers/replay.js';
 import { UNFINISHED_STATUSES } from '../../src/domain/delivery-status.js';
-import { uuidOf } from '../../src/domain/ids.js';
+import { idOfUuid, uuidOf } from '../../src/domain/ids.js';
 import { watchAnnouncements, type AnnouncementWatch } from '../helpers/announcements.js';
 import { sentBody } from '../helpers/database.js';
 
@@ -34,8 +34,8 @@ describe('operational events', () => {
       return Number(busy[0]!.n) === 0;
     }, 'all deliveries settled');
   /** The tenant's deliveries that an attempt made dead: each one goes through the operational-event step. */
-  const deadByAttempt = (tenantId: string): Promise<string[]> =>
-    t.platform.db('deliveries').where({ tenant_id: tenantId, status: 'dead', dead_reason: 'terminal' }).pluck('id');
+  const deadByAttempt = async (tenantId: string): Promise<string[]> =>
+    (await t.platform.db('deliveries').where({ tenant_id: tenantId, status: 'dead', dead_reason: 'terminal' }).pluck('id')).map((id: string) => idOfUuid('delivery', id));
 
   beforeAll(async () => {
     t = await startTestPlatform();

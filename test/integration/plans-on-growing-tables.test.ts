@@ -223,14 +223,14 @@ describe('the sweep beside a large backlog', () => {
 
 describe("a delivery's status as the API shows it", () => {
   it("reads the delivery's queue row by its key, not the whole queue", async () => {
-    // deliveries.id is of collation "C", the queue's key of the database's: compared in "C", the
+    // deliveries.id was text of collation "C", the queue's key of the database's: compared in "C", the
     // key's index could not serve, and each listed delivery read every row of the queue.
     // Sequential scans priced out, so only an index that cannot serve makes one.
     const rows = await conn.transaction(async (trx) => {
       await trx.raw('SET LOCAL enable_seqscan = off');
       return (await trx.raw(
         `EXPLAIN SELECT s.* FROM deliveries d CROSS JOIN LATERAL delivery_state(d.id, d.status, d.attempt_count) s WHERE d.id = ANY(?)`,
-        [['dlv_a', 'dlv_b']],
+        [[newId('delivery'), newId('delivery')].map((id) => uuidOf('delivery', id))],
       )).rows;
     });
     const plan = rows.map((r: { 'QUERY PLAN': string }) => r['QUERY PLAN']).join('\n');

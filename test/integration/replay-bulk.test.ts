@@ -31,6 +31,7 @@ describe('bulk replay', () => {
   /** The replay of Y's five deliveries, one of which then fails again. */
   let yReplay: string;
 
+  /** deliveryIds as the API names them (the table holds their uuids). */
   const dlv = async (eventIndex: number, endpointId: string) => (await deliveryIds(t, { event_id: ev[eventIndex - 1], endpoint_id: uuidOf('endpoint', endpointId) }))[0]!;
   const allDead = () => deliveryIds(t, { tenant_id: a.id, status: 'dead' });
   const dryRun = async (tenant: TestTenant, filter: Record<string, unknown>, extra: Record<string, unknown> = {}) => {

@@ -15,7 +15,7 @@ import { Retention, type RetentionReport } from '../../src/ops/retention.js';
 import { expectError } from '../helpers/api.js';
 import { countWhereIn, dayMs, daysAgo, idAt, insertOldEvent, partitionName as dayName, type OldEvent } from '../helpers/backdate.js';
 import { ensurePartitions, eventDaysLock, removeDeliveries } from '../../src/store/retention-store.js';
-import { typeIdFloor } from '../../src/domain/retention.js';
+import { uuidFloor } from '../../src/domain/retention.js';
 import { previewBackfill } from '../../src/store/backfill-store.js';
 import { TenantScope } from '../../src/store/tenant-scope.js';
 import { newId, uuidOf } from '../../src/domain/ids.js';
@@ -34,6 +34,8 @@ let epA: string;
 let epB: string;
 
 const partitionNames = async () => (await db('partition_bounds').pluck('name')) as string[];
+/** Delivery ids as the database stores them: the uuids their TypeIDs encode. */
+const stored = (deliveryIds: string[]) => deliveryIds.map((id) => uuidOf('delivery', id));
 
 async function runRetention(): Promise<RetentionReport> {
   return eventually(() => t.platform.retention.run({ dryRun: false }), 'the retention lock');
@@ -97,20 +99,20 @@ describe('retention', () => {
     const names = await partitionNames();
     for (const table of ['events', 'receipts', 'attempts']) expect(names).not.toContain(dayName(table, daysAgo(40)));
     expect(await countWhereIn(db, 'events', 'id', [expired.eventId])).toBe(0);
-    expect(await countWhereIn(db, 'deliveries', 'id', expired.deliveryIds)).toBe(0);
+    expect(await countWhereIn(db, 'deliveries', 'id', stored(expired.deliveryIds))).toBe(0);
     expect(await countWhereIn(db, 'event_keys', 'event_id', [expired.eventId])).toBe(0);
 
     // The day held back by a pending delivery: its succeeded delivery went (with its attempt), the
     // pending one, its attempt, the event, its receipt and its key all stayed.
     expect(names).toContain(dayName('attempts', daysAgo(41)));
     expect(names).toContain(dayName('events', daysAgo(41)));
-    expect(await db('deliveries').whereIn('id', held.deliveryIds).pluck('status')).toEqual(['pending']);
-    expect(await countWhereIn(db, 'attempts', 'delivery_id', held.deliveryIds)).toBe(1);
+    expect(await db('deliveries').whereIn('id', stored(held.deliveryIds)).pluck('status')).toEqual(['pending']);
+    expect(await countWhereIn(db, 'attempts', 'delivery_id', stored(held.deliveryIds))).toBe(1);
     expect(await countWhereIn(db, 'receipts', 'event_id', [held.eventId])).toBe(1);
     expect(await countWhereIn(db, 'event_keys', 'event_id', [held.eventId])).toBe(1);
 
     // Dead letters are kept DEAD_LETTER_RETENTION_DAYS from their death: 40 days stays, 50 goes.
-    expect(await db('deliveries').whereIn('id', dead.deliveryIds).pluck('id')).toEqual([dead.deliveryIds[0]]);
+    expect(await db('deliveries').whereIn('id', stored(dead.deliveryIds)).pluck('id')).toEqual(stored([dead.deliveryIds[0]!]));
     expect(await countWhereIn(db, 'events', 'id', [dead.eventId, recent.eventId])).toBe(2);
 
     const text = (await renderMetrics()).body;
@@ -335,7 +337,7 @@ describe('retention limits', () => {
     } finally {
       vi.useRealTimers();
     }
-    expect(await db('deliveries').where({ id: inside.deliveryIds[0] }).first('status')).toEqual({ status: 'succeeded' });
+    expect(await db('deliveries').where({ id: uuidOf('delivery', inside.deliveryIds[0]!) }).first('status')).toEqual({ status: 'succeeded' });
     expect(await db('events').where({ id: inside.eventId }).first('id')).toEqual({ id: inside.eventId });
   });
 
@@ -349,7 +351,7 @@ describe('retention limits', () => {
     const preview = await tenant.call('POST', '/v1/replays', { body: { filter: { endpointId: epA }, reason: 'preview', dryRun: true } });
     expect(preview.body.sample.map((d: { id: string }) => d.id)).not.toContain(old.deliveryIds[0]);
     expect((await replay(old.deliveryIds[1]!)).status).toBe(202);
-    expect(await db('deliveries').where({ id: old.deliveryIds[0] }).first('status')).toEqual({ status: 'dead' });
+    expect(await db('deliveries').where({ id: uuidOf('delivery', old.deliveryIds[0]!) }).first('status')).toEqual({ status: 'dead' });
   });
 });
 
@@ -371,13 +373,13 @@ describe('a backfill that writes deliveries of a day retention is dropping', () 
       await backfill.query(
         `INSERT INTO deliveries (id, tenant_id, event_id, endpoint_id, status, next_attempt_at, deadline_at)
          VALUES ($1, $2, $3, $4, 'pending', now() + interval '1 hour', now() + interval '1 day')`,
-        [deliveryId, tenant.id, old.eventId, uuidOf('endpoint', epA)],
+        [uuidOf('delivery', deliveryId), tenant.id, old.eventId, uuidOf('endpoint', epA)],
       );
       await backfill.query('COMMIT');
       const { held } = await report;
       expect(held).toContainEqual({ partition: dayName('events', at), reason: 'a delivery of one of its events is still kept' });
       expect(await partitionNames()).toContain(dayName('events', at));
-      const kept = await db('deliveries as d').join('events as e', 'e.id', 'd.event_id').where('d.id', deliveryId).select('e.id');
+      const kept = await db('deliveries as d').join('events as e', 'e.id', 'd.event_id').where('d.id', uuidOf('delivery', deliveryId)).select('e.id');
       expect(kept).toEqual([{ id: old.eventId }]);
     } finally {
       await backfill.end();
@@ -441,11 +443,11 @@ describe('an unfinished delivery whose event retention has removed', () => {
     const pending = (eventId: string, endpointId: string) => {
       const id = newId('delivery');
       return db('deliveries')
-        .insert({ id, tenant_id: tenant.id, event_id: eventId, endpoint_id: uuidOf('endpoint', endpointId), status: 'pending', next_attempt_at: new Date(), deadline_at: new Date(Date.now() + dayMs) })
+        .insert({ id: uuidOf('delivery', id), tenant_id: tenant.id, event_id: eventId, endpoint_id: uuidOf('endpoint', endpointId), status: 'pending', next_attempt_at: new Date(), deadline_at: new Date(Date.now() + dayMs) })
         .then(() => id);
     };
     const orphan = await pending(gone.eventId, epA);
-    expect(await db('delivery_queue').where({ delivery_id: orphan }).count({ n: '*' })).toEqual([{ n: 1 }]);
+    expect(await db('delivery_queue').where({ delivery_id: uuidOf('delivery', orphan) }).count({ n: '*' })).toEqual([{ n: 1 }]);
     // Below the watermark too, but its event is there: its day is held by this very delivery.
     const held = await insertOldEvent(db, { tenantId: tenant.id, sourceId: source.id, at: daysAgo(39), dedupeKey: 'msg_kept_pending', deliveries: [{ endpointId: epB, status: 'pending' }] });
     // Above the watermark: whatever made it, retention has not removed its event.
@@ -455,13 +457,13 @@ describe('an unfinished delivery whose event retention has removed', () => {
     expect(dry.orphaned).toEqual([orphan]);
     const { stdout } = await run(process.execPath, ['--import', 'tsx', 'src/main.ts', 'retention', '--dry-run'], { env: { ...process.env, ...t.env, LOG_LEVEL: 'silent' } });
     expect(stdout).toContain(`orphaned     would remove 1 unfinished deliveries whose event was gone: ${orphan}`);
-    expect(await db('deliveries').where({ id: orphan }).first('id')).toEqual({ id: orphan });
+    expect(await db('deliveries').where({ id: uuidOf('delivery', orphan) }).first('id')).toEqual({ id: uuidOf('delivery', orphan) });
 
     expect((await runRetention()).orphaned).toEqual([orphan]);
-    expect(await db('deliveries').where({ id: orphan }).first('id')).toBeUndefined();
-    expect(await db('delivery_queue').where({ delivery_id: orphan }).count({ n: '*' })).toEqual([{ n: 0 }]);
-    const kept = await db('deliveries').whereIn('id', [held.deliveryIds[0]!, recentWithoutEvent]).orderBy('id').pluck('id');
-    expect(kept).toEqual([held.deliveryIds[0]!, recentWithoutEvent].sort());
+    expect(await db('deliveries').where({ id: uuidOf('delivery', orphan) }).first('id')).toBeUndefined();
+    expect(await db('delivery_queue').where({ delivery_id: uuidOf('delivery', orphan) }).count({ n: '*' })).toEqual([{ n: 0 }]);
+    const kept = await db('deliveries').whereIn('id', stored([held.deliveryIds[0]!, recentWithoutEvent])).orderBy('id').pluck('id');
+    expect(kept).toEqual(stored([held.deliveryIds[0]!, recentWithoutEvent].sort()));
   });
 });
 
@@ -472,13 +474,13 @@ describe('a removal in batches, stopped by shutdown', () => {
     for (const dedupeKey of ['stop_a', 'stop_b', 'stop_c']) {
       ids.push(...(await insertOldEvent(db, { tenantId: tenant.id, sourceId: source.id, at, dedupeKey, deliveries: [{ endpointId: epA, status: 'succeeded' }] })).deliveryIds);
     }
-    const day = { lower: typeIdFloor('dlv', at), upper: typeIdFloor('dlv', new Date(at.getTime() + 1)) };
+    const day = { lower: uuidFloor(at), upper: uuidFloor(new Date(at.getTime() + 1)) };
     const cut = { succeeded: daysAgo(30), dead: daysAgo(45), audit: daysAgo(365) };
     // Aborted once the first batch is under way: the removal reads the signal before each batch.
     let reads = 0;
     const signal = { get aborted() { return ++reads > 1; } } as unknown as AbortSignal;
     expect(await removeDeliveries(db, { ids: day }, cut, { dryRun: false, batch: 1, signal })).toEqual({ deliveries: 1, attempts: 1 });
-    expect(await db('deliveries').whereIn('id', ids).count({ n: '*' })).toEqual([{ n: 2 }]);
+    expect(await db('deliveries').whereIn('id', stored(ids)).count({ n: '*' })).toEqual([{ n: 2 }]);
     expect(await removeDeliveries(db, { ids: day }, cut, { dryRun: false, batch: 1 })).toEqual({ deliveries: 2, attempts: 2 });
   });
 });

@@ -149,7 +149,7 @@ describe('search and troubleshooting', () => {
     const db = t.platform.db;
     const expected: Record<string, () => Promise<string[]>> = {
       '/v1/events': () => db('events').where({ tenant_id: tenant.id }).orderBy('id', 'desc').pluck('id'),
-      '/v1/deliveries': () => db('deliveries').where({ tenant_id: tenant.id }).orderBy('id', 'desc').pluck('id'),
+      '/v1/deliveries': async () => (await db('deliveries').where({ tenant_id: tenant.id }).orderBy('id', 'desc').pluck('id')).map((id: string) => idOfUuid('delivery', id)),
       '/v1/endpoints': async () => (await db('endpoints').where({ tenant_id: tenant.id }).whereNull('deleted_at').orderBy('id', 'desc').pluck('id')).map((id: string) => idOfUuid('endpoint', id)),
       '/v1/sources': () => db('sources').where({ tenant_id: tenant.id }).orderBy('id', 'desc').pluck('id'),
       '/v1/audit-log': () => db('audit_log').where({ tenant_id: tenant.id }).orderBy('id', 'desc').pluck('id'),

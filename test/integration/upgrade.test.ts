@@ -10,6 +10,7 @@ import { promisify } from 'node:util';
 import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { UNFINISHED_STATUSES } from '../../src/domain/delivery-status.js';
+import { idOfUuid, uuidOf } from '../../src/domain/ids.js';
 import { createDb, migrateLatest } from '../../src/infra/db.js';
 import { functionsTable, readFunctionSources } from '../../src/infra/function-sources.js';
 import { snapshotFiles, type ReleaseSnapshotManifest } from '../../scripts/release-fixture.js';
@@ -22,10 +23,13 @@ import { schemaDump } from '../helpers/schema.js';
 
 const run = promisify(execFile);
 
-/** Every event's body as it is sent, and every delivery's attempts as they are listed. */
-async function readThroughFunctions(db: Knex) {
+/**
+ * Every event's body as it is sent, and every delivery's attempts as they are listed, delivery ids as
+ * TypeIDs: `listed` is attemptsListed, which reads them from today's uuids, or the release's own listing.
+ */
+async function readThroughFunctions(db: Knex, listed: Knex.QueryBuilder = attemptsListed(db)) {
   const bodies = await db('events').orderBy('id').select('id', db.raw('event_body(events) AS body'));
-  const attempts = await attemptsListed(db).orderBy(['delivery_id', 'attempt_number', 'id']).select('*');
+  const attempts = await listed.orderBy(['delivery_id', 'attempt_number', 'id']).select('*');
   return { bodies, attempts };
 }
 const release = readReleased();
@@ -68,7 +72,8 @@ describe(`upgrade from ${release.version}`, () => {
       receivers[name] = await startReceiver();
       await db('endpoints').where({ id: endpoint.id }).update({ url: `${receivers[name]!.url}${endpoint.path}` });
     }
-    releaseRead = await readThroughFunctions(db);
+    // The release stored delivery ids as TypeIDs: its delivery_attempts lists them as they are.
+    releaseRead = await readThroughFunctions(db, db.from(db.raw('(SELECT a.* FROM deliveries d CROSS JOIN LATERAL delivery_attempts(d.id) a) AS attempts')));
     await migrateLatest(db);
   });
 
@@ -132,7 +137,8 @@ describe(`upgrade from ${release.version}`, () => {
   it('delivers every pending, in-flight and replayed delivery exactly once and leaves the dead ones dead', async () => {
     const t = await startTestPlatform({ database: restored, env: manifest.env });
     platforms.push(t);
-    const waiting = unfinished().map((d) => d.id);
+    // Read from the release as TypeIDs; stored since the upgrade as their uuids.
+    const waiting = unfinished().map((d) => uuidOf('delivery', d.id));
     await eventually(
       async () => (await db('deliveries').whereIn('id', waiting).where({ status: 'succeeded' }).count({ n: '*' }))[0]!.n === waiting.length,
       `${waiting.length} deliveries of the release succeeded`,
@@ -144,7 +150,9 @@ describe(`upgrade from ${release.version}`, () => {
       const seen = receivers[name]!.requests.map((r) => String(r.headers['webhook-id'])).sort();
       expect({ endpoint: name, seen }).toEqual({ endpoint: name, seen: expected });
     }
-    const stillDead = await db('deliveries').whereIn('id', dead().map((d) => d.id)).select('id', 'status', 'attempt_count');
+    const stillDead = (await db('deliveries').whereIn('id', dead().map((d) => uuidOf('delivery', d.id))).select('id', 'status', 'attempt_count')).map(
+      (d: { id: string; status: string; attempt_count: number }) => ({ ...d, id: idOfUuid('delivery', d.id) }),
+    );
     expect(stillDead.sort((a, b) => a.id.localeCompare(b.id))).toEqual(
       dead().map((d) => ({ id: d.id, status: 'dead', attempt_count: d.attempt_count })).sort((a, b) => a.id.localeCompare(b.id)),
     );

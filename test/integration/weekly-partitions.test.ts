@@ -4,7 +4,8 @@
 import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pino from 'pino';
-import { defaultRetention, typeIdFloor, typeIdTime } from '../../src/domain/retention.js';
+import { idOfUuid } from '../../src/domain/ids.js';
+import { defaultRetention, typeIdFloor, typeIdTime, uuidFloor } from '../../src/domain/retention.js';
 import { Retention } from '../../src/ops/retention.js';
 import { dayMs, daysAgo, insertOldEvent, partitionName as named } from '../helpers/backdate.js';
 import { ensurePartitions } from '../../src/store/retention-store.js';
@@ -25,13 +26,15 @@ const plus = (at: Date, days: number) => new Date(at.getTime() + days * dayMs);
 
 /** The partitions of `table` whose rows lie in [from, to), by time, in order. */
 async function partitionsWithin(table: string, from: Date, to: Date): Promise<Array<{ name: string; from: Date; to: Date }>> {
+  // attempts is cut on delivery ids as stored, uuids; the others on TypeIDs.
+  const timeOf = (bound: string) => typeIdTime(table === 'attempts' ? idOfUuid('delivery', bound) : bound)!;
   const rows: Array<{ name: string; lower_bound: string; upper_bound: string }> = await db('partition_bounds')
     .where({ parent: table })
     .whereNotNull('lower_bound')
     .whereNotNull('upper_bound')
     .select('name', 'lower_bound', 'upper_bound');
   return rows
-    .map((r) => ({ name: r.name, from: typeIdTime(r.lower_bound)!, to: typeIdTime(r.upper_bound)! }))
+    .map((r) => ({ name: r.name, from: timeOf(r.lower_bound), to: timeOf(r.upper_bound) }))
     .filter((p) => p.from >= from && p.to <= to)
     .sort((a, b) => a.from.getTime() - b.from.getTime());
 }
@@ -65,7 +68,7 @@ describe('partitions a week long', () => {
     expect(await made(() => ensurePartitions(db, plus(monday, 2), plus(monday, 2.5), 'week'))).toEqual(['attempts', 'events', 'receipts'].map((table) => named(table, monday)));
     const bounds = await db('partition_bounds').whereIn('name', ['events', 'receipts', 'attempts'].map((table) => named(table, monday))).select('parent', 'lower_bound', 'upper_bound');
     expect(bounds.sort((a, b) => a.parent.localeCompare(b.parent))).toEqual([
-      { parent: 'attempts', lower_bound: typeIdFloor('dlv', monday), upper_bound: typeIdFloor('dlv', plus(monday, 7)) },
+      { parent: 'attempts', lower_bound: uuidFloor(monday), upper_bound: uuidFloor(plus(monday, 7)) },
       { parent: 'events', lower_bound: typeIdFloor('evt', monday), upper_bound: typeIdFloor('evt', plus(monday, 7)) },
       { parent: 'receipts', lower_bound: typeIdFloor('evt', monday), upper_bound: typeIdFloor('evt', plus(monday, 7)) },
     ]);
@@ -189,8 +192,8 @@ describe('partitions a week long', () => {
     // everything before a midnight, here a Wednesday's, in one partition with no lower bound.
     const monday = mondayOf(daysAgo(300));
     const wednesday = plus(monday, 2);
-    for (const [table, prefix] of [['events', 'evt'], ['receipts', 'evt'], ['attempts', 'dlv']]) {
-      await db.raw(`CREATE TABLE ${table}_before_partitioning PARTITION OF ${table} FOR VALUES FROM (MINVALUE) TO ('${typeIdFloor(prefix!, wednesday)}')`);
+    for (const [table, bound] of [['events', typeIdFloor('evt', wednesday)], ['receipts', typeIdFloor('evt', wednesday)], ['attempts', uuidFloor(wednesday)]]) {
+      await db.raw(`CREATE TABLE ${table}_before_partitioning PARTITION OF ${table} FOR VALUES FROM (MINVALUE) TO ('${bound}')`);
     }
     expect(await made(() => ensurePartitions(db, monday, plus(monday, 1), 'week'))).toEqual(
       ['events', 'receipts', 'attempts'].flatMap((table) => [2, 3, 4, 5, 6].map((n) => named(table, plus(monday, n)))).sort(),

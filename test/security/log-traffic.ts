@@ -13,7 +13,7 @@ import { request, type ApiResponse, type RequestOptions } from '../helpers/http.
 import { eventually } from '../helpers/platform.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
 import { UNFINISHED_STATUSES } from '../../src/domain/delivery-status.js';
-import { uuidOf } from '../../src/domain/ids.js';
+import { idOfUuid, uuidOf } from '../../src/domain/ids.js';
 
 /** Environment the platform under test needs for this traffic to finish quickly. */
 export const trafficEnv = {
@@ -186,7 +186,7 @@ export async function driveLoggedTraffic(target: TrafficTarget): Promise<Traffic
   // --- replays -----------------------------------------------------------------------------------
   const dead = await target.db('deliveries').where({ endpoint_id: uuidOf('endpoint', failingId), status: 'dead' }).first('id');
   expect(dead).toBeTruthy();
-  expect((await a('POST', `/v1/deliveries/${dead.id}/replay`, { body: { reason: 'log test' } })).status).toBe(202);
+  expect((await a('POST', `/v1/deliveries/${idOfUuid('delivery', dead.id)}/replay`, { body: { reason: 'log test' } })).status).toBe(202);
   expect((await a('POST', '/v1/replays', { body: { filter: { status: 'dead', endpointId: failingId }, reason: 'bulk', dryRun: true } })).status).toBe(200);
   expect((await a('POST', '/v1/replays', { body: { filter: { status: 'dead', endpointId: failingId }, reason: 'bulk' } })).status).toBe(202);
   await eventually(async () => failing.requests.some((r) => r.headers['webhook-replay'] === 'true'), 'a replay reached the failing receiver', 60_000, 100);

@@ -121,7 +121,7 @@ describe('SSRF with ALLOW_PRIVATE_TARGETS=false', () => {
     // Never retried: the row is final, exactly one attempt exists, and nothing is scheduled.
     const rows = await attemptsListed(t.platform.db).where({ delivery_id: delivery.id });
     expect(rows).toHaveLength(1);
-    const row = await t.platform.db('deliveries').where({ id: delivery.id }).first();
+    const row = await t.platform.db('deliveries').where({ id: uuidOf('delivery', delivery.id) }).first();
     expect(row).toMatchObject({ status: 'dead', dead_reason: 'terminal', next_attempt_at: null });
     expect(listeners.connections).toBe(0);
     expect(listeners.requests).toBe(0);

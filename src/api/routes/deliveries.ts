@@ -21,7 +21,7 @@ export function deliveryRoutes(routes: ApiRoutes): void {
     },
     async ({ query, scope }) => ({
       status: 200,
-      body: await paginate(listDeliveriesQuery(scope, query), 'deliveries.id', query, (r: DeliveryRow) => rowToDelivery(r)),
+      body: await paginate(listDeliveriesQuery(scope, query), 'deliveries.id', query, (r: DeliveryRow) => rowToDelivery(r), 'delivery'),
     }),
   );
   routes.add(

@@ -10,7 +10,7 @@
  */
 import type { Knex } from 'knex';
 import type { AttemptOutcome, DeadLetterReason, Trigger } from '../../domain/delivery-status.js';
-import { newId, uuidOf } from '../../domain/ids.js';
+import { newId, uuidOf, uuidOfId } from '../../domain/ids.js';
 import { run, statement, type WarmUp } from '../../infra/sql.js';
 import { rowToClaimed, type ClaimedDelivery } from './claimed.js';
 
@@ -19,11 +19,11 @@ import { rowToClaimed, type ClaimedDelivery } from './claimed.js';
  * when its endpoint was paused, disabled or deleted since admission (db/functions/claim_delivery.sql
  * says what each means, and why the claim is a function: its plan).
  */
-const claimStatement = statement('claim_delivery', 'SELECT * FROM claim_delivery(:id::text, :eventId::text, :lease::int)');
+const claimStatement = statement('claim_delivery', 'SELECT * FROM claim_delivery(:id::uuid, :eventId::text, :lease::int)');
 
 /** The worker's per-attempt statements for a delivery that does not exist and an empty batch (see WarmUp). */
 export const warmAttempts: WarmUp = async (run) => {
-  await run(claimStatement, { lease: 0, id: 'dlv_warm_up', eventId: 'evt_warm_up' });
+  await run(claimStatement, { lease: 0, id: '00000000-0000-0000-0000-000000000000', eventId: 'evt_warm_up' });
   await run(successesStatement, {
     deliveryIds: [], attemptNumbers: [], attemptIds: [], triggers: [], startedAts: [],
     durations: [], statusCodes: [], excerpts: [], endpointIds: [], handOffs: [], threshold: 1, lease: 0, leaseTokens: [],
@@ -36,7 +36,10 @@ const eventOfDeliveryStatement = statement('event_of_delivery', 'SELECT event_id
  * `eventId`: the delivery's event, which admission returns with it. A caller without it (a job
  * queued by release 0.6.0 or earlier) costs one more read, to look it up.
  */
-export async function claimDelivery(db: Knex, id: string, leaseMs: number, eventId?: string): Promise<ClaimedDelivery | undefined> {
+export async function claimDelivery(db: Knex, deliveryId: string, leaseMs: number, eventId?: string): Promise<ClaimedDelivery | undefined> {
+  // A job naming no delivery's TypeID names no delivery: nothing to claim, as for one that is gone.
+  const id = uuidOfId('delivery', deliveryId);
+  if (id === null) return undefined;
   const event = eventId ?? (await run<{ event_id: string }>(db, eventOfDeliveryStatement, { id }))[0]?.event_id;
   if (event === undefined) return undefined;
   const rows = await run(db, claimStatement, { lease: Math.round(leaseMs), id, eventId: event });
@@ -106,7 +109,7 @@ export async function recordAttempt(db: Knex, a: AttemptRecord, limits: HealthLi
     deadReason: next.status === 'dead' ? next.reason : null,
     statusCode: a.statusCode,
     lastError: next.status === 'succeeded' ? null : lastError,
-    deliveryId: a.deliveryId,
+    deliveryId: uuidOf('delivery', a.deliveryId),
     attemptNumber: a.attemptNumber,
     leaseToken: a.leaseToken,
     attemptId: newId('attempt'),
@@ -149,7 +152,7 @@ const successesStatement = statement(
 export async function recordSuccesses(db: Knex, items: SuccessItem[], limits: HealthLimits, handOffLeaseMs: number): Promise<Recorded[]> {
   const rs = items.map((i) => i.record);
   const rows = await run(db, successesStatement, {
-    deliveryIds: rs.map((r) => r.deliveryId),
+    deliveryIds: rs.map((r) => uuidOf('delivery', r.deliveryId)),
     attemptNumbers: rs.map((r) => r.attemptNumber),
     attemptIds: rs.map(() => newId('attempt')),
     triggers: rs.map((r) => r.trigger),
@@ -209,7 +212,7 @@ export interface EgressFailure {
 /** Answers whether the delivery was still in flight on that attempt (false: nothing changed). */
 export async function recordEgressFailure(db: Knex, f: EgressFailure): Promise<boolean> {
   const rows = await run(db, egressFailedStatement, {
-    deliveryId: f.deliveryId,
+    deliveryId: uuidOf('delivery', f.deliveryId),
     attemptNumber: f.attemptNumber,
     leaseToken: f.leaseToken,
     nextAt: f.nextAt,

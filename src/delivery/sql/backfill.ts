@@ -13,7 +13,7 @@
  * fan_out_write is not reused: it starts every row at its event's time and knows no replay.
  */
 import type { Knex } from 'knex';
-import { uuidOf } from '../../domain/ids.js';
+import { idOfUuid, uuidOf } from '../../domain/ids.js';
 
 export interface BackfillRows {
   tenantId: string;
@@ -45,7 +45,7 @@ export async function insertBackfillDeliveries(trx: Knex.Transaction, rows: Back
             CASE WHEN ep.ordering = 'per-message' AND ev.message_id IS NOT NULL THEN ev.provider_sequence END,
             CASE WHEN ep.ordering = 'per-message' AND ev.message_id IS NOT NULL THEN ev.seq END,
             :replayId, now(), now()
-       FROM unnest(:eventIds::text[], :deliveryIds::text[]) WITH ORDINALITY AS o(event_id, delivery_id, ord)
+       FROM unnest(:eventIds::text[], :deliveryIds::uuid[]) WITH ORDINALITY AS o(event_id, delivery_id, ord)
        JOIN events ev ON ev.id = o.event_id AND ev.tenant_id = :tenantId
        JOIN endpoints ep ON ep.id = :endpointId AND ep.tenant_id = :tenantId
       ORDER BY o.ord
@@ -53,7 +53,7 @@ export async function insertBackfillDeliveries(trx: Knex.Transaction, rows: Back
      RETURNING id`,
     {
       eventIds: rows.eventIds,
-      deliveryIds: rows.deliveryIds,
+      deliveryIds: rows.deliveryIds.map((id) => uuidOf('delivery', id)),
       rate: rows.ratePerSecond,
       maxAge: rows.defaultMaxAgeSeconds,
       replayId: rows.replayId,
@@ -61,5 +61,5 @@ export async function insertBackfillDeliveries(trx: Knex.Transaction, rows: Back
       endpointId: uuidOf('endpoint', rows.endpointId),
     },
   );
-  return written.map((r) => r.id);
+  return written.map((r) => idOfUuid('delivery', r.id));
 }

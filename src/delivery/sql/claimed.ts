@@ -44,7 +44,7 @@ export interface ClaimedDelivery {
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export function rowToClaimed(r: any): ClaimedDelivery {
   return {
-    id: r.id,
+    id: idOfUuid('delivery', r.id),
     tenant_id: r.tenant_id,
     status: r.status,
     attempt_count: r.attempt_count,

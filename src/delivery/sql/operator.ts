@@ -37,7 +37,7 @@ const restart = (startAt: string) => `
  */
 export async function restartDelivery(trx: Knex.Transaction, id: string, defaultMaxAgeSeconds: number, traceParent: string | null): Promise<void> {
   await trx.raw(`UPDATE deliveries d SET ${restart('now()')}, replay_id = NULL FROM endpoints ep WHERE d.id = :id AND ep.id = d.endpoint_id`, {
-    id,
+    id: uuidOf('delivery', id),
     maxAge: defaultMaxAgeSeconds,
     traceParent,
   });
@@ -52,8 +52,8 @@ export async function restartDeliveriesPaced(
   if (ids.length === 0) return;
   await trx.raw(
     `UPDATE deliveries d SET ${restart('now() + make_interval(secs => o.ord / :rate::float8)')}, replay_id = :replay
-       FROM endpoints ep, unnest(:ids::text[]) WITH ORDINALITY AS o(id, ord)
+       FROM endpoints ep, unnest(:ids::uuid[]) WITH ORDINALITY AS o(id, ord)
       WHERE d.id = o.id AND ep.id = d.endpoint_id`,
-    { ids, rate: pacing.ratePerSecond, replay: pacing.replayId, maxAge: pacing.defaultMaxAgeSeconds, traceParent: pacing.traceParent },
+    { ids: ids.map((id) => uuidOf('delivery', id)), rate: pacing.ratePerSecond, replay: pacing.replayId, maxAge: pacing.defaultMaxAgeSeconds, traceParent: pacing.traceParent },
   );
 }

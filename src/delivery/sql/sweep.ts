@@ -15,7 +15,7 @@
  */
 import type { Knex } from 'knex';
 import type { DeadLetterReason } from '../../domain/delivery-status.js';
-import { newId } from '../../domain/ids.js';
+import { idOfUuid, newId, uuidOf } from '../../domain/ids.js';
 
 export interface SweepLimits {
   defaultMaxAttempts: number;
@@ -28,7 +28,7 @@ export interface SweepResult {
   lostInFlight: number;
   deadMaxAge: number;
   deadMaxAttempts: number;
-  /** Deliveries this sweep dead-lettered for max_age or max_attempts, for operational events. */
+  /** Deliveries this sweep dead-lettered for max_age or max_attempts (TypeIDs), for operational events. */
   deadIds: string[];
   deadDisabled: number;
   deadDeleted: number;
@@ -141,7 +141,7 @@ export async function sweep(db: Knex, limits: SweepLimits, deadLettered: (reason
     lostInFlight: lost.length,
     deadMaxAge: deadMaxAge.length,
     deadMaxAttempts: lost.filter((l) => l.status === 'dead').length,
-    deadIds: [...deadMaxAge, ...lost.filter((l) => l.status === 'dead').map((l) => l.id)],
+    deadIds: [...deadMaxAge, ...lost.filter((l) => l.status === 'dead').map((l) => l.id)].map((id) => idOfUuid('delivery', id)),
     deadDisabled: deadEndpoint.filter((r) => r.dead_reason === 'endpoint_disabled').length,
     deadDeleted: deadEndpoint.filter((r) => r.dead_reason === 'endpoint_deleted').length,
   };
@@ -170,5 +170,5 @@ export function lockWaiting(db: Knex, candidates: Knex.QueryBuilder, statuses: A
 
 /** Admitted work that Redis refused goes back to pending now; a claim that already won keeps it. */
 export async function unqueue(db: Knex, deliveryIds: string[]): Promise<number> {
-  return db('deliveries').whereIn('id', deliveryIds).where('status', 'queued').update({ status: 'pending', lease_until: null, updated_at: db.fn.now() });
+  return db('deliveries').whereIn('id', deliveryIds.map((id) => uuidOf('delivery', id))).where('status', 'queued').update({ status: 'pending', lease_until: null, updated_at: db.fn.now() });
 }
