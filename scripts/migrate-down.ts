@@ -10,6 +10,7 @@ import { ensureLocalSecrets } from '../src/config/dotenv.js';
 import { loadConfig } from '../src/config/index.js';
 import { createDb } from '../src/infra/db.js';
 import { functionsTable } from '../src/infra/function-sources.js';
+import { dropDetachedLeftoversBeforeMigrating } from '../src/store/retention-store.js';
 
 ensureLocalSecrets(process.env, process.env.ENV_FILE || '.env');
 const config = loadConfig(process.env);
@@ -20,6 +21,8 @@ try {
   if (!newest) {
     process.stdout.write('migrate:down: no migration is applied; nothing to undo\n');
   } else {
+    const leftovers = await dropDetachedLeftoversBeforeMigrating(db);
+    if (leftovers.length > 0) process.stdout.write(`migrate:down: dropped ${leftovers.join(', ')}, detached by a retention run that did not get to drop them\n`);
     await db.migrate.down();
     if (await db.schema.hasTable(functionsTable)) await db(functionsTable).delete();
     const [after] = (await db.migrate.list()) as [Array<{ name: string }>, unknown];

@@ -3,6 +3,7 @@ import { ensureLocalSecrets } from './config/dotenv.js';
 import { createDatabaseIfMissing, createDb, migrateLatest } from './infra/db.js';
 import { ensureServices, ServiceUnreachableError } from './infra/ensure-services.js';
 import { createLogger } from './infra/logger.js';
+import { dropDetachedLeftoversBeforeMigrating } from './store/retention-store.js';
 import type { Role } from './platform.js';
 import { currentRelease } from './infra/release.js';
 import { startTracing, stopTracing } from './infra/tracing.js';
@@ -29,6 +30,8 @@ async function main(): Promise<void> {
   await createDatabaseIfMissing(config.databaseUrl);
   const migrator = createDb({ url: config.databaseUrl, poolMax: 1, timeoutMs: 30_000, unboundedStatements: true });
   try {
+    const leftovers = await dropDetachedLeftoversBeforeMigrating(migrator);
+    if (leftovers.length > 0) logger.info({ partitions: leftovers }, 'dropped partitions a retention run had detached but not dropped');
     await migrateLatest(migrator, undefined, {
       onDatabaseAhead: (unknown) =>
         logger.warn({ unknownMigrations: unknown }, 'the database is at a newer release than this code; running on it without migrating'),

@@ -1,7 +1,7 @@
 import { uuidOf } from '../../src/domain/ids.js';
 import { resetState, type BenchContext } from '../lib/context.js';
 import { insertEndpoints, insertTenant } from '../lib/database.js';
-import { partitionFloor } from '../../src/domain/retention.js';
+import { uuidFloor } from '../../src/domain/retention.js';
 import { detachAndDrop, ensurePartitions, listPartitions } from '../../src/store/retention-store.js';
 import { median, round } from '../lib/stats.js';
 
@@ -83,7 +83,7 @@ async function removalPair(ctx: BenchContext, tenantId: string, endpointId: stri
     }
   }
   const partitions = (await listPartitions(db)).filter((p) => p.parent === 'attempts');
-  const [deleted, dropped] = days.map((d) => partitions.find((p) => p.lower === partitionFloor('attempts', d))!);
+  const [deleted, dropped] = days.map((d) => partitions.find((p) => p.lower === uuidFloor(d))!);
   if (!deleted || !dropped) throw new Error('retention: the back-dated attempts partitions are missing');
   // A day retention removes is weeks old: vacuumed (hint bits and visibility map set) and on disk.
   // The rows just written are neither: without this, the first timed step would pay for their

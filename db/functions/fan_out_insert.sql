@@ -5,7 +5,7 @@
 --          p_provider_sequence     the provider's sequence of the event, if any
 --          p_default_max_age_seconds  the platform's MAX_EVENT_AGE_SECONDS
 --          p_targets               fan_out_targets' answer for the event
---          p_delivery_ids          at least one id per target (TypeIDs made by the caller)
+--          p_delivery_ids          at least one id per target (the uuids of TypeIDs made by the caller, as text)
 -- Outputs: pending (deliveries created pending), dead_disabled (dead endpoint_disabled ones).
 -- Effects: deliveries: one per target, through fan_out_write; draws the event's place in its
 --          message's order (fan_out_order_seq).

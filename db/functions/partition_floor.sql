@@ -8,8 +8,8 @@
 -- Effects: none (IMMUTABLE). Locks: none.
 --
 -- The one place that says how a table is cut by time: ensure_time_partitions_v2 makes bounds with
--- it and time_period_free compares them; src/domain/retention.ts (partitionFloor) answers the
--- same for retention, and test/integration/migrations.test.ts holds the two to one answer.
+-- it, time_period_free compares them, and retention asks it where a window's partitions end
+-- (src/store/retention-store.ts, partitionFloor).
 CREATE OR REPLACE FUNCTION partition_floor(p_plan partition_plan, p_at timestamp with time zone)
 RETURNS text
 LANGUAGE sql

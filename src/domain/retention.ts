@@ -3,8 +3,9 @@
  *
  * Ids are TypeIDs whose first 10 base32 characters after the prefix are a 48-bit Unix time in
  * milliseconds (UUIDv7), so an id says when it was made; the time-partitioned tables are cut by id
- * ranges (migration 20261201000015), and an id older than what retention removed can be told apart
- * from an id that never existed.
+ * ranges (migration 20261201000015), of TypeIDs or of the uuids they encode, which start with the
+ * same 48 bits (db/functions/partition_floor.sql), and an id older than what retention removed can be
+ * told apart from an id that never existed.
  */
 
 /** The tables retention removes rows from (the label of webhook_retention_removed_total). */
@@ -100,24 +101,6 @@ export function eventsKeptFromId(removedBefore: Date | undefined): string {
 export function uuidFloor(at: Date): string {
   const hex = Math.floor(at.getTime()).toString(16).padStart(12, '0');
   return `${hex.slice(0, 8)}-${hex.slice(8)}-0000-0000-000000000000`;
-}
-
-/** How each time-partitioned table's key is written, as partition_plan says (id_prefix, key_type). */
-const partitionKeys = {
-  events: { prefix: 'evt', stored: 'typeid' },
-  receipts: { prefix: 'evt', stored: 'typeid' },
-  attempts: { prefix: 'dlv', stored: 'uuid' },
-  audit_log: { prefix: 'aud', stored: 'typeid' },
-} as const;
-export type PartitionedTable = keyof typeof partitionKeys;
-
-/**
- * Where a partitioned table's key starts for rows made at or after `at`, as its partitions' bounds
- * are written (SQL's partition_floor, which test/integration/migrations.test.ts compares with this).
- */
-export function partitionFloor(table: PartitionedTable, at: Date): string {
-  const key = partitionKeys[table];
-  return key.stored === 'uuid' ? uuidFloor(at) : typeIdFloor(key.prefix, at);
 }
 
 /** The smallest TypeID of this prefix made at or after `at` (as SQL's typeid_floor). */

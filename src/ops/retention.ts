@@ -19,7 +19,7 @@
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
-import { RETAINED_TABLES, dayTablesPeriod, eventsKeptFromId, partitionDaysAhead, partitionFloor, typeIdFloor, typeIdTime, type RetainedTable, type RetentionPolicy } from '../domain/retention.js';
+import { RETAINED_TABLES, dayTablesPeriod, eventsKeptFromId, partitionDaysAhead, typeIdFloor, typeIdTime, type RetainedTable, type RetentionPolicy } from '../domain/retention.js';
 import { advisoryLocks } from '../infra/advisory-locks.js';
 import { metrics } from '../metrics/registry.js';
 import {
@@ -31,6 +31,7 @@ import {
   dropDetachedLeftovers,
   ensurePartitions,
   listPartitions,
+  partitionFloor,
   partitionRows,
   raiseWatermark,
   removeDeliveries,
@@ -154,9 +155,10 @@ export class Retention {
     const droppedDays: IdRange[] = [];
 
     // 1. Whole partitions of attempts, then their deliveries.
+    const attemptsFrom = await partitionFloor(db, 'attempts', latestCut);
     for (const p of of('attempts')) {
       signal?.throwIfAborted();
-      if (p.upper > partitionFloor('attempts', latestCut)) break;
+      if (p.upper > attemptsFrom) break;
       if (!(await deliveriesAllRemovable(db, p, cut))) {
         report.held.push({ partition: p.name, reason: 'a delivery made in it is unfinished or inside its window' });
         continue;
@@ -183,9 +185,10 @@ export class Retention {
     // before the check (and its deliveries hold the day) or starts after and reads past the
     // watermark (windowEvents). The removal itself, seconds for a large day, holds no backfill.
     const receipts = of('receipts');
+    const eventsFrom = await partitionFloor(db, 'events', cut.succeeded);
     for (const p of of('events')) {
       signal?.throwIfAborted();
-      if (p.upper > partitionFloor('events', cut.succeeded)) break;
+      if (p.upper > eventsFrom) break;
       const free = async () => {
         if (await deliveriesReferenceEvents(db, p, cut, dryRun)) return false;
         // The watermark never moves back, and backfills read only above it: a wrong one hides events.
@@ -218,9 +221,10 @@ export class Retention {
     // 4. Messages, audit log, replays.
     removed.messages += await removeOlderThan(db, 'messages', 'updated_at', cut.succeeded, { dryRun, batch, signal });
     signal?.throwIfAborted();
+    const auditFrom = await partitionFloor(db, 'audit_log', cut.audit);
     for (const p of of('audit_log')) {
       signal?.throwIfAborted();
-      if (p.upper > partitionFloor('audit_log', cut.audit)) break;
+      if (p.upper > auditFrom) break;
       await drop(p, 'audit_log');
     }
     removed.replays += await removeOlderThan(db, 'replays', 'created_at', cut.audit, { dryRun, batch, signal });

@@ -188,6 +188,19 @@ async function dropDetached(db: Knex, name: string): Promise<void> {
 }
 
 /**
+ * Where a time-partitioned table's key starts for rows made at or after `at`, as its partitions'
+ * bounds are written: partition_floor, by the table's row of partition_plan.
+ */
+export async function partitionFloor(db: Knex, table: 'events' | 'receipts' | 'attempts' | 'audit_log', at: Date): Promise<string> {
+  const { rows } = await db.raw<{ rows: Array<{ floor: string }> }>(
+    'SELECT partition_floor(p, :at::timestamptz) AS floor FROM partition_plan p WHERE p.table_name = :table',
+    { at, table },
+  );
+  if (!rows[0]) throw new Error(`partition_plan has no row for ${table}`);
+  return rows[0].floor;
+}
+
+/**
  * Drops partitions a run detached but did not get to drop (the process died between the two): no
  * longer attached to their table, they would otherwise stay on disk for ever. Answers their names.
  */
@@ -198,8 +211,27 @@ export async function dropDetachedLeftovers(db: Knex): Promise<string[]> {
         AND c.relname ~ ('^(' || (SELECT string_agg(table_name, '|') FROM partition_plan) || ')_p[0-9]{6,8}$')
         AND NOT EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = c.oid)`,
   );
-  for (const { name } of rows) await dropDetached(db, name);
-  return rows.map((r) => r.name);
+  const dropped: string[] = [];
+  for (const { name } of rows) {
+    try {
+      await dropDetached(db, name);
+      dropped.push(name);
+    } catch (err) {
+      // Dropped meanwhile by another process doing the same (a migrator beside a retention run).
+      if ((err as { code?: string }).code !== '42P01') throw err;
+    }
+  }
+  return dropped;
+}
+
+/**
+ * Before migrations run (`migrate`, `migrate:down`): what a retention run detached and did not get
+ * to drop keeps its own foreign key to `deliveries` and the key type it was cut with, which a
+ * migration that changes that type (20261206000053, and back) cannot convert. Retention's next run
+ * would drop it anyway. Nothing on a database that is not partitioned yet.
+ */
+export async function dropDetachedLeftoversBeforeMigrating(db: Knex): Promise<string[]> {
+  return (await db.schema.hasTable('partition_plan')) ? dropDetachedLeftovers(db) : [];
 }
 
 /** A finished delivery whose window has passed: the only kind retention removes. */
