@@ -225,7 +225,7 @@ export const benchConfig = {
     /** Before B's alone phase is measured (fresh process); the burst phase runs on a warm one. */
     warmupSeconds: int('BENCH_FAIRNESS_WARMUP_SECONDS', 2),
     /** A's burst: enough to outlast B's phase; the case fails if it runs out first. */
-    burst: int('BENCH_FAIRNESS_BURST', 80_000),
+    burst: int('BENCH_FAIRNESS_BURST', 120_000),
     burstConnections: int('BENCH_FAIRNESS_CONNECTIONS', 20),
     drainSeconds: int('BENCH_FAIRNESS_DRAIN_SECONDS', 30),
     /** Tenant A's backlog for `backlogRatio`: this many events, each to all 5 of A's endpoints. */
