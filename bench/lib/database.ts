@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { createDatabaseIfMissing, createDb, migrateLatest } from '../../src/infra/db.js';
-import { newId, uuidOf } from '../../src/domain/ids.js';
+import { newId, newStoredId, uuidOf } from '../../src/domain/ids.js';
 import { SecretBox } from '../../src/domain/secret-box.js';
 import { generateWebhookSecret } from '../../src/domain/signing.js';
 import { stringifyJson } from '../../src/domain/raw-json.js';
@@ -108,7 +108,7 @@ export async function insertBacklog(
     for (let i = 0; i < size; i++) {
       for (const share of shares) {
         if (from + i >= share.count) continue;
-        deliveryIds.push(uuidOf('delivery', newId('delivery')));
+        deliveryIds.push(newStoredId());
         deliveryEvents.push(eventIds[i]!);
         deliveryEndpoints.push(share.endpointId);
         deliveryTimes.push(times[i]!);

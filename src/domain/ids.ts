@@ -1,4 +1,5 @@
 import { typeid } from 'typeid-js';
+import { v7 as uuidv7 } from 'uuid';
 
 /** Identity prefixes from the contract; TypeIDs are URL-safe and sort by creation time. */
 export const idPrefixes = {
@@ -19,6 +20,16 @@ export type IdKind = keyof typeof idPrefixes;
 
 export function newId(kind: IdKind): string {
   return typeid(idPrefixes[kind]).toString();
+}
+
+/**
+ * A new id as the stores keep it: the UUIDv7 a TypeID would encode, drawn as typeid-js draws its own
+ * (uuid's v7, in creation order within the process), for an id that goes straight into a row.
+ * Through `newId` it would be written as a TypeID and read back, several times the cost, on intake's
+ * path (docs/performance.md, "Delivery ids as uuid"). `idOfUuid` names it for the API.
+ */
+export function newStoredId(): string {
+  return uuidv7();
 }
 
 /** True when `value` looks like an id of that kind; used to answer 404 early for foreign shapes. */

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { windowReadsPerEvent } from '../domain/backfill.js';
-import { newId, uuidOfId } from '../domain/ids.js';
+import { newId, newStoredId, uuidOfId } from '../domain/ids.js';
 import { advisoryLocks } from '../infra/advisory-locks.js';
 import { audit } from './audit-store.js';
 import { eventsKeptFromId } from '../domain/retention.js';
@@ -188,7 +188,7 @@ export async function startBackfill(
       filter: JSON.stringify(filter),
       total: eventIds.length,
     });
-    const deliveryIds = eventIds.map(() => newId('delivery'));
+    const deliveryIds = eventIds.map(newStoredId);
     const written = await write(trx, { endpointId, replayId: id, eventIds, deliveryIds });
     if (written.length !== eventIds.length) {
       // Cannot happen under the lock (every chosen event lacked a delivery); the total must not lie.

@@ -1,4 +1,4 @@
-import { newId, uuidOf } from '../domain/ids.js';
+import { newStoredId } from '../domain/ids.js';
 import { RecentMap } from '../domain/recent.js';
 
 /**
@@ -36,5 +36,5 @@ export async function withDeliveryIds<R extends { endpoint_count: number }>(
 }
 
 function newDeliveryIds(n: number): string[] {
-  return Array.from({ length: n }, () => uuidOf('delivery', newId('delivery')));
+  return Array.from({ length: n }, newStoredId);
 }

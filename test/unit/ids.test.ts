@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { TypeID } from 'typeid-js';
 import { describe, expect, it } from 'vitest';
-import { idOfUuid, newId, uuidOf, uuidOfId } from '../../src/domain/ids.js';
+import { idOfUuid, newId, newStoredId, uuidOf, uuidOfId } from '../../src/domain/ids.js';
 
 describe('ids stored as uuid', () => {
   it('gives back every TypeID from the uuid it encodes, and sorts both alike', () => {
@@ -19,6 +19,24 @@ describe('ids stored as uuid', () => {
     const uuids = Array.from({ length: 5_000 }, () => randomUUID());
     expect(uuids.map((u) => idOfUuid('endpoint', u))).toEqual(uuids.map((u) => TypeID.fromUUID('ep', u).toString()));
     expect(uuids.map((u) => uuidOf('endpoint', idOfUuid('endpoint', u)))).toEqual(uuids);
+  });
+
+  it('makes stored ids as TypeIDs would hold them: UUIDv7s of now, in creation order', () => {
+    const before = Date.now();
+    const made = Array.from({ length: 5_000 }, newStoredId);
+    const after = Date.now();
+    expect(new Set(made).size).toBe(made.length);
+    expect([...made].sort()).toEqual(made);
+    for (const id of made) {
+      expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+      const ms = parseInt(id.replaceAll('-', '').slice(0, 12), 16);
+      expect(ms).toBeGreaterThanOrEqual(before);
+      expect(ms).toBeLessThanOrEqual(after);
+      expect(uuidOf('delivery', idOfUuid('delivery', id))).toBe(id);
+    }
+    // Beside ids typeid-js makes at the same time: one sequence, whichever made the id.
+    const mixed = [newStoredId(), uuidOf('delivery', newId('delivery')), newStoredId()];
+    expect([...mixed].sort()).toEqual(mixed);
   });
 
   it('reads the extremes of the 128 bits', () => {

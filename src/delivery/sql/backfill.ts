@@ -21,7 +21,7 @@ export interface BackfillRows {
   replayId: string;
   /** The events, in the order their deliveries should start. */
   eventIds: string[];
-  /** One TypeID per event (made in TypeScript: ids made in SQL are not monotonic). */
+  /** One per event, as stored (newStoredId: made in TypeScript, since ids made in SQL are not monotonic). */
   deliveryIds: string[];
   ratePerSecond: number;
   /** MAX_EVENT_AGE_SECONDS, when the endpoint's retryPolicy sets none. */
@@ -53,7 +53,7 @@ export async function insertBackfillDeliveries(trx: Knex.Transaction, rows: Back
      RETURNING id`,
     {
       eventIds: rows.eventIds,
-      deliveryIds: rows.deliveryIds.map((id) => uuidOf('delivery', id)),
+      deliveryIds: rows.deliveryIds,
       rate: rows.ratePerSecond,
       maxAge: rows.defaultMaxAgeSeconds,
       replayId: rows.replayId,
