@@ -10,7 +10,7 @@ import { ensureLocalSecrets } from '../src/config/dotenv.js';
 import { loadConfig } from '../src/config/index.js';
 import { createDb } from '../src/infra/db.js';
 import { functionsTable } from '../src/infra/function-sources.js';
-import { dropDetachedLeftoversBeforeMigrating } from '../src/store/retention-store.js';
+import { dropDetachedLeftoversBeforeMigrating } from '../src/store/partitions-store.js';
 
 ensureLocalSecrets(process.env, process.env.ENV_FILE || '.env');
 const config = loadConfig(process.env);

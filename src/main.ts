@@ -3,7 +3,7 @@ import { ensureLocalSecrets } from './config/dotenv.js';
 import { createDatabaseIfMissing, createDb, migrateLatest } from './infra/db.js';
 import { ensureServices, ServiceUnreachableError } from './infra/ensure-services.js';
 import { createLogger } from './infra/logger.js';
-import { dropDetachedLeftoversBeforeMigrating } from './store/retention-store.js';
+import { dropDetachedLeftoversBeforeMigrating } from './store/partitions-store.js';
 import type { Role } from './platform.js';
 import { currentRelease } from './infra/release.js';
 import { startTracing, stopTracing } from './infra/tracing.js';

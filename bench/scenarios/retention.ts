@@ -2,7 +2,7 @@ import { uuidOf } from '../../src/domain/ids.js';
 import { resetState, type BenchContext } from '../lib/context.js';
 import { insertEndpoints, insertTenant } from '../lib/database.js';
 import { uuidFloor } from '../../src/domain/retention.js';
-import { detachAndDrop, ensurePartitions, listPartitions } from '../../src/store/retention-store.js';
+import { detachAndDrop, ensurePartitions, listPartitions } from '../../src/store/partitions-store.js';
 import { median, round } from '../lib/stats.js';
 
 export interface RetentionResult {

@@ -8,7 +8,7 @@ import { sendList } from '../lib/load.js';
 import { payloadData, type PreparedRequest } from '../lib/payload.js';
 import { median, round } from '../lib/stats.js';
 import { dayTablesPeriod, defaultRetention } from '../../src/domain/retention.js';
-import { ensurePartitions } from '../../src/store/retention-store.js';
+import { ensurePartitions } from '../../src/store/partitions-store.js';
 
 export interface StorageResult {
   bytesPerEvent: number;

@@ -24,7 +24,7 @@
 -- ACCESS EXCLUSIVE, which every read of events (claims, hand-offs, the API) queued behind. Nothing
 -- a writer waits for is held while waiting for the keys' tables, so no lock order is needed
 -- (docs/architecture.md, "Data over time"). One table per call, each its own transaction
--- (src/store/retention-store.ts, ensurePartitions).
+-- (src/store/partitions-store.ts, ensurePartitions).
 CREATE OR REPLACE FUNCTION ensure_time_partitions_v2(p_table text, p_from timestamp with time zone, p_to timestamp with time zone, p_day_period text)
 RETURNS integer
 LANGUAGE plpgsql

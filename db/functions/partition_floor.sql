@@ -9,7 +9,7 @@
 --
 -- The one place that says how a table is cut by time: ensure_time_partitions_v2 makes bounds with
 -- it, time_period_free compares them, and retention asks it where a window's partitions end
--- (src/store/retention-store.ts, partitionFloor).
+-- (src/store/partitions-store.ts, partitionFloor).
 CREATE OR REPLACE FUNCTION partition_floor(p_plan partition_plan, p_at timestamp with time zone)
 RETURNS text
 LANGUAGE sql

@@ -7,7 +7,7 @@
 -- Effects: none. Locks: none.
 --
 -- Called by time_period_free and ensure_time_partitions_v2; retention finds leftovers by this pattern
--- (src/store/retention-store.ts, dropDetachedLeftovers).
+-- (src/store/partitions-store.ts, dropDetachedLeftovers).
 CREATE OR REPLACE FUNCTION time_partition_name(p_plan partition_plan, p_start timestamp with time zone)
 RETURNS text
 LANGUAGE sql

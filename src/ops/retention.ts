@@ -26,13 +26,7 @@ import {
   deliveriesAllRemovable,
   deliveriesReferenceEvents,
   eventDaysLock,
-  detachAndDrop,
   databaseCutoffs,
-  dropDetachedLeftovers,
-  ensurePartitions,
-  listPartitions,
-  partitionFloor,
-  partitionRows,
   raiseWatermark,
   removeDeliveries,
   type RemovedDeliveries,
@@ -42,9 +36,9 @@ import {
   watermark,
   type IdRange,
   type LockSession,
-  type PartitionBounds,
   withAdvisoryLock,
 } from '../store/retention-store.js';
+import { detachAndDrop, dropDetachedLeftovers, ensurePartitions, listPartitions, partitionFloor, partitionRows, type PartitionBounds } from '../store/partitions-store.js';
 
 export interface RetentionReport {
   dryRun: boolean;

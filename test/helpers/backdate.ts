@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
 import { fromUUID } from 'typeid-js';
 import { idPrefixes, uuidOf, type IdKind } from '../../src/domain/ids.js';
-import { ensurePartitions } from '../../src/store/retention-store.js';
+import { ensurePartitions } from '../../src/store/partitions-store.js';
 
 export const dayMs = 86_400_000;
 

@@ -4,7 +4,7 @@ import { admitDue } from '../../src/delivery/sql/admit.js';
 import { claimDelivery, recordSuccesses } from '../../src/delivery/sql/attempts.js';
 import type { ClaimedDelivery } from '../../src/delivery/sql/claimed.js';
 import { newId, uuidOf } from '../../src/domain/ids.js';
-import { ensurePartitions } from '../../src/store/retention-store.js';
+import { ensurePartitions } from '../../src/store/partitions-store.js';
 import { daysAgo, idAt } from '../helpers/backdate.js';
 import {
   createEndpoint, insertPendingBacklog, startSteppedPlatform, steppedLeaseMs as leaseMs, steppedLimits as limits, successOf, type SteppedPlatform,

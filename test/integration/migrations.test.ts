@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { idOfUuid, newId, uuidOf } from '../../src/domain/ids.js';
 import { createDb, migrateLatest, migrationsDirectory } from '../../src/infra/db.js';
 import { applyFunctionSources, readFunctionSources } from '../../src/infra/function-sources.js';
-import { dropDetachedLeftoversBeforeMigrating } from '../../src/store/retention-store.js';
+import { dropDetachedLeftoversBeforeMigrating } from '../../src/store/partitions-store.js';
 import { typeIdFloor, uuidFloor } from '../../src/domain/retention.js';
 import { publish } from '../helpers/api.js';
 import { createEmptyDatabase, type TestDatabase, sentBody } from '../helpers/database.js';

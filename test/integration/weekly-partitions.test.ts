@@ -8,7 +8,7 @@ import { idOfUuid } from '../../src/domain/ids.js';
 import { defaultRetention, typeIdFloor, typeIdTime, uuidFloor } from '../../src/domain/retention.js';
 import { Retention } from '../../src/ops/retention.js';
 import { dayMs, daysAgo, insertOldEvent, partitionName as named } from '../helpers/backdate.js';
-import { ensurePartitions } from '../../src/store/retention-store.js';
+import { ensurePartitions } from '../../src/store/partitions-store.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 
 let t: TestPlatform;
