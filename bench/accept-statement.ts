@@ -8,7 +8,7 @@
  * whr_accept_statement, created for the run and dropped after it)
  */
 import { randomBytes } from 'node:crypto';
-import { newId } from '../src/domain/ids.js';
+import { newId, uuidOf } from '../src/domain/ids.js';
 import { RawJson } from '../src/domain/raw-json.js';
 import { createDb } from '../src/infra/db.js';
 import { IntakeWriter } from '../src/store/intake-store.js';
@@ -24,7 +24,7 @@ const db = createDb({ url, poolMax: 4 });
 const tenantId = await insertTenant(db, 'accept-statement');
 await insertEndpoints(db, tenantId, 'as', 2, 10, randomBytes(32).toString('base64'));
 const sourceId = newId('source');
-await db.raw(`INSERT INTO sources (id, tenant_id, type, name, secret_enc) VALUES (?, ?, 'momo-automation', 'bench', 'unused')`, [sourceId, tenantId]);
+await db.raw(`INSERT INTO sources (id, tenant_id, type, name, secret_enc) VALUES (?, ?, 'momo-automation', 'bench', 'unused')`, [sourceId, uuidOf('tenant', tenantId)]);
 const writer = new IntakeWriter(db, 86_400);
 const data = RawJson.of({ note: 'x'.repeat(400) });
 

@@ -120,13 +120,13 @@ export async function insertBacklog(
          SELECT e.id, ?, 'api', 'order.created', e.data, e.at,
                 CASE WHEN ?::boolean THEN '00-' || md5(e.id) || '-' || left(md5(e.id || 'fan-out'), 16) || '-01' END
            FROM unnest(?::text[], ?::text[], ?::timestamptz[]) AS e(id, data, at)`,
-        [tenantId, opts.traced ?? false, eventIds, payloads, times],
+        [uuidOf('tenant', tenantId), opts.traced ?? false, eventIds, payloads, times],
       );
       await trx.raw(
         `INSERT INTO deliveries (id, tenant_id, event_id, endpoint_id, status, next_attempt_at, deadline_at, created_at, updated_at)
          SELECT d.id, ?, d.event_id, d.endpoint_id, 'pending', d.at, d.at + interval '3 days', d.at, d.at
            FROM unnest(?::uuid[], ?::text[], ?::uuid[], ?::timestamptz[]) AS d(id, event_id, endpoint_id, at)`,
-        [tenantId, deliveryIds, deliveryEvents, deliveryEndpoints.map((id) => uuidOf('endpoint', id)), deliveryTimes],
+        [uuidOf('tenant', tenantId), deliveryIds, deliveryEvents, deliveryEndpoints.map((id) => uuidOf('endpoint', id)), deliveryTimes],
       );
     });
     deliveries += deliveryIds.length;
@@ -138,7 +138,7 @@ export async function insertBacklog(
 /** A tenant row without API keys, for work that never goes through the API. */
 export async function insertTenant(db: Knex, name: string): Promise<string> {
   const id = newId('tenant');
-  await db.raw('INSERT INTO tenants (id, name) VALUES (?, ?)', [id, name]);
+  await db.raw('INSERT INTO tenants (id, name) VALUES (?, ?)', [uuidOf('tenant', id), name]);
   return id;
 }
 
@@ -158,7 +158,7 @@ export async function insertEndpoints(db: Knex, tenantId: string, label: string,
       `INSERT INTO endpoints (id, tenant_id, url, max_concurrency, secret_enc)
        SELECT e.id, ?, 'http://127.0.0.1:1/' || ? || '/' || (? + e.n), ?, e.secret
          FROM unnest(?::uuid[], ?::text[]) WITH ORDINALITY AS e(id, secret, n)`,
-      [tenantId, label, from, maxConcurrency, chunk.map((id) => uuidOf('endpoint', id)), chunk.map((id) => box.seal(secret, id))],
+      [uuidOf('tenant', tenantId), label, from, maxConcurrency, chunk.map((id) => uuidOf('endpoint', id)), chunk.map((id) => box.seal(secret, id))],
     );
   }
   return ids;

@@ -1,3 +1,4 @@
+import { uuidOf } from '../../src/domain/ids.js';
 import type { Topology } from '../lib/config.js';
 import { resetState, waitUntil, type BenchContext } from '../lib/context.js';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -54,7 +55,7 @@ export async function runBacklogCase(ctx: BenchContext, topology: Topology): Pro
     // With BENCH_PG_SAMPLE=1, what PostgreSQL's backends did after the insert and during B's window.
     const settleSampler = ctx.config.pgSample ? new PgSampler(ctx.db) : undefined;
     settleSampler?.start();
-    const undone = () => countRows(ctx.db, "SELECT count(*) AS n FROM deliveries WHERE tenant_id = ? AND status <> 'succeeded'", [noisy.id]);
+    const undone = () => countRows(ctx.db, "SELECT count(*) AS n FROM deliveries WHERE tenant_id = ? AND status <> 'succeeded'", [uuidOf('tenant', noisy.id)]);
     // B starts once A's drain is under way and the one large insert's aftermath has passed (the
     // first reads and vacuums of 100,000 rows committed at once: hint bits, statistics), which a
     // backlog published over time or held by a pause does not have.

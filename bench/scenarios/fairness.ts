@@ -1,3 +1,4 @@
+import { uuidOf } from '../../src/domain/ids.js';
 import { createTenant } from '../lib/api.js';
 import type { PlatformProcess } from '../lib/children.js';
 import type { FairnessCase, Topology } from '../lib/config.js';
@@ -112,7 +113,7 @@ export async function schedulerWait(ctx: BenchContext, tenantId: string, since: 
        FROM (SELECT extract(epoch FROM a.started_at - e.created_at) * 1000 AS w
                FROM deliveries d CROSS JOIN LATERAL delivery_attempts(d.id) a JOIN events e ON e.id = d.event_id
               WHERE d.tenant_id = ? AND a.attempt_number = 1 AND e.created_at >= ? AND e.created_at < ?) x`,
-    [tenantId, since, until],
+    [uuidOf('tenant', tenantId), since, until],
   );
   const r = rows[0];
   return { p50Ms: round(Number(r?.p50 ?? Number.NaN), 1), p99Ms: round(Number(r?.p99 ?? Number.NaN), 1), maxMs: round(Number(r?.max ?? Number.NaN), 1) };
@@ -239,7 +240,7 @@ async function runBurstCase(ctx: BenchContext, topology: Topology): Promise<Burs
     const burstResult = await burst;
     const burstAnswered = Object.values(burstResult.statusCodes).reduce((a, b) => a + b, 0);
     if (burstAnswered >= cfg.burst) throw new Error(`fairness: A's burst of ${cfg.burst} events ended before B's phase did (${topology}, answered ${JSON.stringify(burstResult.statusCodes)}); raise BENCH_FAIRNESS_BURST`);
-    const noisyDelivered = await countRows(ctx.db, "SELECT count(*) AS n FROM deliveries WHERE tenant_id = ? AND status = 'succeeded'", [noisy.id]);
+    const noisyDelivered = await countRows(ctx.db, "SELECT count(*) AS n FROM deliveries WHERE tenant_id = ? AND status = 'succeeded'", [uuidOf('tenant', noisy.id)]);
 
     const aloneWait = await schedulerWait(ctx, quiet.id, aloneSince, aloneUntil);
     const burstWait = await schedulerWait(ctx, quiet.id, burstSince);

@@ -62,13 +62,13 @@ async function removalPair(ctx: BenchContext, tenantId: string, endpointId: stri
       `INSERT INTO events (id, tenant_id, origin, type, data, created_at)
        SELECT typeid_floor('evt', :day::timestamptz + make_interval(secs => n / 1000.0)), :tenant, 'api', 'bench.retention', '{}', :day
          FROM generate_series(1, :count) n`,
-      { day, tenant: tenantId, count: deliveriesPerDay },
+      { day, tenant: uuidOf('tenant', tenantId), count: deliveriesPerDay },
     );
     await db.raw(
       `INSERT INTO deliveries (id, tenant_id, event_id, endpoint_id, status, deadline_at, created_at, updated_at, succeeded_at)
        SELECT uuid_floor(at), :tenant, typeid_floor('evt', at), :endpoint, 'succeeded', :day, :day, :day, :day
          FROM generate_series(1, :count) n, LATERAL (SELECT :day::timestamptz + make_interval(secs => n / 1000.0) AS at) t`,
-      { day, tenant: tenantId, endpoint: uuidOf('endpoint', endpointId), count: deliveriesPerDay },
+      { day, tenant: uuidOf('tenant', tenantId), endpoint: uuidOf('endpoint', endpointId), count: deliveriesPerDay },
     );
     ctx.log(`retention: ${rows.toLocaleString('en-US')} attempt rows dated ${day.toISOString().slice(0, 10)}`);
     // In chunks: each statement stays well inside the bench connection's query timeout.

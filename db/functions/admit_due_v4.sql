@@ -62,7 +62,7 @@ CREATE OR REPLACE FUNCTION admit_due_v4(
   p_threshold integer, p_batch integer, p_queued_lease_seconds integer,
   p_local integer, p_in_flight_lease_ms integer, p_all_local boolean
 ) RETURNS TABLE (
-  local boolean, id uuid, tenant_id text, status text, attempt_count integer, attempt_base integer,
+  local boolean, id uuid, tenant_id uuid, status text, attempt_count integer, attempt_base integer,
   replayed_at timestamptz, next_trigger text, deadline_at timestamptz, succeeded_at timestamptz,
   event_id text, event_type text, event_created_at timestamptz, body text,
   ep_id uuid, url text, ep_status text, retry_policy jsonb, secret_enc text, previous_secret_enc text,
@@ -78,7 +78,7 @@ DECLARE
   v_picked uuid[];
   v_local boolean[];
   v_picked_endpoints uuid[];
-  v_picked_tenants text[];
+  v_picked_tenants uuid[];
   v_events_from text;
   v_events_to text;
   v_token_endpoints uuid[];

@@ -1,6 +1,6 @@
 -- fan_out_targets: the endpoints an event goes to.
 --
--- Inputs:  p_tenant_id, p_type  the event's tenant and type.
+-- Inputs:  p_tenant_id, p_type  the event's tenant (its uuid as text) and type.
 --          p_body       the event's body (event_body: {id, type, timestamp, messageId, data}), which an
 --                       endpoint's content filter (filter_path) is matched against, as
 --                       filter_document reads it; parsed only when the tenant has an endpoint with a
@@ -21,7 +21,8 @@
 --
 -- This file holds two signatures: (text, text) is the one of release 0.1.0 and applies no content
 -- filter. No release since calls it; it stays because released migrations' downs alter it by
--- signature (docs/operations/functions.md, "Except").
+-- signature (docs/operations/functions.md, "Except"). For the same reason both take the tenant's
+-- id as text, cast here (migration 20261206000054).
 CREATE OR REPLACE FUNCTION fan_out_targets(p_tenant_id text, p_type text, p_body text)
 RETURNS fan_out_target[]
 LANGUAGE plpgsql
@@ -36,7 +37,7 @@ BEGIN
                                   (e.retry_policy->>'maxEventAgeSeconds')::int)::fan_out_target ORDER BY e.id),
                     '{}')
       FROM endpoints e
-     WHERE e.tenant_id = p_tenant_id AND e.deleted_at IS NULL
+     WHERE e.tenant_id = p_tenant_id::uuid AND e.deleted_at IS NULL
        AND endpoint_matches_type(e.event_types, p_type)
        -- The body is parsed once (an InitPlan, run on first use), and only when a filter asks.
        AND (e.filter_path IS NULL OR p_body IS NULL OR jsonb_path_match((SELECT filter_document(p_body)), e.filter_path))

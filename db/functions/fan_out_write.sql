@@ -2,7 +2,7 @@
 -- what a fan-out delivery looks like, used by intake_accept_many and publish_events (a batch each) and
 -- fan_out_insert (one event: an endpoint's test event), so they cannot drift apart.
 --
--- Inputs:  per event i (parallel arrays): p_event_ids, p_tenant_ids, p_created_ats,
+-- Inputs:  per event i (parallel arrays): p_event_ids, p_tenant_ids (uuids as text), p_created_ats,
 --          p_message_keys, p_provider_sequences, p_order_seqs (the event's place in its
 --          message's order, drawn by the caller under the message's row lock);
 --          p_default_max_age_seconds  the platform's MAX_EVENT_AGE_SECONDS;
@@ -18,9 +18,10 @@
 --          delivery_queue, through the deliveries_queue_added trigger (once per statement).
 -- Locks:   row locks of the rows it inserts.
 --
--- Delivery ids arrive as text, cast here: this function, fan_out_insert, publish_event and their
--- callers' batches were first created by migrations whose downs drop them by name, so their
--- arguments keep the types those migrations gave them (migration 20261206000053).
+-- Delivery and tenant ids arrive as text, cast here: this function, fan_out_insert, publish_event
+-- and their callers' batches were first created by migrations whose downs drop them by name, so
+-- their arguments keep the types those migrations gave them (migrations 20261206000053 and
+-- 20261206000054).
 CREATE OR REPLACE FUNCTION fan_out_write(
   p_event_ids text[],
   p_tenant_ids text[],
@@ -39,7 +40,7 @@ AS $function$
 BEGIN
   INSERT INTO deliveries (id, tenant_id, event_id, endpoint_id, status, dead_reason, last_error, next_attempt_at,
                           deadline_at, order_key, order_hint, order_seq, created_at, updated_at)
-  SELECT d.id::uuid, p_tenant_ids[d.e], p_event_ids[d.e], d.endpoint_id,
+  SELECT d.id::uuid, p_tenant_ids[d.e]::uuid, p_event_ids[d.e], d.endpoint_id,
          CASE WHEN d.active THEN 'pending' ELSE 'dead' END,
          CASE WHEN d.active THEN NULL ELSE 'endpoint_disabled' END,
          CASE WHEN d.active THEN NULL ELSE 'endpoint was disabled when the event was accepted' END,

@@ -34,7 +34,7 @@
 -- `deliveries` (hand_off_v3, dropped by migration 20261205000050).
 CREATE OR REPLACE FUNCTION hand_off_v4(p_endpoint_ids uuid[], p_slots integer[], p_threshold integer, p_lease_ms integer)
 RETURNS TABLE (
-  id uuid, tenant_id text, status text, attempt_count integer, attempt_base integer,
+  id uuid, tenant_id uuid, status text, attempt_count integer, attempt_base integer,
   replayed_at timestamptz, next_trigger text, deadline_at timestamptz, succeeded_at timestamptz,
   event_id text, event_type text, event_created_at timestamptz, body text,
   ep_id uuid, url text, ep_status text, retry_policy jsonb, secret_enc text, previous_secret_enc text,

@@ -2,7 +2,7 @@
 -- (group commit: the api process answers each callback only after this has committed).
 --
 -- Inputs:  p_items  JSON array, one object per callback, in arrival order: receiptId, eventId,
---                   deliveryIds (uuids, a guess of how many are needed), tenantId, sourceId, origin,
+--                   deliveryIds (uuids, a guess of how many are needed), tenantId (its uuid), sourceId, origin,
 --                   bodyDigest, receivedAt, type, messageId, dedupeKey, status, statusRank,
 --                   statusFinal, sequence, data (the payload's JSON text; absent when the event
 --                   has none) or, as the api of release 0.3.0 and earlier sends it, body (the whole
@@ -97,7 +97,7 @@ BEGIN
         -- row. Either way a row that is written stays locked until commit, so the order drawn
         -- below is the order in which the message's events commit.
         INSERT INTO messages AS m (tenant_id, source_id, message_id, status, status_rank, status_final, last_event_id, updated_at)
-        VALUES (x."tenantId", x."sourceId", x."messageId", x.status, coalesce(x."statusRank", 0), coalesce(x."statusFinal", false),
+        VALUES (x."tenantId"::uuid, x."sourceId", x."messageId", x.status, coalesce(x."statusRank", 0), coalesce(x."statusFinal", false),
                 v_claimed, now())
         ON CONFLICT ON CONSTRAINT messages_identity DO UPDATE
            SET status = COALESCE(EXCLUDED.status, m.status),
@@ -147,7 +147,7 @@ BEGIN
          i.sequence, e.stale, i.body, i.data, i."receivedAt", i."traceParent"
     FROM unnest(v_event_items, v_event_stale) AS e(n, stale)
     JOIN ROWS FROM (jsonb_to_recordset(p_items) AS (
-      "receiptId" text, "eventId" text, "deliveryIds" text[], "tenantId" text, "sourceId" text, origin text,
+      "receiptId" text, "eventId" text, "deliveryIds" text[], "tenantId" uuid, "sourceId" text, origin text,
       "bodyDigest" text, "receivedAt" timestamptz, type text, "messageId" text, "dedupeKey" text, status text,
       "statusRank" integer, "statusFinal" boolean, sequence bigint, body text, data text, "traceParent" text))
     WITH ORDINALITY AS i("receiptId", "eventId", "deliveryIds", "tenantId", "sourceId", origin, "bodyDigest",
@@ -161,7 +161,7 @@ BEGIN
   SELECT i."receiptId", i."tenantId", i."sourceId", r.event_id, r.outcome, i.origin, i."bodyDigest", i."receivedAt"
     FROM unnest(v_receipt_items, v_receipt_events, v_receipt_outcomes) AS r(n, event_id, outcome)
     JOIN ROWS FROM (jsonb_to_recordset(p_items) AS (
-      "receiptId" text, "tenantId" text, "sourceId" text, origin text, "bodyDigest" text, "receivedAt" timestamptz))
+      "receiptId" text, "tenantId" uuid, "sourceId" text, origin text, "bodyDigest" text, "receivedAt" timestamptz))
     WITH ORDINALITY AS i("receiptId", "tenantId", "sourceId", origin, "bodyDigest", "receivedAt", n) USING (n);
 END
 $function$;

@@ -1,8 +1,9 @@
 -- intake_record_repeats: receipts for byte-identical repeats of bodies a source
 -- already sent, without parsing them (the cheap path of a provider retry storm).
 --
--- Inputs:  parallel arrays, one entry per repeat: p_receipt_ids, p_tenant_ids, p_source_ids,
---          p_origins, p_digests (the body's digest).
+-- Inputs:  parallel arrays, one entry per repeat: p_receipt_ids, p_tenant_ids (uuids as text:
+--          migration 20261202000026's down drops this signature), p_source_ids, p_origins,
+--          p_digests (the body's digest).
 -- Outputs: (id, event_id) per receipt written.
 -- Effects: receipts: a 'duplicate' receipt against the event its digest's first receipt names. A
 --          digest without any receipt (gone with its retention window) gets no row, and the caller
@@ -26,7 +27,7 @@ BEGIN
   -- receipt (gone with its retention window) gets no row, and the caller takes it as new.
   RETURN QUERY
   INSERT INTO receipts AS n (id, tenant_id, source_id, event_id, outcome, origin, body_digest)
-  SELECT i.receipt_id, i.tenant_id, i.source_id, r.event_id, 'duplicate', i.origin, i.body_digest
+  SELECT i.receipt_id, i.tenant_id::uuid, i.source_id, r.event_id, 'duplicate', i.origin, i.body_digest
     FROM unnest(p_receipt_ids, p_tenant_ids, p_source_ids, p_origins, p_digests)
          AS i(receipt_id, tenant_id, source_id, origin, body_digest)
    CROSS JOIN LATERAL (SELECT f.event_id FROM receipts f

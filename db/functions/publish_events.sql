@@ -2,7 +2,7 @@
 -- events) in one statement: each event, its message's row and its fan-out.
 --
 -- Inputs:  p_items  JSON array, one object per event, in arrival order: event_id, delivery_ids (uuids,
---                   a guess of how many are needed), tenant_id, origin, type, message_id,
+--                   a guess of how many are needed), tenant_id (its uuid), origin, type, message_id,
 --                   idempotency_key, request_hash, data (the payload's JSON text; absent when the
 --                   event has none) or, as the api of release 0.3.0 and earlier sends it, body
 --                   (the whole envelope, stored as sent), created_at, trace_parent (the event's
@@ -32,7 +32,7 @@ RETURNS TABLE (
   pending integer,
   dead_disabled integer,
   id text,
-  tenant_id text,
+  tenant_id uuid,
   source_id text,
   origin text,
   type text,
@@ -90,7 +90,8 @@ BEGIN
       v_event_ids := v_event_ids || NULL::text;
     ELSE
       IF x.idempotency_key IS NOT NULL THEN
-        INSERT INTO event_keys AS k (scope_id, key, event_id) VALUES (x.tenant_id, x.idempotency_key, x.event_id)
+        -- A tenant's scope is its uuid's text, written as uuid writes it (a source's is its TypeID).
+        INSERT INTO event_keys AS k (scope_id, key, event_id) VALUES (x.tenant_id::uuid::text, x.idempotency_key, x.event_id)
         ON CONFLICT DO NOTHING
         RETURNING k.event_id INTO v_claimed;
       END IF;
@@ -99,7 +100,7 @@ BEGIN
         -- waited on it is found here, and so is one claimed earlier in this batch.
         v_outcomes := v_outcomes || 'duplicate'::text;
         v_event_ids := v_event_ids
-          || (SELECT k.event_id FROM event_keys k WHERE k.scope_id = x.tenant_id AND k.key = x.idempotency_key);
+          || (SELECT k.event_id FROM event_keys k WHERE k.scope_id = x.tenant_id::uuid::text AND k.key = x.idempotency_key);
       ELSE
         v_outcomes := v_outcomes || 'created'::text;
         v_event_ids := v_event_ids || x.event_id;
@@ -107,7 +108,7 @@ BEGIN
         IF x.message_id IS NOT NULL THEN
           -- Taken before the event's place in its message's order is drawn below.
           INSERT INTO messages AS m (tenant_id, source_id, message_id, last_event_id)
-          VALUES (x.tenant_id, NULL, x.message_id, x.event_id)
+          VALUES (x.tenant_id::uuid, NULL, x.message_id, x.event_id)
           ON CONFLICT ON CONSTRAINT messages_identity DO UPDATE SET last_event_id = EXCLUDED.last_event_id, updated_at = now();
         END IF;
         FOREACH v_target IN ARRAY v_targets LOOP
@@ -136,7 +137,7 @@ BEGIN
     SELECT i.event_id, i.tenant_id, i.origin, i.type, i.message_id, i.idempotency_key, i.request_hash, i.body, i.data, i.created_at, i.trace_parent
       FROM unnest(v_event_items) AS w(n)
       JOIN ROWS FROM (jsonb_to_recordset(p_items) AS (
-        event_id text, tenant_id text, origin text, type text, message_id text, idempotency_key text, request_hash text,
+        event_id text, tenant_id uuid, origin text, type text, message_id text, idempotency_key text, request_hash text,
         body text, data text, created_at timestamptz, trace_parent text))
       WITH ORDINALITY AS i(event_id, tenant_id, origin, type, message_id, idempotency_key, request_hash, body, data, created_at,
         trace_parent, n) USING (n)

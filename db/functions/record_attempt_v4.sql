@@ -38,7 +38,7 @@ CREATE OR REPLACE FUNCTION record_attempt_v4(
   p_response_excerpt text, p_endpoint_id uuid, p_failure boolean, p_threshold integer, p_cooldown_seconds integer,
   p_hand_off_lease_ms integer, p_lease_token bigint)
 RETURNS TABLE (
-  applied boolean, id uuid, tenant_id text, status text, attempt_count integer, attempt_base integer,
+  applied boolean, id uuid, tenant_id uuid, status text, attempt_count integer, attempt_base integer,
   replayed_at timestamptz, next_trigger text, deadline_at timestamptz, succeeded_at timestamptz,
   event_id text, event_type text, event_created_at timestamptz, body text,
   ep_id uuid, url text, ep_status text, retry_policy jsonb, secret_enc text, previous_secret_enc text,

@@ -41,7 +41,7 @@ CREATE OR REPLACE FUNCTION record_successes_v4(
   p_started_ats timestamptz[], p_durations integer[], p_status_codes integer[], p_excerpts text[],
   p_endpoint_ids uuid[], p_hand_offs boolean[], p_threshold integer, p_lease_ms integer, p_lease_tokens bigint[])
 RETURNS TABLE (
-  applied integer[], id uuid, tenant_id text, status text, attempt_count integer, attempt_base integer,
+  applied integer[], id uuid, tenant_id uuid, status text, attempt_count integer, attempt_base integer,
   replayed_at timestamptz, next_trigger text, deadline_at timestamptz, succeeded_at timestamptz,
   event_id text, event_type text, event_created_at timestamptz, body text,
   ep_id uuid, url text, ep_status text, retry_policy jsonb, secret_enc text, previous_secret_enc text,

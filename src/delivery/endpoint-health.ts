@@ -138,7 +138,7 @@ export async function disableFailing(db: Knex, autoDisableAfterSeconds: number):
       .skipLocked();
     const disabled: DisabledEndpoint[] = [];
     for (const ep of failing) {
-      const endpoint = { id: idOfUuid('endpoint', ep.id), tenantId: ep.tenant_id, reason: `failing continuously since ${ep.failing_since.toISOString()}` };
+      const endpoint = { id: idOfUuid('endpoint', ep.id), tenantId: idOfUuid('tenant', ep.tenant_id), reason: `failing continuously since ${ep.failing_since.toISOString()}` };
       await trx('endpoints').where({ id: ep.id }).update(statusColumns(trx, 'active', 'disabled', endpoint.reason));
       await disableBySystem(trx, endpoint);
       disabled.push(endpoint);
@@ -186,7 +186,7 @@ export async function warnFailing(db: Knex, autoDisableAfterSeconds: number): Pr
     for (const r of rows) {
       warned.push({
         id: idOfUuid('endpoint', r.id),
-        tenantId: r.tenant_id,
+        tenantId: idOfUuid('tenant', r.tenant_id),
         failingSince: r.failing_since,
         thresholds: thresholdsToAnnounce(r.warned, r.reached),
         lastError: await lastErrorSince(trx, r.id, r.failing_since),

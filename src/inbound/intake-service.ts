@@ -5,8 +5,8 @@ import type { SecretBox } from '../domain/secret-box.js';
 import { isStorageUnavailable } from '../infra/db.js';
 import { RecentSet } from '../domain/recent.js';
 import type { FanOutResult } from '../domain/fan-out.js';
-import { IntakeWriter, type IntakeRecord } from '../store/intake-store.js';
-import { findSourceForIntake, verificationSecrets, type SourceRow } from '../store/sources-store.js';
+import { IntakeWriter, type IntakeRecord, type SourceRef } from '../store/intake-store.js';
+import { findSourceForIntake, verificationSecrets, type IntakeSourceRow } from '../store/sources-store.js';
 import type { InboundAdapter, InboundRequest } from './adapter.js';
 import type { ParsedEvent } from '../domain/events.js';
 import type { SourceType } from '../domain/sources.js';
@@ -26,7 +26,7 @@ export interface IntakeDeps {
 }
 
 interface CachedSource {
-  row: SourceRow;
+  row: IntakeSourceRow;
   adapter: InboundAdapter;
   secret: string;
   /** A replaced secret, accepted until its own expiry even while this entry is still cached. */
@@ -96,7 +96,7 @@ export class IntakeService {
     verifying?.end();
     if (!verified.ok) throw new IntakeError(401, verified.reason, verified.message, 'rejected_signature');
     const bodyDigest = adapter.repeatDigest?.(request) ?? digestHex(request.rawBody);
-    const source = { id: row.id, tenantId: row.tenant_id };
+    const source = { id: row.id, tenantId: row.tenantId };
     const bodyKey = `${row.id} ${bodyDigest}`;
     if (this.recentBodies.has(bodyKey)) {
       const repeat = await this.guard(() => this.writer.recordDigestDuplicate(source, bodyDigest, 'callback'));
@@ -105,24 +105,24 @@ export class IntakeService {
     }
     const parsed = adapter.parse(request);
     if (!parsed.ok) throw new IntakeError(400, parsed.code, parsed.message, 'rejected_malformed');
-    const record = await this.accept(row, parsed.event, bodyDigest, 'callback', request.now, span);
+    const record = await this.accept(source, parsed.event, bodyDigest, 'callback', request.now, span);
     this.recentBodies.add(bodyKey);
     return record;
   }
 
   /** Also the entry point of reconciliation, which learns events by polling instead of by callback. */
   async accept(
-    row: Pick<SourceRow, 'id' | 'tenant_id'>,
+    source: SourceRef,
     event: ParsedEvent,
     bodyDigest: string,
     origin: 'callback' | 'reconcile',
     receivedAt: Date,
     span?: Span,
   ): Promise<IntakeRecord> {
-    const spans = startAccept({ 'webhook.source_id': row.id, 'webhook.origin': origin }, span);
+    const spans = startAccept({ 'webhook.source_id': source.id, 'webhook.origin': origin }, span);
     try {
       const record = await this.guard(() =>
-        this.writer.recordCallback({ source: { id: row.id, tenantId: row.tenant_id }, origin, bodyDigest, event, receivedAt, traceParent: spans?.traceParent ?? null }),
+        this.writer.recordCallback({ source, origin, bodyDigest, event, receivedAt, traceParent: spans?.traceParent ?? null }),
       );
       spans?.stored({ ...record.fanOut, outcome: record.outcome, eventId: record.eventId, receiptId: record.receiptId, messageId: event.messageId });
       this.deps.fannedOut(record.fanOut);

@@ -110,7 +110,7 @@ export class Reconciler {
     const body = JSON.stringify({ event: 'message.status', message_id: c.message_id, status: a.status, timestamp: typeof a.updated_at === 'string' ? a.updated_at : undefined });
     const parsed = getAdapter('momo-communication').parse({ rawBody: Buffer.from(body), headers: {}, now: new Date() });
     if (!parsed.ok) return 'invalid_response';
-    const record = await this.deps.intake.accept({ id: c.source_id, tenant_id: c.tenant_id }, parsed.event, digestHex(body), 'reconcile', new Date());
+    const record = await this.deps.intake.accept({ id: c.source_id, tenantId: c.tenantId }, parsed.event, digestHex(body), 'reconcile', new Date());
     return record.outcome === 'accepted' ? 'changed' : 'unchanged';
   }
 }

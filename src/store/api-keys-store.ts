@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { newId } from '../domain/ids.js';
+import { idOfUuid, newId } from '../domain/ids.js';
 import { hashSecretToken, newSecretToken } from '../domain/secret-token.js';
 import { audit } from './audit-store.js';
 import { paginate, type Page } from './pagination.js';
@@ -116,5 +116,5 @@ export async function findApiKey(platformDb: Knex, keyHash: string): Promise<{ k
     { keyHash, resolutionSeconds: LAST_USED_RESOLUTION_SECONDS },
   );
   const row = rows[0];
-  return row ? { keyId: row.id, tenantId: row.tenant_id } : undefined;
+  return row ? { keyId: row.id, tenantId: idOfUuid('tenant', row.tenant_id) } : undefined;
 }

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { newId } from '../domain/ids.js';
+import { newId, uuidOf } from '../domain/ids.js';
 import type { Actor, TenantScope } from './tenant-scope.js';
 
 export interface AuditEntry {
@@ -28,7 +28,7 @@ const auditRow = (entry: Omit<AuditEntry, 'tenantId'>) => ({
  * For the platform's own jobs, which act across tenants; a tenant's change is audited by `audit`.
  */
 export async function recordAudit(platformDb: Knex | Knex.Transaction, entry: AuditEntry): Promise<void> {
-  await platformDb('audit_log').insert({ ...auditRow(entry), tenant_id: entry.tenantId });
+  await platformDb('audit_log').insert({ ...auditRow(entry), tenant_id: entry.tenantId && uuidOf('tenant', entry.tenantId) });
 }
 
 /** A change made through a tenant's scope, audited as the scope's tenant and actor (see recordAudit). */

@@ -4,7 +4,7 @@ import { canonicalJson } from '../domain/dedupe.js';
 import { conflict } from '../domain/errors.js';
 import { eventTypePrefix } from '../domain/event-types.js';
 import type { FanOutResult } from '../domain/fan-out.js';
-import { newId } from '../domain/ids.js';
+import { newId, uuidOf } from '../domain/ids.js';
 import { RawJson, stringifyJson } from '../domain/raw-json.js';
 import { startAccept } from '../infra/accept-spans.js';
 import type { Span } from '../infra/tracing.js';
@@ -14,9 +14,9 @@ import { run, statement, type WarmUp } from '../infra/sql.js';
 import { withDeliveryIds } from './delivery-ids.js';
 import type { TenantScope } from './tenant-scope.js';
 
+/** An event read within its tenant's scope (so without its tenant). */
 export interface EventRow {
   id: string;
-  tenant_id: string;
   source_id: string | null;
   origin: string;
   type: string;
@@ -28,7 +28,7 @@ export interface EventRow {
   seq: number;
 }
 
-const storedColumns = ['id', 'tenant_id', 'source_id', 'origin', 'type', 'message_id', 'status', 'stale', 'created_at', 'seq'].map((c) => `events.${c}`);
+const storedColumns = ['id', 'source_id', 'origin', 'type', 'message_id', 'status', 'stale', 'created_at', 'seq'].map((c) => `events.${c}`);
 
 /** An EventRow's columns, from a query over `events` (unaliased); the body is built by event_body. */
 export function eventColumns(scope: TenantScope): Array<string | Knex.Raw> {
@@ -109,7 +109,7 @@ export async function publishEvent(
   });
   spans?.stored({ outcome: row.outcome, eventId: row.id, messageId: row.message_id, pending: row.pending, deadDisabled: row.dead_disabled });
   const event: EventRow = {
-    id: row.id, tenant_id: row.tenant_id, source_id: row.source_id, origin: row.origin, type: row.type, message_id: row.message_id,
+    id: row.id, source_id: row.source_id, origin: row.origin, type: row.type, message_id: row.message_id,
     status: row.status, stale: row.stale, body: row.body, created_at: row.created_at, seq: row.seq,
   };
   if (row.outcome === 'duplicate') {
@@ -165,7 +165,7 @@ function publishManyParams(items: PublishItem[]) {
     maxAge,
     items: JSON.stringify(
       items.map((i) => ({
-        event_id: i.eventId, delivery_ids: i.deliveryIds, tenant_id: i.tenantId, origin: i.origin, type: i.type, message_id: i.messageId,
+        event_id: i.eventId, delivery_ids: i.deliveryIds, tenant_id: uuidOf('tenant', i.tenantId), origin: i.origin, type: i.type, message_id: i.messageId,
         idempotency_key: i.idempotencyKey, request_hash: i.requestHash, data: i.data, created_at: i.createdAt, trace_parent: i.traceParent,
       })),
     ),
@@ -199,5 +199,6 @@ const warmTargetsStatement = statement('warm_up_targets', 'SELECT fan_out_target
  */
 export const warmPublish: WarmUp = async (run) => {
   await run(publishManyStatement, { items: '[]', maxAge: 0 });
-  await run(warmTargetsStatement, { tenantId: 'ten_warm_up', type: 'platform.warm_up' });
+  // The nil uuid: no tenant's id is drawn as it (a UUIDv7 carries its version).
+  await run(warmTargetsStatement, { tenantId: '00000000-0000-0000-0000-000000000000', type: 'platform.warm_up' });
 };

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import type { FanOutResult } from '../domain/fan-out.js';
-import { newId } from '../domain/ids.js';
+import { newId, uuidOf } from '../domain/ids.js';
 import { stringifyJson } from '../domain/raw-json.js';
 import { Batcher } from '../infra/batcher.js';
 import { mayBeOneRowsFault } from '../infra/db.js';
@@ -78,7 +78,7 @@ export class IntakeWriter {
     const eventId = newId('event');
     const item: Omit<AcceptItem, 'deliveryIds'> = {
       receiptId, eventId,
-      tenantId: source.tenantId, sourceId: source.id, origin: input.origin, bodyDigest: input.bodyDigest, receivedAt: input.receivedAt,
+      tenantId: uuidOf('tenant', source.tenantId), sourceId: source.id, origin: input.origin, bodyDigest: input.bodyDigest, receivedAt: input.receivedAt,
       type: event.type, messageId: event.messageId ?? null, dedupeKey: event.dedupeKey,
       status: event.status?.value ?? null, statusRank: event.status?.rank ?? null, statusFinal: event.status?.final ?? null,
       sequence: event.sequence ?? null,
@@ -93,7 +93,7 @@ export class IntakeWriter {
   private async writeRepeats(items: RepeatItem[]): Promise<Array<string | undefined>> {
     const rows = await run<{ id: string; event_id: string }>(this.db, repeatsStatement, {
       receiptIds: items.map((i) => i.receiptId),
-      tenantIds: items.map((i) => i.tenantId),
+      tenantIds: items.map((i) => uuidOf('tenant', i.tenantId)),
       sourceIds: items.map((i) => i.sourceId),
       origins: items.map((i) => i.origin),
       digests: items.map((i) => i.bodyDigest),
@@ -121,6 +121,7 @@ interface AcceptItem {
   eventId: string;
   /** As stored (withDeliveryIds). */
   deliveryIds: string[];
+  /** As stored: its uuid. */
   tenantId: string;
   sourceId: string;
   origin: 'callback' | 'reconcile';

@@ -124,8 +124,8 @@ export async function exchangePortalLink(platformDb: Knex, linkToken: string) {
     if (row.exchanged_at) throw linkError('link_used', 'This portal link has already been used. Each link opens the portal once; ask for a new link.');
     const sessionToken = newSecretToken(PORTAL_SESSION_PREFIX);
     await trx('portal_sessions').where({ id: row.id }).update({ session_hash: hashSecretToken(sessionToken), exchanged_at: trx.fn.now() });
-    const tenant: { id: string; name: string } = await trx('tenants').where({ id: row.tenant_id }).first('id', 'name');
-    return { sessionToken, row, tenant };
+    const stored: { id: string; name: string } = await trx('tenants').where({ id: row.tenant_id }).first('id', 'name');
+    return { sessionToken, row, tenant: { id: idOfUuid('tenant', stored.id), name: stored.name } };
   });
 }
 
@@ -139,7 +139,7 @@ export async function resolvePortalSession(platformDb: Knex, sessionToken: strin
   const refused = refusal(row, 'session');
   if (refused) return refused;
   return {
-    tenantId: row.tenant_id,
+    tenantId: idOfUuid('tenant', row.tenant_id),
     restriction: {
       sessionId: row.id,
       manage: row.capabilities.includes('manage'),

@@ -1,7 +1,8 @@
 import type { Knex } from 'knex';
+import { idOfUuid } from '../domain/ids.js';
 
 export interface ReconcileCandidate {
-  tenant_id: string;
+  tenantId: string;
   source_id: string;
   message_id: string;
   status: string | null;
@@ -17,7 +18,7 @@ export interface ReconcileCandidate {
  * write a data-modifying CTE.
  */
 export async function claimReconcileBatch(db: Knex, limit: number, intervalSeconds: number): Promise<ReconcileCandidate[]> {
-  const { rows } = await db.raw<{ rows: ReconcileCandidate[] }>(
+  const { rows } = await db.raw<{ rows: Array<Omit<ReconcileCandidate, 'tenantId'> & { tenant_id: string }> }>(
     `WITH due AS (
        SELECT m.tenant_id, m.source_id, m.message_id
          FROM messages m JOIN sources s ON s.id = m.source_id
@@ -39,5 +40,5 @@ export async function claimReconcileBatch(db: Knex, limit: number, intervalSecon
      RETURNING m.tenant_id, m.source_id, m.message_id, m.status, s.reconcile_base_url AS base_url, s.reconcile_api_key_enc AS api_key_enc`,
     { intervalSeconds, limit },
   );
-  return rows;
+  return rows.map(({ tenant_id, ...row }) => ({ ...row, tenantId: idOfUuid('tenant', tenant_id) }));
 }

@@ -188,8 +188,9 @@ export async function deliveriesReferenceEvents(db: Knex, { lower, upper }: IdRa
  * partition holds seven days of keys.
  */
 export async function removeEventKeys(db: Knex, partition: string, opts: Pick<BatchOptions, 'dryRun' | 'batch'>): Promise<number> {
-  // Raw: the builder has no DELETE ... USING a subquery, nor a join on a row of columns.
-  const keyed = `SELECT coalesce(e.source_id, e.tenant_id) AS scope_id, coalesce(e.dedupe_key, e.idempotency_key) AS key, e.id
+  // Raw: the builder has no DELETE ... USING a subquery, nor a join on a row of columns. A key's
+  // scope is its source, else its tenant as its uuid's text (db/functions/publish_events.sql).
+  const keyed = `SELECT coalesce(e.source_id, e.tenant_id::text) AS scope_id, coalesce(e.dedupe_key, e.idempotency_key) AS key, e.id
                    FROM :partition: e WHERE (e.dedupe_key IS NOT NULL OR e.idempotency_key IS NOT NULL)`;
   if (opts.dryRun) {
     const { rows } = await db.raw<{ rows: Array<{ n: string }> }>(

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { newId } from '../domain/ids.js';
+import { idOfUuid, newId } from '../domain/ids.js';
 import type { HmacSourceConfig } from '../domain/hmac-source.js';
 import type { SecretBox } from '../domain/secret-box.js';
 import type { SourceType } from '../domain/sources.js';
@@ -8,6 +8,7 @@ import type { TenantScope } from './tenant-scope.js';
 
 export interface SourceRow {
   id: string;
+  /** As stored: the uuid the tenant's TypeID encodes. */
   tenant_id: string;
   type: SourceType;
   name: string;
@@ -69,9 +70,13 @@ export async function findSource(scope: TenantScope, id: string): Promise<Source
   return liveSources(scope).where('sources.id', id).first();
 }
 
+/** A source as intake reads it, with its tenant's TypeID. */
+export type IntakeSourceRow = SourceRow & { tenantId: string };
+
 /** Unscoped on purpose: inbound callbacks carry no API key; the source's own secret authenticates them. */
-export async function findSourceForIntake(platformDb: Knex, id: string): Promise<SourceRow | undefined> {
-  return platformDb<SourceRow>('sources').where({ id }).whereNull('deleted_at').first();
+export async function findSourceForIntake(platformDb: Knex, id: string): Promise<IntakeSourceRow | undefined> {
+  const row = await platformDb<SourceRow>('sources').where({ id }).whereNull('deleted_at').first();
+  return row && { ...row, tenantId: idOfUuid('tenant', row.tenant_id) };
 }
 
 /**

@@ -71,6 +71,8 @@ export interface SessionRestriction {
 export class TenantScope {
   readonly #db: Knex;
   readonly #reads?: ReadReplica;
+  /** The tenant's id as its rows hold it: the uuid its TypeID encodes (docs/architecture.md, "Ids in the database"). */
+  readonly #tenantKey: string;
 
   /**
    * `platformDb` is unscoped: only authentication, admin routes and the platform's own jobs hold one.
@@ -86,6 +88,7 @@ export class TenantScope {
   ) {
     this.#db = platformDb;
     this.#reads = reads;
+    this.#tenantKey = uuidOf('tenant', tenantId);
   }
 
   /**
@@ -112,7 +115,7 @@ export class TenantScope {
    */
   fromWholeTenant(table: RowTable, alias?: string): Knex.QueryBuilder {
     const name = alias ?? table;
-    return this.#db(alias ? `${table} as ${alias}` : table).where(`${name}.tenant_id`, this.tenantId);
+    return this.#db(alias ? `${table} as ${alias}` : table).where(`${name}.tenant_id`, this.#tenantKey);
   }
 
   /** A table that holds no tenant's rows (see SharedTable): nothing to filter. */
@@ -122,7 +125,7 @@ export class TenantScope {
 
   /** An insert into `table` whose every row belongs to this tenant (tenant_id is set here). */
   insert(table: RowTable, rows: Record<string, unknown> | Array<Record<string, unknown>>): Knex.QueryBuilder {
-    const owned = (row: Record<string, unknown>) => ({ ...row, tenant_id: this.tenantId });
+    const owned = (row: Record<string, unknown>) => ({ ...row, tenant_id: this.#tenantKey });
     return this.#db(table).insert(Array.isArray(rows) ? rows.map(owned) : owned(rows));
   }
 
@@ -148,22 +151,22 @@ export class TenantScope {
   /**
    * Runs SQL the builder cannot write (a recursive or data-modifying CTE, a LATERAL join, a function
    * call) composed of queries built from this scope, bound as `:name`. The text itself may name no
-   * tenant table (refused), and `:tenantId`, if it appears, is this scope's tenant.
+   * tenant table (refused), and `:tenantId`, if it appears, is this scope's tenant (as its rows hold it).
    */
   async composed<R>(sql: string, bindings: Record<string, Knex.Value | Knex.QueryBuilder> = {}): Promise<R[]> {
     refuseTenantTables(sql);
     if ('tenantId' in bindings) throw new TypeError('composed SQL: :tenantId is the scope\'s own, not an argument');
-    const { rows } = await this.#db.raw<{ rows: R[] }>(sql, { ...bindings, tenantId: this.tenantId });
+    const { rows } = await this.#db.raw<{ rows: R[] }>(sql, { ...bindings, tenantId: this.#tenantKey });
     return rows;
   }
 
   /**
-   * Runs a prepared statement (see src/infra/sql.ts) whose `:tenantId` is this scope's tenant: the
-   * caller cannot pass another. A statement without `:tenantId` is refused.
+   * Runs a prepared statement (see src/infra/sql.ts) whose `:tenantId` is this scope's tenant (as its
+   * rows hold it): the caller cannot pass another. A statement without `:tenantId` is refused.
    */
   run<R extends pg.QueryResultRow>(st: Statement, values: Record<string, unknown>): Promise<R[]> {
     if (!st.params.includes('tenantId')) throw new TypeError(`statement ${st.name}: a tenant's statement takes :tenantId`);
-    return run<R>(this.#db, st, { ...values, tenantId: this.tenantId });
+    return run<R>(this.#db, st, { ...values, tenantId: this.#tenantKey });
   }
 
   /**
@@ -184,7 +187,7 @@ export class TenantScope {
     const { endpointIds, eventTypes } = this.session!;
     // Endpoint columns hold the uuid a TypeID encodes; the audit log's targets are TypeIDs.
     const endpointUuids = endpointIds?.map((id) => uuidOf('endpoint', id));
-    const tenantId = this.tenantId;
+    const tenantId = this.#tenantKey;
     const db = this.#db;
     const typeMatch = (column: string) => (b: Knex.QueryBuilder) => {
       const exact = eventTypes!.filter((t) => eventTypePrefix(t) === undefined);

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { newId } from '../domain/ids.js';
+import { idOfUuid, newId, uuidOf, uuidOfId } from '../domain/ids.js';
 import { insertApiKey } from './api-keys-store.js';
 import { audit } from './audit-store.js';
 import { paginate, type Page } from './pagination.js';
@@ -12,7 +12,7 @@ const FIRST_KEY_NAME = 'default';
 export async function createTenant(platformDb: Knex, name: string): Promise<{ id: string; name: string; apiKey: string }> {
   const id = newId('tenant');
   return platformDb.transaction(async (trx) => {
-    await trx('tenants').insert({ id, name });
+    await trx('tenants').insert({ id: uuidOf('tenant', id), name });
     const scope = TenantScope.forAdmin(trx, id);
     const key = await insertApiKey(scope, FIRST_KEY_NAME);
     await audit(scope, {
@@ -31,13 +31,16 @@ interface TenantRow {
   created_at: Date;
 }
 
-const rowToTenant = (row: TenantRow) => ({ id: row.id, name: row.name, createdAt: row.created_at.toISOString() });
+/** `id` as stored: the uuid the tenant's TypeID encodes. */
+const rowToTenant = (row: TenantRow) => ({ id: idOfUuid('tenant', row.id), name: row.name, createdAt: row.created_at.toISOString() });
 
 export function listTenants(platformDb: Knex, page: { limit: number; cursor?: string }): Promise<Page<ReturnType<typeof rowToTenant>>> {
-  return paginate(platformDb('tenants').select('*'), 'id', page, rowToTenant);
+  return paginate(platformDb('tenants').select('*'), 'id', page, rowToTenant, 'tenant');
 }
 
 export async function findTenant(platformDb: Knex, id: string): Promise<ReturnType<typeof rowToTenant> | undefined> {
-  const row = (await platformDb('tenants').where({ id }).first()) as TenantRow | undefined;
+  const key = uuidOfId('tenant', id);
+  if (key === null) return undefined;
+  const row = (await platformDb('tenants').where({ id: key }).first()) as TenantRow | undefined;
   return row ? rowToTenant(row) : undefined;
 }

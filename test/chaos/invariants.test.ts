@@ -42,6 +42,8 @@ let port = 40_000;
  */
 async function world(): Promise<World> {
   const tenantId = newId('tenant');
+  // Rows store the uuid the tenant's TypeID encodes; the checker is given the TypeID.
+  const tenantKey = uuidOf('tenant', tenantId);
   const sourceId = newId('source');
   const a: RecordingReceiver = { url: `http://127.0.0.1:${++port}`, requests: [] };
   const b: RecordingReceiver = { url: `http://127.0.0.1:${++port}`, requests: [] };
@@ -50,10 +52,10 @@ async function world(): Promise<World> {
     epA: newId('endpoint'), epB: newId('endpoint'), e1: newId('event'), e2: newId('event'), stale: newId('event'),
     d1: newId('delivery'), d2: newId('delivery'), d3: newId('delivery'),
   };
-  await db('tenants').insert({ id: tenantId, name: 'checker' });
-  await db('sources').insert({ id: sourceId, tenant_id: tenantId, type: 'momo-automation', name: 's', secret_enc: 'x' });
+  await db('tenants').insert({ id: tenantKey, name: 'checker' });
+  await db('sources').insert({ id: sourceId, tenant_id: tenantKey, type: 'momo-automation', name: 's', secret_enc: 'x' });
   const endpoint = (id: string, url: string, eventTypes: string[], extra: Record<string, unknown> = {}) =>
-    ({ id: uuidOf('endpoint', id), tenant_id: tenantId, url, event_types: eventTypes, max_concurrency: 10, secret_enc: 'x', created_at: hourAgo, ...extra });
+    ({ id: uuidOf('endpoint', id), tenant_id: tenantKey, url, event_types: eventTypes, max_concurrency: 10, secret_enc: 'x', created_at: hourAgo, ...extra });
   await db('endpoints').insert([
     endpoint(ids.epA, `${a.url}/hook`, []),
     endpoint(ids.epB, `${b.url}/orders`, ['order.*']),
@@ -61,10 +63,10 @@ async function world(): Promise<World> {
     endpoint(newId('endpoint'), `${a.url}/gone`, [], { deleted_at: new Date(Date.now() - 60_000) }),
   ]);
   const event = (id: string, type: string, extra: Record<string, unknown> = {}) =>
-    ({ id, tenant_id: tenantId, source_id: sourceId, origin: 'callback', type, dedupe_key: `sub:${id}`, body: JSON.stringify({ id, type, data: { n: 1 } }), ...extra });
+    ({ id, tenant_id: tenantKey, source_id: sourceId, origin: 'callback', type, dedupe_key: `sub:${id}`, body: JSON.stringify({ id, type, data: { n: 1 } }), ...extra });
   await db('events').insert([event(ids.e1, 'order.created'), event(ids.e2, 'invoice.paid'), event(ids.stale, 'order.created', { stale: true })]);
   const delivery = (id: string, eventId: string, endpointId: string) =>
-    ({ id: uuidOf('delivery', id), tenant_id: tenantId, event_id: eventId, endpoint_id: uuidOf('endpoint', endpointId), status: 'pending', attempt_count: 1, deadline_at: new Date(Date.now() + 86_400_000) });
+    ({ id: uuidOf('delivery', id), tenant_id: tenantKey, event_id: eventId, endpoint_id: uuidOf('endpoint', endpointId), status: 'pending', attempt_count: 1, deadline_at: new Date(Date.now() + 86_400_000) });
   await db('deliveries').insert([delivery(ids.d1, ids.e1, ids.epA), delivery(ids.d2, ids.e1, ids.epB), delivery(ids.d3, ids.e2, ids.epA)]);
   // Each one moves as TRANSITIONS allows (the checker holds the recorded changes to it).
   await db('deliveries').whereIn('id', [ids.d1, ids.d2, ids.d3].map((id) => uuidOf('delivery', id))).update({ status: 'in_flight' });
@@ -81,7 +83,7 @@ async function world(): Promise<World> {
     attempt(ids.d3, 'success', 204, null, 2),
   ]);
   const receipt = (eventId: string, outcome: string, origin = 'callback') =>
-    ({ id: newId('receipt'), tenant_id: tenantId, source_id: sourceId, event_id: eventId, outcome, origin, body_digest: eventId });
+    ({ id: newId('receipt'), tenant_id: tenantKey, source_id: sourceId, event_id: eventId, outcome, origin, body_digest: eventId });
   await db('receipts').insert([
     receipt(ids.e1, 'accepted'), receipt(ids.e1, 'duplicate'), receipt(ids.e2, 'accepted'), receipt(ids.stale, 'stale'),
     // Learnt by polling, not by HTTP: not in the inbound metric.
@@ -161,7 +163,7 @@ describe('invariant checker', () => {
     }],
     ['queue_mismatch', 'the scheduler\'s mirror holds a delivery that already succeeded', async (w) => {
       // Written behind the triggers' back: a scheduler reading the mirror would send it again.
-      await db('delivery_queue').insert({ delivery_id: uuidOf('delivery', w.ids.d1), endpoint_id: uuidOf('endpoint', w.ids.epA), tenant_id: w.tenantId, status: 'pending', next_attempt_at: new Date(), deadline_at: new Date() });
+      await db('delivery_queue').insert({ delivery_id: uuidOf('delivery', w.ids.d1), endpoint_id: uuidOf('endpoint', w.ids.epA), tenant_id: uuidOf('tenant', w.tenantId), status: 'pending', next_attempt_at: new Date(), deadline_at: new Date() });
     }],
     ['forbidden_transition', 'a succeeded delivery was dead-lettered, which no entry of TRANSITIONS allows', async (w) => {
       await db('deliveries').where({ id: uuidOf('delivery', w.ids.d3) }).update({ status: 'dead', dead_reason: 'terminal' });
@@ -180,15 +182,15 @@ describe('invariant checker', () => {
     ['no_receiver', 'a succeeded delivery to an endpoint no receiver stands behind', async (w) => [w.b]],
     ['delivery_for_stale_event', 'a stale event was forwarded', async (w) => {
       await db('deliveries').insert({
-        id: uuidOf('delivery', newId('delivery')), tenant_id: w.tenantId, event_id: w.ids.stale, endpoint_id: uuidOf('endpoint', w.ids.epB), status: 'dead', dead_reason: 'terminal', deadline_at: new Date(),
+        id: uuidOf('delivery', newId('delivery')), tenant_id: uuidOf('tenant', w.tenantId), event_id: w.ids.stale, endpoint_id: uuidOf('endpoint', w.ids.epB), status: 'dead', dead_reason: 'terminal', deadline_at: new Date(),
       });
     }],
     ['duplicate_dedupe_key', 'two events share a source dedupe key', async (w) => {
-      await db('events').insert({ id: newId('event'), tenant_id: w.tenantId, source_id: w.sourceId, origin: 'callback', type: 'x', dedupe_key: `sub:${w.ids.e1}`, body: '{}', stale: true });
+      await db('events').insert({ id: newId('event'), tenant_id: uuidOf('tenant', w.tenantId), source_id: w.sourceId, origin: 'callback', type: 'x', dedupe_key: `sub:${w.ids.e1}`, body: '{}', stale: true });
     }],
     ['duplicate_idempotency_key', 'two events share an Idempotency-Key', async (w) => {
       for (let i = 0; i < 2; i++) {
-        await db('events').insert({ id: newId('event'), tenant_id: w.tenantId, origin: 'api', type: 'x', idempotency_key: 'k1', body: '{}', stale: true });
+        await db('events').insert({ id: newId('event'), tenant_id: uuidOf('tenant', w.tenantId), origin: 'api', type: 'x', idempotency_key: 'k1', body: '{}', stale: true });
       }
     }],
     ['unowed_request', 'a receiver got an event id it was not owed (unknown, stale, or another event’s delivery)', async (w) => {
@@ -221,7 +223,7 @@ describe('invariant checker', () => {
       w.metrics.terminal += 2;
     }],
     ['metric_receipts', 'the receipts counter disagrees with the receipt rows', async (w) => {
-      await db('receipts').insert({ id: newId('receipt'), tenant_id: w.tenantId, source_id: w.sourceId, event_id: w.ids.e1, outcome: 'duplicate', origin: 'callback', body_digest: 'd' });
+      await db('receipts').insert({ id: newId('receipt'), tenant_id: uuidOf('tenant', w.tenantId), source_id: w.sourceId, event_id: w.ids.e1, outcome: 'duplicate', origin: 'callback', body_digest: 'd' });
     }],
   ];
 

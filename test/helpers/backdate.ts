@@ -43,7 +43,8 @@ export async function insertOldEvent(
   db: Knex,
   spec: { tenantId: string; sourceId: string; at: Date; dedupeKey: string; deliveries: OldDelivery[] },
 ): Promise<OldEvent> {
-  const { tenantId, sourceId, at } = spec;
+  const { sourceId, at } = spec;
+  const tenantId = uuidOf('tenant', spec.tenantId);
   await ensurePartitions(db, at, new Date(at.getTime() + 1), 'day');
   const eventId = idAt('event', at);
   await db('events').insert({

@@ -265,16 +265,17 @@ export async function insertSucceededDeliveries(t: TestPlatform, tenantId: strin
 }
 
 async function insertDeliveries(t: TestPlatform, tenantId: string, endpointId: string, count: number, now: Date, status: 'pending' | 'succeeded'): Promise<string[]> {
+  const tenantKey = uuidOf('tenant', tenantId);
   const events = Array.from({ length: count }, (_, i) => {
     const id = newId('event');
-    return { id, tenant_id: tenantId, origin: 'api', type: 'order.created', body: JSON.stringify({ id, type: 'order.created', timestamp: now.toISOString(), messageId: null, data: { i } }), created_at: now };
+    return { id, tenant_id: tenantKey, origin: 'api', type: 'order.created', body: JSON.stringify({ id, type: 'order.created', timestamp: now.toISOString(), messageId: null, data: { i } }), created_at: now };
   });
   await t.platform.db.batchInsert('events', events, 500);
   await t.platform.db.batchInsert(
     'deliveries',
     events.map((e) => ({
       id: uuidOf('delivery', newId('delivery')),
-      tenant_id: tenantId,
+      tenant_id: tenantKey,
       event_id: e.id,
       endpoint_id: uuidOf('endpoint', endpointId),
       status,

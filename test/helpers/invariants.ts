@@ -40,7 +40,7 @@ import { metricValue } from './dispatch.js';
 import type { ReceivedRequest } from './receiver.js';
 import { observedTransitions, transitionsAllowing } from './transition-log.js';
 import { attemptsListed, sentBody } from './database.js';
-import { idOfUuid } from '../../src/domain/ids.js';
+import { idOfUuid, uuidOf } from '../../src/domain/ids.js';
 
 /** What the checker needs of a receiver: where it listens and what it recorded. */
 export interface RecordingReceiver {
@@ -163,7 +163,9 @@ export async function expectNoViolations(input: InvariantInput): Promise<Invaria
 }
 
 export async function inspect(input: InvariantInput): Promise<InvariantReport> {
-  const { db, tenantIds } = input;
+  const { db } = input;
+  // Stored as the uuids their TypeIDs encode.
+  const tenantIds = input.tenantIds?.map((id) => uuidOf('tenant', id));
   const scoped = <T extends Knex.QueryBuilder>(q: T, column = 'tenant_id'): T => (tenantIds ? (q.whereIn(column, tenantIds) as T) : q);
   // An attempt's tenant is its delivery's.
   const scopedAttempts = <T extends Knex.QueryBuilder>(q: T): T =>
@@ -338,7 +340,7 @@ export async function inspect(input: InvariantInput): Promise<InvariantReport> {
   }
 
   // Every status change must be one TRANSITIONS allows: the table is the promise, the log the proof.
-  const transitions = await observedTransitions(db, tenantIds);
+  const transitions = await observedTransitions(db, input.tenantIds);
   if (!transitions) report({ kind: 'transitions_not_recorded', message: 'the database records no status changes (see test/helpers/transition-log.ts)' });
   for (const t of transitions ?? []) {
     if (transitionsAllowing(t.from, t.to).length > 0) continue;

@@ -46,15 +46,16 @@ export interface RowCounts {
 
 /** The tenant's events, deliveries and attempts, counted in PostgreSQL. */
 export async function rowCounts(t: TestPlatform, tenantId: string): Promise<RowCounts> {
-  const count = async (table: string) => Number((await t.platform.db(table).where({ tenant_id: tenantId }).count({ n: '*' }))[0]!.n);
+  const tenantKey = uuidOf('tenant', tenantId);
+  const count = async (table: string) => Number((await t.platform.db(table).where({ tenant_id: tenantKey }).count({ n: '*' }))[0]!.n);
   // An attempt's tenant is its delivery's.
-  const attempts = Number((await attemptsListed(t.platform.db).whereIn('delivery_id', t.platform.db('deliveries').where({ tenant_id: tenantId }).select(t.platform.db.raw("typeid_of('dlv', id)"))).count({ n: '*' }))[0]!.n);
+  const attempts = Number((await attemptsListed(t.platform.db).whereIn('delivery_id', t.platform.db('deliveries').where({ tenant_id: tenantKey }).select(t.platform.db.raw("typeid_of('dlv', id)"))).count({ n: '*' }))[0]!.n);
   return { events: await count('events'), deliveries: await count('deliveries'), attempts };
 }
 
 /** The id of the tenant's (only) API key: the actor id audit entries must name. */
 export async function apiKeyId(t: TestPlatform, tenantId: string): Promise<string> {
-  const row = await t.platform.db('api_keys').where({ tenant_id: tenantId }).first('id');
+  const row = await t.platform.db('api_keys').where({ tenant_id: uuidOf('tenant', tenantId) }).first('id');
   return row.id as string;
 }
 

@@ -6,7 +6,7 @@
  */
 import type { Knex } from 'knex';
 import { allows, TRANSITIONS, type DeliveryStatus, type Transition } from '../../src/domain/delivery-status.js';
-import { idOfUuid } from '../../src/domain/ids.js';
+import { idOfUuid, uuidOf } from '../../src/domain/ids.js';
 
 export const TRANSITION_LOG = 'test_transitions.log';
 
@@ -15,7 +15,7 @@ export async function installTransitionLog(db: Knex): Promise<void> {
     CREATE SCHEMA IF NOT EXISTS test_transitions;
     CREATE TABLE IF NOT EXISTS ${TRANSITION_LOG} (
       delivery_id text NOT NULL,
-      tenant_id text NOT NULL,
+      tenant_id uuid NOT NULL,
       from_status text,
       to_status text NOT NULL,
       at timestamptz NOT NULL DEFAULT clock_timestamp()
@@ -74,8 +74,8 @@ export async function observedTransitions(db: Knex, tenantIds?: string[]): Promi
   if (!installed[0]?.ok) return undefined;
   const { rows } = await db.raw<{ rows: Array<{ from_status: DeliveryStatus | null; to_status: DeliveryStatus; n: number; example: string }> }>(
     `SELECT from_status, to_status, count(*)::int AS n, min(delivery_id) AS example FROM ${TRANSITION_LOG}
-      ${tenantIds ? 'WHERE tenant_id = ANY(:tenants)' : ''} GROUP BY 1, 2`,
-    { tenants: tenantIds ?? [] },
+      ${tenantIds ? 'WHERE tenant_id = ANY(:tenants::uuid[])' : ''} GROUP BY 1, 2`,
+    { tenants: (tenantIds ?? []).map((id) => uuidOf('tenant', id)) },
   );
   return rows.map((r) => ({ from: r.from_status, to: r.to_status, count: r.n, example: idOfUuid('delivery', r.example) }));
 }

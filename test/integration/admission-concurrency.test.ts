@@ -123,11 +123,12 @@ describe('what a round costs', () => {
   it('endpoints with nothing pending are not visited: 2,000 idle endpoints, and the endpoints table is only read by key', async () => {
     const ep = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/s', eventTypes: ['scale.*'], maxConcurrency: 1 });
     await publishMany(tenant, 3, 3, 'scale.created');
+    // Both ids are stored as the uuids their TypeIDs encode.
     await t.platform.db.raw(
       `INSERT INTO endpoints (id, tenant_id, url, event_types, secret_enc, max_concurrency, status)
        SELECT gen_random_uuid(), ?, 'http://127.0.0.1:9/idle', '{idle.x}', e.secret_enc, 1, 'active'
          FROM generate_series(1, 2000) g, endpoints e WHERE e.id = ?`,
-      [tenant.id, uuidOf('endpoint', ep.id)],
+      [uuidOf('tenant', tenant.id), uuidOf('endpoint', ep.id)],
     );
     await t.platform.db.raw('ANALYZE endpoints');
     // In one transaction, so its own scan counters say how the round read the table.

@@ -41,6 +41,18 @@ describe('admin: tenants and their API keys', () => {
     expectError(await admin.call('GET', '/admin/tenants/ten_01jzzzzzzzzzzzzzzzzzzzzzzz'), 404, 'not_found');
   });
 
+  it('answers an id that is no tenant TypeID as an unknown tenant: 404 on every route, 400 for a cursor', async () => {
+    // Stored as the uuid a tenant's TypeID encodes: another kind's id, or a malformed one, names no tenant.
+    const endpointLike = 'ep_01jzzzzzzzzzzzzzzzzzzzzzzz';
+    for (const id of ['ten_nope', 'ten_81jzzzzzzzzzzzzzzzzzzzzzzz', endpointLike, 'ten_01jzzzzzzzzzzzzzzzzzzzzzzzz']) {
+      expectError(await admin.call('GET', `/admin/tenants/${id}`), 404, 'not_found');
+      expectError(await admin.call('POST', `/admin/tenants/${id}/api-keys`, { body: { name: 'x' } }), 404, 'not_found');
+      expectError(await admin.call('POST', `/admin/tenants/${id}/portal-sessions`, { body: {} }), 404, 'not_found');
+    }
+    const foreignCursor = Buffer.from(endpointLike).toString('base64url');
+    expectError(await admin.call('GET', `/admin/tenants?cursor=${foreignCursor}`), 400, 'invalid_cursor');
+  });
+
   it('creates an API key for a tenant, shown once, that works on the tenant routes', async () => {
     const tenant = await t.createTenant('locked out');
     const res = await admin.call('POST', `/admin/tenants/${tenant.id}/api-keys`, { body: { name: 'recovery' } });

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uuidOf } from '../../src/domain/ids.js';
 import { expectError } from '../helpers/api.js';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 
@@ -17,9 +18,11 @@ describe('POST /admin/tenants', () => {
     expect(res.status).toBe(201);
     expect(res.body).toEqual({ id: expect.stringMatching(/^ten_[0-9a-z]{26}$/), name: 'Acme', apiKey: expect.any(String) });
 
-    const tenant = await t.platform.db('tenants').where({ id: res.body.id }).first();
+    // Rows hold the tenant as the uuid its TypeID encodes.
+    const tenantKey = uuidOf('tenant', res.body.id);
+    const tenant = await t.platform.db('tenants').where({ id: tenantKey }).first();
     expect(tenant).toMatchObject({ name: 'Acme' });
-    const keys = await t.platform.db('api_keys').where({ tenant_id: res.body.id });
+    const keys = await t.platform.db('api_keys').where({ tenant_id: tenantKey });
     expect(keys).toHaveLength(1);
     expect(keys[0].key_hash).not.toContain(res.body.apiKey);
 

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uuidOf } from '../../src/domain/ids.js';
 import { expectError, publish } from '../helpers/api.js';
 import { idAt } from '../helpers/backdate.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
@@ -114,10 +115,11 @@ describe('browsing summaries', () => {
       const busy = await t.createTenant('busy');
       const now = Date.now();
       const ids = Array.from({ length: 1_001 }, (_, i) => idAt('event', new Date(now - 60_000 + i)));
+      // Rows name their tenant by the uuid its TypeID encodes.
       await t.platform.db.raw(
         `INSERT INTO events (id, tenant_id, origin, type, body)
          SELECT id, :tenantId, 'api', 'busy.type', '{"data":{}}' FROM unnest(:ids::text[]) AS id`,
-        { tenantId: busy.id, ids },
+        { tenantId: uuidOf('tenant', busy.id), ids },
       );
       const capped = await busy.call('GET', '/v1/event-types');
       expect(capped.body.data).toEqual([expect.objectContaining({ type: 'busy.type', count: 1_000, countCapped: true })]);
@@ -130,14 +132,14 @@ describe('browsing summaries', () => {
       await t.platform.db.raw(
         `INSERT INTO events (id, tenant_id, origin, type, body)
          SELECT id, :tenantId, 'api', 'kind.' || lpad(n::text, 3, '0'), '{"data":{}}' FROM unnest(:ids::text[]) WITH ORDINALITY AS u(id, n)`,
-        { tenantId: many.id, ids: typeIds },
+        { tenantId: uuidOf('tenant', many.id), ids: typeIds },
       );
       const list = await many.call('GET', '/v1/event-types');
       expect(list.body.truncated).toBe(true);
       expect(list.body.data).toHaveLength(100);
       expect(list.body.data[0].type).toBe('kind.001');
       expect(list.body.data[99].type).toBe('kind.100');
-      await t.platform.db('events').where({ tenant_id: many.id, type: 'kind.101' }).delete();
+      await t.platform.db('events').where({ tenant_id: uuidOf('tenant', many.id), type: 'kind.101' }).delete();
       expect((await many.call('GET', '/v1/event-types')).body.truncated).toBe(false);
     });
 
@@ -153,7 +155,7 @@ describe('browsing summaries', () => {
       const ids = Array.from({ length: 2_000 }, (_, i) => idAt('event', new Date(now + 1_000 + i)));
       await t.platform.db.raw(
         `INSERT INTO events (id, tenant_id, origin, type, body) SELECT id, :tenantId, 'api', 'scan.type', '{"data":{}}' FROM unnest(:ids::text[]) AS id`,
-        { tenantId: owner.id, ids },
+        { tenantId: uuidOf('tenant', owner.id), ids },
       );
       expect(await listed()).toEqual([]);
       expect((await owner.call('GET', '/v1/event-types')).body.data).toEqual([expect.objectContaining({ type: 'scan.type', count: 1_000, countCapped: true })]);

@@ -41,8 +41,10 @@ describe('deliveries and messages API', () => {
     events.push(await publish(tenant, { type: 'order.created', messageId: 'msg-B', data: { n: 3 } }));
     events.push(await publish(tenant, { type: 'flaky.thing', data: { n: 4 } }));
 
+    // Deliveries hold the tenant as the uuid its TypeID encodes.
+    const tenantKey = uuidOf('tenant', tenant.id);
     await eventually(async () => {
-      const { n } = (await t.platform.db('deliveries').where({ tenant_id: tenant.id }).whereNot({ status: 'succeeded' }).whereNot({ status: 'dead' }).count({ n: '*' }))[0]!;
+      const { n } = (await t.platform.db('deliveries').where({ tenant_id: tenantKey }).whereNot({ status: 'succeeded' }).whereNot({ status: 'dead' }).count({ n: '*' }))[0]!;
       return Number(n) === 0;
     }, 'every delivery settled');
   });

@@ -20,8 +20,9 @@ describe('endpoints API', () => {
   });
 
   const create = (body: Record<string, unknown>) => tenant.call('POST', '/v1/endpoints', { body });
+  // Rows name their tenant by the uuid its TypeID encodes (an audit entry's target keeps its TypeID).
   const auditActions = async (id: string) =>
-    (await t.platform.db('audit_log').where({ target_id: id, tenant_id: tenant.id }).orderBy('id')).map((r) => r.action as string);
+    (await t.platform.db('audit_log').where({ target_id: id, tenant_id: uuidOf('tenant', tenant.id) }).orderBy('id')).map((r) => r.action as string);
 
   it('creates an endpoint with a whsec_ secret of 24+ random bytes and documented defaults', async () => {
     const res = await create({ url: target });
@@ -275,6 +276,6 @@ describe('endpoints API with ALLOW_PRIVATE_TARGETS=false', () => {
     expect(ok.status).toBe(201);
     expectError(await tenant.call('PATCH', `/v1/endpoints/${ok.body.id}`, { body: { url: 'https://10.1.2.3/x' } }), 400, 'private_address');
     expect((await tenant.call('GET', `/v1/endpoints/${ok.body.id}`)).body.url).toBe('https://hooks.example.com/in');
-    expect(await t.platform.db('endpoints').where({ tenant_id: tenant.id })).toHaveLength(1);
+    expect(await t.platform.db('endpoints').where({ tenant_id: uuidOf('tenant', tenant.id) })).toHaveLength(1);
   });
 });

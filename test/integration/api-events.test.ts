@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { idOfUuid, uuidOf } from '../../src/domain/ids.js';
 import { expectError, listAll, publish } from '../helpers/api.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { standard } from '../helpers/providers.js';
@@ -7,12 +8,15 @@ import { startReceiver, type Receiver } from '../helpers/receiver.js';
 describe('events API', () => {
   let t: TestPlatform;
   let tenant: TestTenant;
+  /** The tenant as its rows name it: the uuid its TypeID encodes. */
+  let tenantKey: string;
   let receiver: Receiver;
 
   beforeAll(async () => {
     t = await startTestPlatform();
     receiver = await startReceiver();
     tenant = await t.createTenant('events');
+    tenantKey = uuidOf('tenant', tenant.id);
     // Two endpoints that both take order.* events, one that never matches them.
     for (const eventTypes of [[], ['order.*'], ['invoice.paid']]) {
       const res = await tenant.call('POST', '/v1/endpoints', { body: { url: `${receiver.url}/${eventTypes.join(',')}`, eventTypes } });
@@ -39,8 +43,8 @@ describe('events API', () => {
     // Both matching endpoints receive it once.
     await eventually(async () => receiver.requests.filter((r) => r.headers['webhook-id'] === first.body.id).length === 2, 'two deliveries');
 
-    const eventsBefore = await count('events', { tenant_id: tenant.id });
-    const deliveriesBefore = await count('deliveries', { tenant_id: tenant.id });
+    const eventsBefore = await count('events', { tenant_id: tenantKey });
+    const deliveriesBefore = await count('deliveries', { tenant_id: tenantKey });
     const again = await post(body, 'key-1');
     expect(again.status).toBe(200);
     expect(again.body).toMatchObject({ id: first.body.id, duplicate: true });
@@ -48,8 +52,8 @@ describe('events API', () => {
     const reordered = await post({ data: { lines: [1, 2], total: 12.5, orderId: 'ord-1' }, messageId: 'ord-1', type: 'order.created' }, 'key-1');
     expect(reordered.status).toBe(200);
     expect(reordered.body.id).toBe(first.body.id);
-    expect(await count('events', { tenant_id: tenant.id })).toBe(eventsBefore);
-    expect(await count('deliveries', { tenant_id: tenant.id })).toBe(deliveriesBefore);
+    expect(await count('events', { tenant_id: tenantKey })).toBe(eventsBefore);
+    expect(await count('deliveries', { tenant_id: tenantKey })).toBe(deliveriesBefore);
     expect(await count('deliveries', { event_id: first.body.id })).toBe(2);
 
     // The repeat sent nothing: once both deliveries are settled, the receiver still has two requests for the event.
@@ -60,11 +64,11 @@ describe('events API', () => {
   it('refuses to reuse an Idempotency-Key for a different request with 409, storing nothing', async () => {
     const first = await post({ type: 'order.created', data: { n: 1 } }, 'key-2');
     expect(first.status).toBe(202);
-    const before = await count('events', { tenant_id: tenant.id });
+    const before = await count('events', { tenant_id: tenantKey });
     for (const changed of [{ type: 'order.created', data: { n: 2 } }, { type: 'order.updated', data: { n: 1 } }, { type: 'order.created', messageId: 'm', data: { n: 1 } }]) {
       expectError(await post(changed, 'key-2'), 409, 'idempotency_key_reused');
     }
-    expect(await count('events', { tenant_id: tenant.id })).toBe(before);
+    expect(await count('events', { tenant_id: tenantKey })).toBe(before);
   });
 
   it('scopes Idempotency-Keys to the tenant', async () => {
@@ -91,7 +95,7 @@ describe('events API', () => {
   });
 
   it('validates the request: malformed JSON, bad type, missing data, bad key, oversized body', async () => {
-    const before = await count('events', { tenant_id: tenant.id });
+    const before = await count('events', { tenant_id: tenantKey });
     const raw = (rawBody: string | Buffer, headers: Record<string, string> = {}) =>
       tenant.call('POST', '/v1/events', { rawBody, headers: { 'content-type': 'application/json', ...headers } });
     expectError(await raw('{"type":"order.created","data":'), 400, 'malformed_json');
@@ -106,7 +110,7 @@ describe('events API', () => {
 
     const big = JSON.stringify({ type: 'order.created', data: { blob: 'x'.repeat(1024 * 1024) } });
     expectError(await raw(big), 413, 'payload_too_large');
-    expect(await count('events', { tenant_id: tenant.id })).toBe(before);
+    expect(await count('events', { tenant_id: tenantKey })).toBe(before);
   });
 
   it('accepts a body just under 1 MiB', async () => {
@@ -121,7 +125,7 @@ describe('events API', () => {
     const answers = await Promise.all(Array.from({ length: 20 }, () => post(body, 'race-key')));
     expect(answers.map((a) => a.status).sort()).toEqual([...Array(19).fill(200), 202]);
     expect(new Set(answers.map((a) => a.body.id)).size).toBe(1);
-    expect(await count('events', { tenant_id: tenant.id, idempotency_key: 'race-key' })).toBe(1);
+    expect(await count('events', { tenant_id: tenantKey, idempotency_key: 'race-key' })).toBe(1);
     expect(await count('deliveries', { event_id: answers[0]!.body.id })).toBe(2);
   });
 
@@ -137,7 +141,8 @@ describe('events API', () => {
     const answers = await Promise.all(sends);
     expect(answers.map((a) => a.status)).toEqual(Array(40).fill(202));
     const owners = await db()('events').whereIn('id', answers.map((a) => a.body.id)).select('id', 'tenant_id');
-    const ownerOf = new Map(owners.map((r: { id: string; tenant_id: string }) => [r.id, r.tenant_id]));
+    // Each row names its tenant by uuid; compared as the API names it.
+    const ownerOf = new Map(owners.map((r: { id: string; tenant_id: string }) => [r.id, idOfUuid('tenant', r.tenant_id)]));
     answers.forEach((a, n) => expect(ownerOf.get(a.body.id)).toBe(n % 2 === 0 ? tenant.id : other.id));
     // Each event reaches its own tenant's endpoint only (one takes every type on each side), with
     // the data exactly as it was sent.

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { idOfUuid } from '../../src/domain/ids.js';
+import { idOfUuid, uuidOf } from '../../src/domain/ids.js';
 import { expectError } from '../helpers/api.js';
 import { createEndpoint, publish } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
@@ -49,7 +49,7 @@ describe('portal sessions managing endpoints and replays', () => {
     const invoice = await publish(tenant, 'invoice.paid');
     await settledOn(t, epA.id, 2);
     await settledOn(t, epB.id, 2);
-    const rows: Array<{ id: string; event_id: string; endpoint_id: string; status: string }> = await t.platform.db('deliveries').where({ tenant_id: tenant.id });
+    const rows: Array<{ id: string; event_id: string; endpoint_id: string; status: string }> = await t.platform.db('deliveries').where({ tenant_id: uuidOf('tenant', tenant.id) });
     const find = (event: string, endpoint: string) =>
       idOfUuid('delivery', rows.find((r) => r.event_id === event && idOfUuid('endpoint', r.endpoint_id) === endpoint && r.status === 'dead')!.id);
     Object.assign(dead, { aOrder: find(order, epA.id), aInvoice: find(invoice, epA.id), bOrder: find(order, epB.id), bInvoice: find(invoice, epB.id) });
@@ -95,7 +95,7 @@ describe('portal sessions managing endpoints and replays', () => {
       expect(audit.status).toBe(200);
       expect(audit.body.data.map((e: { actor: { type: string; id: string | null } }) => e.actor.type)).toEqual(['api_key', 'portal_session', 'api_key']);
       expect(audit.body.data[1]).toMatchObject({ actor: { type: 'portal_session', id: onlyA.id }, target: { type: 'endpoint', id: epA.id }, details: {} });
-      const stored = JSON.stringify(await t.platform.db('audit_log').where({ tenant_id: tenant.id }));
+      const stored = JSON.stringify(await t.platform.db('audit_log').where({ tenant_id: uuidOf('tenant', tenant.id) }));
       for (const secret of [current, epA.secret, epB.secret]) expect(stored).not.toContain(secret.slice('whsec_'.length));
       // Refused and out-of-scope reads revealed nothing, so they are not in the log.
       const refusedByScope = await t.platform.db('audit_log').where({ target_id: epB.id, action: 'endpoint.secret_revealed' });
@@ -208,7 +208,7 @@ describe('portal sessions managing endpoints and replays', () => {
       expectError(res, 403, 'forbidden');
       expect(res.body.error.message).toBe('this portal link covers only the event types order.*: send the test event as one of them (type)');
       expectError(await onlyOrders.call('POST', `/v1/endpoints/${epA.id}/test`, { body: { type: 'invoice.test' } }), 403, 'forbidden');
-      expect(await t.platform.db('events').where({ tenant_id: tenant.id }).whereIn('type', ['platform.test', 'invoice.test'])).toEqual([]);
+      expect(await t.platform.db('events').where({ tenant_id: uuidOf('tenant', tenant.id) }).whereIn('type', ['platform.test', 'invoice.test'])).toEqual([]);
     });
 
     it('sends a test of a type within the scope, which the session can then follow', async () => {

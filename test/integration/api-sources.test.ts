@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uuidOf } from '../../src/domain/ids.js';
 import { SecretBox } from '../../src/domain/secret-box.js';
 import { expectError, listAll } from '../helpers/api.js';
 import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
@@ -85,7 +86,8 @@ describe('sources API', () => {
   });
 
   it('validates type, name, secret and the reconcile block', async () => {
-    const before = await t.platform.db('sources').where({ tenant_id: tenant.id }).count({ n: '*' });
+    // Rows name their tenant by the uuid its TypeID encodes.
+    const before = await t.platform.db('sources').where({ tenant_id: uuidOf('tenant', tenant.id) }).count({ n: '*' });
     for (const body of [
       { type: 'paypal', name: 'x' },
       { name: 'no type' },
@@ -104,7 +106,7 @@ describe('sources API', () => {
       const res = await create(body);
       expect({ body, status: res.status, code: res.body?.error?.code }).toEqual({ body, status: 400, code: 'validation_failed' });
     }
-    expect(await t.platform.db('sources').where({ tenant_id: tenant.id }).count({ n: '*' })).toEqual(before);
+    expect(await t.platform.db('sources').where({ tenant_id: uuidOf('tenant', tenant.id) }).count({ n: '*' })).toEqual(before);
   });
 
   it('lists sources page by page without secrets, and answers 404 for an unknown id', async () => {

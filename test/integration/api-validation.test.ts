@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uuidOf } from '../../src/domain/ids.js';
 import { expectError } from '../helpers/api.js';
 import { createSource, postCallback, sign } from '../helpers/intake.js';
 import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
@@ -22,7 +23,8 @@ describe('request validation', () => {
     await t?.stop();
   });
 
-  const endpoints = () => t.platform.db('endpoints').where({ tenant_id: tenant.id }).count({ n: '*' }).then((r) => Number(r[0]!.n));
+  // Rows name their tenant by the uuid its TypeID encodes.
+  const endpoints = () => t.platform.db('endpoints').where({ tenant_id: uuidOf('tenant', tenant.id) }).count({ n: '*' }).then((r) => Number(r[0]!.n));
   const raw = (method: string, path: string, rawBody: string, headers: Record<string, string>, token = tenant.apiKey) =>
     t.call(method, path, { token, rawBody, headers });
 
@@ -177,7 +179,7 @@ describe('request validation', () => {
     });
 
     it('an empty filter value or a reversed window in a bulk replay replays nothing', async () => {
-      const replays = () => t.platform.db('replays').where({ tenant_id: tenant.id }).count({ n: '*' }).then((r) => Number(r[0]!.n));
+      const replays = () => t.platform.db('replays').where({ tenant_id: uuidOf('tenant', tenant.id) }).count({ n: '*' }).then((r) => Number(r[0]!.n));
       const before = await replays();
       const res = await tenant.call('POST', '/v1/replays', { body: { filter: { endpointId: '', eventType: '', since: later, until: earlier }, reason: 'an unset variable' } });
       expectError(res, 400, 'validation_failed');

@@ -88,9 +88,11 @@ describe('the claim of a queued delivery', () => {
     await t.platform.db.raw('ANALYZE events');
     const eventId = idAt('event', day);
     const deliveryId = newId('delivery');
-    await t.platform.db('events').insert({ id: eventId, tenant_id: tenant.id, origin: 'api', type: 'order.created', data: '{"n":1}', created_at: new Date() });
+    // Rows hold the tenant as the uuid its TypeID encodes.
+    const tenantKey = uuidOf('tenant', tenant.id);
+    await t.platform.db('events').insert({ id: eventId, tenant_id: tenantKey, origin: 'api', type: 'order.created', data: '{"n":1}', created_at: new Date() });
     await t.platform.db('deliveries').insert({
-      id: uuidOf('delivery', deliveryId), tenant_id: tenant.id, event_id: eventId, endpoint_id: uuidOf('endpoint', ep.id), status: 'pending',
+      id: uuidOf('delivery', deliveryId), tenant_id: tenantKey, event_id: eventId, endpoint_id: uuidOf('endpoint', ep.id), status: 'pending',
       next_attempt_at: new Date(), deadline_at: new Date(Date.now() + 3_600_000),
     });
     const round = await admitDue(t.platform.db, { queuedLeaseSeconds: 30, circuitFailureThreshold: 3, perEndpointBatch: 1 });

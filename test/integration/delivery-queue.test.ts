@@ -160,7 +160,7 @@ describe('a claim kept in the queue row only', () => {
       // The round as admitDue runs it (which refuses a caller's transaction), everything local.
       const { rows } = await trx.raw('SELECT * FROM admit_due_v4(5, 100, 30, 10, 30000, true) WHERE id = ?', [stored]);
       claimed = rows.map((r: { id: string; tenant_id: string; attempt_count: number; lease_token: string; ep_id: string }) =>
-        ({ id: idOfUuid('delivery', r.id), tenant_id: r.tenant_id, attempt_count: r.attempt_count, lease_token: Number(r.lease_token), endpoint: { id: idOfUuid('endpoint', r.ep_id) } }));
+        ({ id: idOfUuid('delivery', r.id), tenant_id: idOfUuid('tenant', r.tenant_id), attempt_count: r.attempt_count, lease_token: Number(r.lease_token), endpoint: { id: idOfUuid('endpoint', r.ep_id) } }));
       await committed;
     });
     await eventually(async () => claimed.length === 1, 'the claim, not yet committed');

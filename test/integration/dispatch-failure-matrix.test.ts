@@ -168,7 +168,8 @@ describe('failure matrix', () => {
     expect(ep.body).toMatchObject({ status: 'disabled', disabledReason: expect.stringContaining('410') });
     const audit = await t.platform.db('audit_log').where({ target_id: endpoint.id, action: 'endpoint.auto_disabled' });
     expect(audit).toHaveLength(1);
-    expect(audit[0]).toMatchObject({ tenant_id: tenant.id, actor_type: 'system', target_type: 'endpoint', reason: expect.stringContaining('410') });
+    // The audit log holds the tenant as the uuid its TypeID encodes.
+    expect(audit[0]).toMatchObject({ tenant_id: uuidOf('tenant', tenant.id), actor_type: 'system', target_type: 'endpoint', reason: expect.stringContaining('410') });
 
     // Later events are kept for the disabled endpoint as dead letters, and nothing is sent.
     const later = await publish(tenant);

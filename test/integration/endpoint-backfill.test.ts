@@ -144,7 +144,7 @@ describe('endpoint backfill', () => {
     expect(narrowed.body).toMatchObject({ total: 1, sample: [{ id: ev.i1, type: 'invoice.paid' }] });
 
     expect(await deliveriesTo(epN)).toEqual(before);
-    expect(await t.platform.db('replays').where({ tenant_id: a.id })).toEqual([]);
+    expect(await t.platform.db('replays').where({ tenant_id: uuidOf('tenant', a.id) })).toEqual([]);
   });
 
   it('eventTypes narrows what is delivered', async () => {

@@ -51,7 +51,7 @@ describe('failure warnings before an auto-disable', () => {
     return [...byId.values()].sort((a, b) => (a.id < b.id ? -1 : 1));
   };
   const platformEvents = async (tenantId: string, type: string) =>
-    t.platform.db('events').where({ tenant_id: tenantId, type }).orderBy('id').pluck('id');
+    t.platform.db('events').where({ tenant_id: uuidOf('tenant', tenantId), type }).orderBy('id').pluck('id');
 
   async function failingSetup(name: string) {
     const tenant = await t.createTenant(name);

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { idOfUuid } from '../../src/domain/ids.js';
+import { idOfUuid, uuidOf } from '../../src/domain/ids.js';
 import { startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 
 /**
@@ -72,9 +72,10 @@ afterAll(async () => {
 /** The endpoints fan-out picks for an event of this type and data, as intake and publishing ask it. */
 async function targets(type: string, data: string): Promise<string[]> {
   const body = `{"id":"evt_x","type":${JSON.stringify(type)},"timestamp":"2026-12-02T00:00:00.000Z","messageId":null,"data":${data}}`;
+  // fan_out_targets takes the tenant as its stored uuid's text.
   const { rows } = await t.platform.db.raw<{ rows: Array<{ endpoint_id: string }> }>(
     'SELECT (unnest(fan_out_targets(:tenantId, :type, :body))).endpoint_id',
-    { tenantId: tenant.id, type, body },
+    { tenantId: uuidOf('tenant', tenant.id), type, body },
   );
   return rows.map((r) => idOfUuid('endpoint', r.endpoint_id));
 }
@@ -89,7 +90,7 @@ describe('content filters in fan-out', () => {
   it('the signature of release 0.1.0 applies no filter', async () => {
     const { rows } = await t.platform.db.raw<{ rows: Array<{ endpoint_id: string }> }>(
       'SELECT (unnest(fan_out_targets(:tenantId, :type))).endpoint_id',
-      { tenantId: tenant.id, type: 't' },
+      { tenantId: uuidOf('tenant', tenant.id), type: 't' },
     );
     expect(rows.map((r) => idOfUuid('endpoint', r.endpoint_id))).toContain(endpointOf.get('$eq big integer'));
   });

@@ -33,10 +33,13 @@ afterAll(async () => {
   await t?.stop();
 });
 
-/** One event given to publish_events as the api gives it, to the tenant's endpoint: its outcome and the body it answers. */
+/**
+ * One event given to publish_events as the api gives it (the tenant as its uuid), to the tenant's
+ * endpoint: its outcome and the body it answers.
+ */
 async function publishDirectly(fields: Record<string, unknown>): Promise<Array<{ outcome: string; body: string }>> {
   const item = {
-    delivery_ids: [uuidOf('delivery', newId('delivery'))], tenant_id: tenant.id, origin: 'api', type: 'order.created', message_id: null,
+    delivery_ids: [uuidOf('delivery', newId('delivery'))], tenant_id: uuidOf('tenant', tenant.id), origin: 'api', type: 'order.created', message_id: null,
     idempotency_key: null, request_hash: null, trace_parent: null, ...fields,
   };
   const { rows } = await t.platform.db.raw<{ rows: Array<{ outcome: string; body: string }> }>('SELECT outcome, body FROM publish_events(?::jsonb, 86400)', [

@@ -64,12 +64,14 @@ async function insertOldPending(endpointId: string, days: number, dueAt: Date): 
   const at = daysAgo(days);
   const eventId = idAt('event', at);
   const deliveryId = newId('delivery');
+  // Rows store the uuid the tenant's TypeID encodes.
+  const tenantKey = uuidOf('tenant', tenant.id);
   await t.platform.db('events').insert({
-    id: eventId, tenant_id: tenant.id, origin: 'api', type: 'order.created', data: '{"old":true}', created_at: at,
+    id: eventId, tenant_id: tenantKey, origin: 'api', type: 'order.created', data: '{"old":true}', created_at: at,
   });
   const now = new Date();
   await t.platform.db('deliveries').insert({
-    id: uuidOf('delivery', deliveryId), tenant_id: tenant.id, event_id: eventId, endpoint_id: uuidOf('endpoint', endpointId), status: 'pending',
+    id: uuidOf('delivery', deliveryId), tenant_id: tenantKey, event_id: eventId, endpoint_id: uuidOf('endpoint', endpointId), status: 'pending',
     next_attempt_at: dueAt, deadline_at: new Date(now.getTime() + 3_600_000), created_at: at, updated_at: now,
   });
   return { eventId, deliveryId };

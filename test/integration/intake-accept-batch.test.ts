@@ -39,11 +39,13 @@ afterAll(async () => {
 
 /** A new delivery id as the intake and publish functions take it: the uuid its TypeID encodes. */
 const deliveryId = () => uuidOf('delivery', newId('delivery'));
+/** The tenant as the intake and publish functions take it and its rows store it: its uuid. */
+const tenantKey = () => uuidOf('tenant', tenant.id);
 
 function acceptItem(n: number, eventId: string, overrides: Record<string, unknown> = {}) {
   return {
     receiptId: newId('receipt'), eventId, deliveryIds: [deliveryId(), deliveryId()],
-    tenantId: tenant.id, sourceId: source.id, origin: 'callback', bodyDigest: `digest-${n}`, receivedAt: new Date(),
+    tenantId: tenantKey(), sourceId: source.id, origin: 'callback', bodyDigest: `digest-${n}`, receivedAt: new Date(),
     type: 'order.created', messageId: `ord_${n}`, dedupeKey: `key-${n}`, status: null, statusRank: null, statusFinal: null,
     sequence: null, data: JSON.stringify({ n }), ...overrides,
   };
@@ -127,7 +129,7 @@ describe('intake statement plans', () => {
       const { rows } = await session.query('SELECT * FROM intake_accept_many($1::jsonb, 86400)', [JSON.stringify([acceptItem(n, eventId)])]);
       expect(rows).toMatchObject([{ outcome: 'accepted', event_id: eventId, endpoint_count: 2, pending: 2 }]);
       const repeat = await session.query('SELECT * FROM intake_record_repeats($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])', [
-        [newId('receipt')], [tenant.id], [source.id], ['callback'], [`digest-${n}`],
+        [newId('receipt')], [tenantKey()], [source.id], ['callback'], [`digest-${n}`],
       ]);
       expect(repeat.rows).toMatchObject([{ event_id: eventId }]);
       const published = newId('event');
@@ -146,7 +148,7 @@ describe('intake statement plans', () => {
     expect(targetLookups.length).toBe(7 * 2);
     for (const plan of [...eventChecks, ...targetLookups]) {
       expect(plan).toContain('$1');
-      for (const id of [tenant.id, ...eventIds]) expect(plan).not.toContain(id);
+      for (const id of [tenantKey(), ...eventIds]) expect(plan).not.toContain(id);
     }
     // The reusable check still reads only the event's own partition.
     expect(eventChecks[eventChecks.length - 1]).toMatch(/Subplans Removed: \d+/);
@@ -157,7 +159,7 @@ describe('intake statement plans', () => {
 /** One event as the api gives it to publish_events, to the tenant's two endpoints unless told otherwise. */
 function publishItem(fields: Record<string, unknown>): Record<string, unknown> {
   return {
-    event_id: newId('event'), delivery_ids: [deliveryId(), deliveryId()], tenant_id: tenant.id, origin: 'api',
+    event_id: newId('event'), delivery_ids: [deliveryId(), deliveryId()], tenant_id: tenantKey(), origin: 'api',
     type: 'order.created', message_id: null, idempotency_key: null, request_hash: null, data: '{}',
     created_at: new Date().toISOString(), trace_parent: null, ...fields,
   };
@@ -201,7 +203,7 @@ describe('a publish batch', () => {
     const places = deliveries.filter((d) => idOfUuid('endpoint', d.endpoint_id) === ordered);
     expect(places.map((d) => [d.event_id, d.order_key])).toEqual([[ids[3], 'api:m-batch'], [ids[4], 'api:m-batch']]);
     expect(Number(places[0].order_seq)).toBeLessThan(Number(places[1].order_seq));
-    const { rows: message } = await session.query('SELECT last_event_id FROM messages WHERE tenant_id = $1 AND message_id = $2', [tenant.id, 'm-batch']);
+    const { rows: message } = await session.query('SELECT last_event_id FROM messages WHERE tenant_id = $1 AND message_id = $2', [tenantKey(), 'm-batch']);
     expect(message).toEqual([{ last_event_id: ids[4] }]);
   });
 });
@@ -216,14 +218,14 @@ describe('deleting the tenant', () => {
     const counts = async () => {
       const found: Record<string, number> = {};
       for (const { table_name: table } of tables) {
-        const { rows } = await session.query(`SELECT count(*)::int AS n FROM ${table} WHERE tenant_id = $1`, [tenant.id]);
+        const { rows } = await session.query(`SELECT count(*)::int AS n FROM ${table} WHERE tenant_id = $1`, [tenantKey()]);
         found[table] = rows[0].n;
       }
       return found;
     };
     const before = await counts();
     for (const table of ['events', 'receipts', 'deliveries', 'delivery_queue', 'messages', 'endpoints', 'sources']) expect(before[table], table).toBeGreaterThan(0);
-    await session.query('DELETE FROM tenants WHERE id = $1', [tenant.id]);
+    await session.query('DELETE FROM tenants WHERE id = $1', [tenantKey()]);
     expect(Object.values(await counts()).every((n) => n === 0), JSON.stringify(await counts())).toBe(true);
   });
 });

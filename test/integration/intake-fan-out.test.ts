@@ -211,8 +211,9 @@ describe('fan-out when one tenant owns nearly every endpoint', () => {
     const own = createDb({ url: t.database.url, poolMax: 1 });
     const scans = await own.transaction(async (trx) => {
       for (let i = 0; i < 8; i++) {
-        // The form intake and publishing call (the body is for content filters; none here).
-        const { rows } = await trx.raw('SELECT cardinality(fan_out_targets(:tenant, :type, NULL)) AS n', { tenant: small.id, type: 'order.created' });
+        // The form intake and publishing call (the body is for content filters; none here), with the
+        // tenant's uuid as text, as they pass it.
+        const { rows } = await trx.raw('SELECT cardinality(fan_out_targets(:tenant, :type, NULL)) AS n', { tenant: uuidOf('tenant', small.id), type: 'order.created' });
         expect(rows[0].n).toBe(1);
       }
       const { rows } = await trx.raw(`SELECT seq_scan, idx_scan FROM pg_stat_xact_user_tables WHERE relname = 'endpoints'`);

@@ -71,7 +71,7 @@ describe('intake group commit', () => {
     first.forEach((res, i) => expect(dataById.get(res.body.eventId)).toBe(ids[i]));
 
     expect(await storedFor(t.platform.db, source.id)).toMatchObject({ receipts: 300, events: 200, deliveries: 400 });
-    const perEndpoint = await t.platform.db('deliveries').whereIn('endpoint_id', endpoints.map((id) => uuidOf('endpoint', id))).where({ tenant_id: tenant.id }).select('endpoint_id').count({ n: '*' }).groupBy('endpoint_id');
+    const perEndpoint = await t.platform.db('deliveries').whereIn('endpoint_id', endpoints.map((id) => uuidOf('endpoint', id))).where({ tenant_id: uuidOf('tenant', tenant.id) }).select('endpoint_id').count({ n: '*' }).groupBy('endpoint_id');
     expect(perEndpoint.map((r) => Number(r.n))).toEqual([200, 200]);
 
     // One statement per callback would be 300 transactions; the 200 that waited went in batches.

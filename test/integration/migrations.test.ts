@@ -158,7 +158,7 @@ describe('migrations', () => {
       const at = '2026-12-04T10:00:00.123Z';
       const [withData, withoutData] = [newId('event'), newId('event')];
       const item = (eventId: string, data?: string) => ({
-        event_id: eventId, delivery_ids: [uuidOf('delivery', newId('delivery')), uuidOf('delivery', newId('delivery'))], tenant_id: tenant.id, origin: 'api', type: 'rollback.kept',
+        event_id: eventId, delivery_ids: [uuidOf('delivery', newId('delivery')), uuidOf('delivery', newId('delivery'))], tenant_id: uuidOf('tenant', tenant.id), origin: 'api', type: 'rollback.kept',
         message_id: null, idempotency_key: null, request_hash: null, ...(data === undefined ? {} : { data }), created_at: at, trace_parent: null,
       });
       await db.raw('SELECT * FROM publish_events(?::jsonb, 86400)', [JSON.stringify([item(withData, '{"n": 1.50}'), item(withoutData)])]);
@@ -221,9 +221,8 @@ describe('migrations', () => {
   it('stores endpoint ids as the uuid their TypeID encodes, and gives every one back exactly on the way down', async () => {
     const { db } = await emptyDatabase();
     await migrateLatest(db);
-    await db.migrate.down();
-    await db.migrate.down();
-    expect((await db.migrate.list())[1]).toEqual(['20261206000052_endpoint_ids_as_uuid.ts', '20261206000053_delivery_ids_as_uuid.ts']);
+    for (let i = 0; i < 3; i++) await db.migrate.down();
+    expect((await db.migrate.list())[1]).toEqual(['20261206000052_endpoint_ids_as_uuid.ts', '20261206000053_delivery_ids_as_uuid.ts', '20261206000054_tenant_ids_as_uuid.ts']);
     // The extremes of the 128 bits, and ids made now, each with a delivery (the queue's trigger copies it).
     const ids = ['ep_00000000000000000000000000', 'ep_7zzzzzzzzzzzzzzzzzzzzzzzzz', ...Array.from({ length: 200 }, () => newId('endpoint'))];
     await db('tenants').insert({ id: 'ten_1', name: 't' });
@@ -255,7 +254,8 @@ describe('migrations', () => {
     const { database, db } = await emptyDatabase();
     await migrateLatest(db);
     await db.migrate.down();
-    expect((await db.migrate.list())[1]).toEqual(['20261206000053_delivery_ids_as_uuid.ts']);
+    await db.migrate.down();
+    expect((await db.migrate.list())[1]).toEqual(['20261206000053_delivery_ids_as_uuid.ts', '20261206000054_tenant_ids_as_uuid.ts']);
     await db('tenants').insert({ id: 'ten_1', name: 't' });
     const endpointId = uuidOf('endpoint', newId('endpoint'));
     await db('endpoints').insert({ id: endpointId, tenant_id: 'ten_1', url: 'https://x.example.com', max_concurrency: 1, secret_enc: 'v1:x' });
@@ -336,25 +336,80 @@ describe('migrations', () => {
     expect((await bounds()).filter((b) => before.bounds.some((o) => o.name === b.name))).toEqual(before.bounds);
   });
 
+  it('stores tenant ids as the uuid their TypeID encodes in every table, and gives every one back on the way down', async () => {
+    const t = await startTestPlatform();
+    cleanup.push(() => t.stop());
+    const tenant = await t.createTenant('ids');
+    const source = await tenant.call('POST', '/v1/sources', { body: { type: 'standard-webhooks', name: 's' } });
+    await tenant.call('POST', '/v1/endpoints', { body: { url: 'http://127.0.0.1:9/never-reached' } });
+    await publish(tenant, { type: 'order.created', messageId: 'm1' }, 'idem-1');
+    const body = JSON.stringify({ type: 'order.paid', data: {} });
+    expect((await t.call('POST', `/inbound/${source.body.id}`, { rawBody: body, headers: standard.headers(source.body.secret, 'msg_1', body) })).status).toBe(200);
+    expect((await tenant.call('POST', '/v1/portal-sessions', { body: {} })).status).toBe(201);
+    await t.platform.stop();
+
+    const db = createDb({ url: t.database.url, poolMax: 2, timeoutMs: 30_000 });
+    try {
+      const key = uuidOf('tenant', tenant.id);
+      // Rows no call above writes: a replay, an attempt that names its tenant (as releases before
+      // 0.3.0 wrote them), and tenants at the extremes of the 128 bits.
+      await db('replays').insert({ id: newId('replay'), tenant_id: key, actor_type: 'system', reason: 'r', filter: '{}', total: 0 });
+      const delivery = (await db('deliveries').first('id'))!.id as string;
+      await db('attempts').insert({ id: newId('attempt'), delivery_id: delivery, tenant_id: key, attempt_number: 2, trigger: 'retry', started_at: new Date(), duration_ms: 1, outcome: 'retry' });
+      const extremes = ['ten_00000000000000000000000000', 'ten_7zzzzzzzzzzzzzzzzzzzzzzzzz'];
+      await db('tenants').insert(extremes.map((id, i) => ({ id: uuidOf('tenant', id), name: `edge ${i}` })));
+      const tables = ['api_keys', 'sources', 'endpoints', 'events', 'receipts', 'deliveries', 'delivery_queue', 'attempts', 'messages', 'replays', 'audit_log', 'portal_sessions'];
+      const stored = async () => {
+        const byTable: Record<string, string[]> = { tenants: (await db('tenants').orderBy('id').pluck('id')) as string[] };
+        for (const table of tables) byTable[table] = [...new Set((await db(table).whereNotNull('tenant_id').pluck('tenant_id')) as string[])];
+        return byTable;
+      };
+      const scopes = async () => (await db('event_keys').orderBy('key').select('scope_id', 'key')) as Array<{ scope_id: string; key: string }>;
+      const asUuid = await stored();
+      const scopesAsUuid = await scopes();
+      // Every table holds rows of the tenant, and its idempotency key is scoped by its uuid's text.
+      expect(asUuid).toEqual({ tenants: [uuidOf('tenant', extremes[0]!), key, uuidOf('tenant', extremes[1]!)], ...Object.fromEntries(tables.map((table) => [table, [key]])) });
+      expect(scopesAsUuid).toEqual([{ scope_id: key, key: 'idem-1' }, { scope_id: source.body.id, key: 'msg_1' }]);
+
+      await db.migrate.down();
+      expect((await db.migrate.list())[1]).toEqual(['20261206000054_tenant_ids_as_uuid.ts']);
+      expect(await stored()).toEqual(Object.fromEntries(Object.entries(asUuid).map(([table, ids]) => [table, ids.map((id) => idOfUuid('tenant', id))])));
+      expect(await scopes()).toEqual(scopesAsUuid.map((s) => ({ ...s, scope_id: s.scope_id === key ? tenant.id : s.scope_id })));
+
+      await db.migrate.up();
+      expect(await stored()).toEqual(asUuid);
+      expect(await scopes()).toEqual(scopesAsUuid);
+      // The tenant's rows still go with it: every foreign key to tenants is back, cascading.
+      await db('tenants').where({ id: key }).delete();
+      for (const table of ['api_keys', 'sources', 'endpoints', 'events', 'receipts', 'messages', 'replays', 'audit_log', 'portal_sessions']) {
+        expect({ table, left: Number((await db(table).count({ n: '*' }))[0]!.n) }).toEqual({ table, left: 0 });
+      }
+    } finally {
+      await db.destroy();
+    }
+  });
+
   it('keeps uniqueness in the database: (source, dedupe key) and (tenant, Idempotency-Key) in event_keys, (event, endpoint) on deliveries', async () => {
     const { db } = await emptyDatabase();
     await migrateLatest(db);
-    await db('tenants').insert({ id: 'ten_1', name: 't' });
-    await db('sources').insert({ id: 'src_1', tenant_id: 'ten_1', type: 'standard-webhooks', name: 's', secret_enc: 'v1:x' });
+    // As stored: the uuid of the tenant's TypeID, and its text as its idempotency keys' scope.
+    const tenant = uuidOf('tenant', newId('tenant'));
+    await db('tenants').insert({ id: tenant, name: 't' });
+    await db('sources').insert({ id: 'src_1', tenant_id: tenant, type: 'standard-webhooks', name: 's', secret_enc: 'v1:x' });
     const endpointId = uuidOf('endpoint', newId('endpoint'));
-    await db('endpoints').insert({ id: endpointId, tenant_id: 'ten_1', url: 'https://x.example.com', max_concurrency: 1, secret_enc: 'v1:x' });
+    await db('endpoints').insert({ id: endpointId, tenant_id: tenant, url: 'https://x.example.com', max_concurrency: 1, secret_enc: 'v1:x' });
     const violation = (p: Promise<unknown>) => p.then(() => 'inserted', (err: { code?: string }) => err.code);
     const [e1, e2, e3] = [newId('event'), newId('event'), newId('event')];
     // events is partitioned by time, so a key is claimed in event_keys, unique across every partition.
     await db('event_keys').insert({ scope_id: 'src_1', key: 'k', event_id: e1 });
     expect(await violation(db('event_keys').insert({ scope_id: 'src_1', key: 'k', event_id: e2 }))).toBe('23505');
-    await db('event_keys').insert({ scope_id: 'ten_1', key: 'idem', event_id: e3 });
-    expect(await violation(db('event_keys').insert({ scope_id: 'ten_1', key: 'idem', event_id: e2 }))).toBe('23505');
+    await db('event_keys').insert({ scope_id: tenant, key: 'idem', event_id: e3 });
+    expect(await violation(db('event_keys').insert({ scope_id: tenant, key: 'idem', event_id: e2 }))).toBe('23505');
     // An id no partition covers is refused, not stored somewhere retention would never look.
-    expect(await violation(db('events').insert({ id: 'evt_zzzz', tenant_id: 'ten_1', origin: 'api', type: 'x', body: '{}' }))).toBe('23514');
+    expect(await violation(db('events').insert({ id: 'evt_zzzz', tenant_id: tenant, origin: 'api', type: 'x', body: '{}' }))).toBe('23514');
 
-    await db('events').insert({ id: e1, tenant_id: 'ten_1', origin: 'api', type: 'x', body: '{}' });
-    const delivery = (id: string) => ({ id, tenant_id: 'ten_1', event_id: e1, endpoint_id: endpointId, status: 'pending', deadline_at: new Date() });
+    await db('events').insert({ id: e1, tenant_id: tenant, origin: 'api', type: 'x', body: '{}' });
+    const delivery = (id: string) => ({ id, tenant_id: tenant, event_id: e1, endpoint_id: endpointId, status: 'pending', deadline_at: new Date() });
     await db('deliveries').insert(delivery(uuidOf('delivery', newId('delivery'))));
     expect(await violation(db('deliveries').insert(delivery(uuidOf('delivery', newId('delivery')))))).toBe('23505');
   });

@@ -25,17 +25,18 @@ describe('operational events', () => {
   };
   const typeOf = (req: ReceivedRequest) => (JSON.parse(req.body) as { type: string }).type;
   const ofType = (r: Receiver, type: string) => r.requests.filter((req) => typeOf(req) === type).map((req) => ({ req, body: JSON.parse(req.body) }));
+  // Rows store the uuid a tenant's TypeID encodes.
   const platformEvents = async (tenantId: string) =>
-    t.platform.db('events').where({ tenant_id: tenantId }).where('type', 'like', 'platform.%').orderBy('id').select('id', 'type', 'origin', sentBody(t.platform.db));
+    t.platform.db('events').where({ tenant_id: uuidOf('tenant', tenantId) }).where('type', 'like', 'platform.%').orderBy('id').select('id', 'type', 'origin', sentBody(t.platform.db));
   /** Every delivery of the tenant finished (none waiting or in flight). */
   const quiet = (tenantId: string) =>
     eventually(async () => {
-      const busy = await t.platform.db('deliveries').where({ tenant_id: tenantId }).whereIn('status', UNFINISHED_STATUSES).count({ n: '*' });
+      const busy = await t.platform.db('deliveries').where({ tenant_id: uuidOf('tenant', tenantId) }).whereIn('status', UNFINISHED_STATUSES).count({ n: '*' });
       return Number(busy[0]!.n) === 0;
     }, 'all deliveries settled');
   /** The tenant's deliveries that an attempt made dead: each one goes through the operational-event step. */
   const deadByAttempt = async (tenantId: string): Promise<string[]> =>
-    (await t.platform.db('deliveries').where({ tenant_id: tenantId, status: 'dead', dead_reason: 'terminal' }).pluck('id')).map((id: string) => idOfUuid('delivery', id));
+    (await t.platform.db('deliveries').where({ tenant_id: uuidOf('tenant', tenantId), status: 'dead', dead_reason: 'terminal' }).pluck('id')).map((id: string) => idOfUuid('delivery', id));
 
   beforeAll(async () => {
     t = await startTestPlatform();

@@ -122,7 +122,7 @@ describe('the fan-out look-up beside a tenant of many endpoints', () => {
     await t.platform.db.raw(
       `INSERT INTO endpoints (id, tenant_id, url, max_concurrency, secret_enc)
        SELECT id, ?, 'https://many.example.com/hook', 1, 'v1:x' FROM unnest(?::uuid[]) id`,
-      [big.id, `{${Array.from({ length: 20000 }, () => uuidOf('endpoint', newId('endpoint'))).join(',')}}`],
+      [uuidOf('tenant', big.id), `{${Array.from({ length: 20000 }, () => uuidOf('endpoint', newId('endpoint'))).join(',')}}`],
     );
     await t.platform.db.raw('ANALYZE endpoints');
     const small = await t.createTenant('one-endpoint');
@@ -143,7 +143,7 @@ describe('the fan-out look-up beside a tenant of many endpoints', () => {
       ]) {
         await client.query(sql);
       }
-      const { rows } = await client.query<{ n: number }>("SELECT cardinality(fan_out_targets($1, 'order.created', '{}')) AS n", [small.id]);
+      const { rows } = await client.query<{ n: number }>("SELECT cardinality(fan_out_targets($1, 'order.created', '{}')) AS n", [uuidOf('tenant', small.id)]);
       expect(rows[0]!.n).toBe(1);
     } finally {
       await client.end();

@@ -33,7 +33,7 @@ describe('bulk replay', () => {
 
   /** deliveryIds as the API names them (the table holds their uuids). */
   const dlv = async (eventIndex: number, endpointId: string) => (await deliveryIds(t, { event_id: ev[eventIndex - 1], endpoint_id: uuidOf('endpoint', endpointId) }))[0]!;
-  const allDead = () => deliveryIds(t, { tenant_id: a.id, status: 'dead' });
+  const allDead = () => deliveryIds(t, { tenant_id: uuidOf('tenant', a.id), status: 'dead' });
   const dryRun = async (tenant: TestTenant, filter: Record<string, unknown>, extra: Record<string, unknown> = {}) => {
     const res = await bulkReplay(tenant, { filter, dryRun: true, ...extra });
     expect(res.status, res.text).toBe(200);
@@ -79,9 +79,9 @@ describe('bulk replay', () => {
     await dispatchedMarker(t);
     expect(rx.requests.length + ry.requests.length).toBe(sent);
     expect(await allDead()).toHaveLength(9);
-    expect(await t.platform.db('deliveries').where({ tenant_id: a.id }).whereNotNull('replay_id')).toEqual([]);
-    expect(await t.platform.db('replays').where({ tenant_id: a.id })).toEqual([]);
-    expect(await t.platform.db('audit_log').where({ tenant_id: a.id, action: 'replay.started' })).toEqual([]);
+    expect(await t.platform.db('deliveries').where({ tenant_id: uuidOf('tenant', a.id) }).whereNotNull('replay_id')).toEqual([]);
+    expect(await t.platform.db('replays').where({ tenant_id: uuidOf('tenant', a.id) })).toEqual([]);
+    expect(await t.platform.db('audit_log').where({ tenant_id: uuidOf('tenant', a.id), action: 'replay.started' })).toEqual([]);
     expect(await metric(t, 'webhook_replays_total', { kind: 'bulk' })).toBe(replaysBefore);
   });
 
@@ -93,7 +93,7 @@ describe('bulk replay', () => {
     expect(two.count).toBe(2);
     expect(two.sample.map((d) => d.id)).toEqual((await allDead()).slice(0, 2));
     expect((await dryRun(a, {})).count).toBe(cap);
-    expect(await t.platform.db('replays').where({ tenant_id: a.id })).toEqual([]);
+    expect(await t.platform.db('replays').where({ tenant_id: uuidOf('tenant', a.id) })).toEqual([]);
   });
 
   it('validates the request: reason required, filter fields and values checked', async () => {
@@ -218,7 +218,7 @@ describe('bulk replay', () => {
   });
 
   it("tenant B can never replay, see or count A's deliveries", async () => {
-    const before = await t.platform.db('deliveries').where({ tenant_id: a.id }).orderBy('id').select('id', 'status', 'attempt_count', 'replay_id');
+    const before = await t.platform.db('deliveries').where({ tenant_id: uuidOf('tenant', a.id) }).orderBy('id').select('id', 'status', 'attempt_count', 'replay_id');
     const sent = rx.requests.length + ry.requests.length;
 
     expect(await dryRun(b, { endpointId: epX, status: 'succeeded' })).toMatchObject({ count: 0, sample: [] });
@@ -238,6 +238,6 @@ describe('bulk replay', () => {
 
     await dispatchedMarker(t);
     expect(rx.requests.length + ry.requests.length).toBe(sent);
-    expect(await t.platform.db('deliveries').where({ tenant_id: a.id }).orderBy('id').select('id', 'status', 'attempt_count', 'replay_id')).toEqual(before);
+    expect(await t.platform.db('deliveries').where({ tenant_id: uuidOf('tenant', a.id) }).orderBy('id').select('id', 'status', 'attempt_count', 'replay_id')).toEqual(before);
   });
 });

@@ -374,7 +374,7 @@ describe('a backfill that writes deliveries of a day retention is dropping', () 
       await backfill.query(
         `INSERT INTO deliveries (id, tenant_id, event_id, endpoint_id, status, next_attempt_at, deadline_at)
          VALUES ($1, $2, $3, $4, 'pending', now() + interval '1 hour', now() + interval '1 day')`,
-        [uuidOf('delivery', deliveryId), tenant.id, old.eventId, uuidOf('endpoint', epA)],
+        [uuidOf('delivery', deliveryId), uuidOf('tenant', tenant.id), old.eventId, uuidOf('endpoint', epA)],
       );
       await backfill.query('COMMIT');
       const { held } = await report;
@@ -444,7 +444,7 @@ describe('an unfinished delivery whose event retention has removed', () => {
     const pending = (eventId: string, endpointId: string) => {
       const id = newId('delivery');
       return db('deliveries')
-        .insert({ id: uuidOf('delivery', id), tenant_id: tenant.id, event_id: eventId, endpoint_id: uuidOf('endpoint', endpointId), status: 'pending', next_attempt_at: new Date(), deadline_at: new Date(Date.now() + dayMs) })
+        .insert({ id: uuidOf('delivery', id), tenant_id: uuidOf('tenant', tenant.id), event_id: eventId, endpoint_id: uuidOf('endpoint', endpointId), status: 'pending', next_attempt_at: new Date(), deadline_at: new Date(Date.now() + dayMs) })
         .then(() => id);
     };
     const orphan = await pending(gone.eventId, epA);

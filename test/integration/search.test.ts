@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { idOfUuid } from '../../src/domain/ids.js';
+import { idOfUuid, uuidOf } from '../../src/domain/ids.js';
 import { expectError, listAll, publish } from '../helpers/api.js';
 import type { ApiResponse } from '../helpers/http.js';
 import { createSource, postCallback, sign } from '../helpers/intake.js';
@@ -75,7 +75,7 @@ describe('search and troubleshooting', () => {
 
     // Settled: ok has everything, retrying has tried each SMS event once and waits.
     await eventually(async () => {
-      const rows = (await t.platform.db('deliveries').where({ tenant_id: tenant.id }) as Array<{ endpoint_id: string; status: string; attempt_count: number }>)
+      const rows = (await t.platform.db('deliveries').where({ tenant_id: uuidOf('tenant', tenant.id) }) as Array<{ endpoint_id: string; status: string; attempt_count: number }>)
         .map((r) => ({ ...r, endpoint_id: idOfUuid('endpoint', r.endpoint_id) }));
       return (
         rows.filter((r) => r.endpoint_id === ep.ok && r.status === 'succeeded').length === 6 &&
@@ -147,12 +147,14 @@ describe('search and troubleshooting', () => {
     for (let i = 0; i < 3; i++) await createEp(`${okR.url}/extra-${i}`, { eventTypes: ['nothing.here'] });
     for (let i = 0; i < 3; i++) await createSource(tenant, 'standard-webhooks');
     const db = t.platform.db;
+    // The tables hold the uuid the tenant's TypeID encodes.
+    const tenantKey = uuidOf('tenant', tenant.id);
     const expected: Record<string, () => Promise<string[]>> = {
-      '/v1/events': () => db('events').where({ tenant_id: tenant.id }).orderBy('id', 'desc').pluck('id'),
-      '/v1/deliveries': async () => (await db('deliveries').where({ tenant_id: tenant.id }).orderBy('id', 'desc').pluck('id')).map((id: string) => idOfUuid('delivery', id)),
-      '/v1/endpoints': async () => (await db('endpoints').where({ tenant_id: tenant.id }).whereNull('deleted_at').orderBy('id', 'desc').pluck('id')).map((id: string) => idOfUuid('endpoint', id)),
-      '/v1/sources': () => db('sources').where({ tenant_id: tenant.id }).orderBy('id', 'desc').pluck('id'),
-      '/v1/audit-log': () => db('audit_log').where({ tenant_id: tenant.id }).orderBy('id', 'desc').pluck('id'),
+      '/v1/events': () => db('events').where({ tenant_id: tenantKey }).orderBy('id', 'desc').pluck('id'),
+      '/v1/deliveries': async () => (await db('deliveries').where({ tenant_id: tenantKey }).orderBy('id', 'desc').pluck('id')).map((id: string) => idOfUuid('delivery', id)),
+      '/v1/endpoints': async () => (await db('endpoints').where({ tenant_id: tenantKey }).whereNull('deleted_at').orderBy('id', 'desc').pluck('id')).map((id: string) => idOfUuid('endpoint', id)),
+      '/v1/sources': () => db('sources').where({ tenant_id: tenantKey }).orderBy('id', 'desc').pluck('id'),
+      '/v1/audit-log': () => db('audit_log').where({ tenant_id: tenantKey }).orderBy('id', 'desc').pluck('id'),
     };
     for (const [path, rows] of Object.entries(expected)) {
       const all = await rows();

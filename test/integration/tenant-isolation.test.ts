@@ -143,13 +143,15 @@ describe('tenant isolation', () => {
   /** Everything tenant A owns, in every table. */
   async function snapshotOfA(): Promise<unknown> {
     const db = t.platform.db;
+    // Rows name their tenant by the uuid its TypeID encodes.
+    const tenantKey = uuidOf('tenant', a.tenant.id);
     const tables = ['sources', 'endpoints', 'events', 'receipts', 'deliveries', 'audit_log', 'replays'];
     const out: Record<string, unknown> = {};
-    for (const table of tables) out[table] = await db(table).where({ tenant_id: a.tenant.id }).orderBy('id');
+    for (const table of tables) out[table] = await db(table).where({ tenant_id: tenantKey }).orderBy('id');
     // An attempt's tenant is its delivery's.
-    out.attempts = await attemptsListed(db).whereIn('delivery_id', db('deliveries').where({ tenant_id: a.tenant.id }).select(db.raw("typeid_of('dlv', id)"))).orderBy('id');
+    out.attempts = await attemptsListed(db).whereIn('delivery_id', db('deliveries').where({ tenant_id: tenantKey }).select(db.raw("typeid_of('dlv', id)"))).orderBy('id');
     expect((out.attempts as unknown[]).length).toBeGreaterThan(0);
-    out.messages = await db('messages').where({ tenant_id: a.tenant.id }).orderBy('message_id');
+    out.messages = await db('messages').where({ tenant_id: tenantKey }).orderBy('message_id');
     return out;
   }
 

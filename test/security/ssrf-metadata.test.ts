@@ -5,6 +5,7 @@
 // broken: registered endpoints get no events, and every DNS answer below lists 127.0.0.1 first, so
 // a connection that slipped past the guard would land on the counting loopback listener instead.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uuidOf } from '../../src/domain/ids.js';
 import type { LookupFn } from '../../src/outbound/http-client.js';
 import { createEndpoint, publish, settledDelivery } from '../helpers/dispatch.js';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
@@ -77,7 +78,7 @@ describe('SSRF with ALLOW_PRIVATE_TARGETS=true: link-local and metadata stay ref
     const ok = await createEndpoint(tenant, { url: `http://127.0.0.1:${listeners.port}/hook` });
     const patched = await tenant.call('PATCH', `/v1/endpoints/${ok.id}`, { body: { url: `http://${host}/` } });
     expect({ status: patched.status, code: patched.body?.error?.code }).toEqual({ status: 400, code: 'private_address' });
-    expect(await t.platform.db('endpoints').where({ tenant_id: tenant.id }).pluck('url')).toEqual([`http://127.0.0.1:${listeners.port}/hook`]);
+    expect(await t.platform.db('endpoints').where({ tenant_id: uuidOf('tenant', tenant.id) }).pluck('url')).toEqual([`http://127.0.0.1:${listeners.port}/hook`]);
   });
 
   it('POST /v1/sources refuses every such literal as a reconcile baseUrl, and stores nothing', async () => {
@@ -88,7 +89,7 @@ describe('SSRF with ALLOW_PRIVATE_TARGETS=true: link-local and metadata stay ref
       expect({ baseUrl, status: res.status, code: res.body?.error?.code }).toEqual({ baseUrl, status: 400, code: 'private_address' });
       expect(res.body.error.message).toMatch(/^reconcile\.baseUrl: .*link-local or cloud metadata/);
     }
-    expect(await t.platform.db('sources').where({ tenant_id: tenant.id })).toHaveLength(0);
+    expect(await t.platform.db('sources').where({ tenant_id: uuidOf('tenant', tenant.id) })).toHaveLength(0);
   });
 
   it.each(mixedNames)('a DNS answer of %s that includes a metadata address is refused at connect time', async (name) => {

@@ -87,7 +87,7 @@ describe('SSRF with ALLOW_PRIVATE_TARGETS=false', () => {
     const ok = await createEndpoint(tenant, { url: 'https://hooks.example.com/hook' });
     const patched = await tenant.call('PATCH', `/v1/endpoints/${ok.id}`, { body: { url: `https://${host}:${listeners.port}/hook` } });
     expect({ status: patched.status, code: patched.body?.error?.code }).toEqual({ status: 400, code: 'private_address' });
-    expect(await t.platform.db('endpoints').where({ tenant_id: tenant.id }).pluck('url')).toEqual(['https://hooks.example.com/hook']);
+    expect(await t.platform.db('endpoints').where({ tenant_id: uuidOf('tenant', tenant.id) }).pluck('url')).toEqual(['https://hooks.example.com/hook']);
     expect(listeners.connections).toBe(0);
   });
 
@@ -157,7 +157,7 @@ describe('SSRF with ALLOW_PRIVATE_TARGETS=false', () => {
       const res = await tenant.call('POST', '/v1/sources', { body: { type: 'momo-communication', name: 'r', reconcile: { baseUrl, apiKey: 'provider-key' } } });
       expect({ baseUrl, status: res.status, code: res.body?.error?.code }).toEqual({ baseUrl, status: 400, code: 'private_address' });
     }
-    expect(await t.platform.db('sources').where({ tenant_id: tenant.id })).toHaveLength(0);
+    expect(await t.platform.db('sources').where({ tenant_id: uuidOf('tenant', tenant.id) })).toHaveLength(0);
   });
 
   it('a reconcile baseUrl forced to loopback is never polled', async () => {

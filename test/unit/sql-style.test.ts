@@ -3,6 +3,7 @@ import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import knex from 'knex';
 import { describe, expect, it } from 'vitest';
+import { newId, uuidOf } from '../../src/domain/ids.js';
 import { statement } from '../../src/infra/sql.js';
 import { TenantScope } from '../../src/store/tenant-scope.js';
 
@@ -101,7 +102,10 @@ describe('SQL style', () => {
 describe('TenantScope is sealed', () => {
   // A pg client with no connection: nothing here reaches a database, each refusal comes first.
   const unconnected = knex({ client: 'pg' });
-  const scope = new TenantScope(unconnected, 'ten_a', { type: 'system', id: null });
+  const tenantId = newId('tenant');
+  // Rows hold the tenant as the uuid its TypeID encodes, so that is what the scope binds.
+  const tenantKey = uuidOf('tenant', tenantId);
+  const scope = new TenantScope(unconnected, tenantId, { type: 'system', id: null });
 
   it('exposes no connection, by any name', () => {
     expect('db' in scope).toBe(false);
@@ -113,14 +117,14 @@ describe('TenantScope is sealed', () => {
   it('filters every query it builds by its tenant', () => {
     const { sql, bindings } = scope.from('api_keys').where('api_keys.id', 'key_1').toSQL();
     expect(sql).toBe('select * from "api_keys" where "api_keys"."tenant_id" = ? and "api_keys"."id" = ?');
-    expect(bindings).toEqual(['ten_a', 'key_1']);
-    expect(scope.insert('delivery_queue', { delivery_id: 'dlv_1' }).toSQL().bindings).toContain('ten_a');
+    expect(bindings).toEqual([tenantKey, 'key_1']);
+    expect(scope.insert('delivery_queue', { delivery_id: 'dlv_1' }).toSQL().bindings).toContain(tenantKey);
   });
 
   it('refuses composed SQL that names a tenant table, or a tenant of its own', async () => {
     await expect(scope.composed('SELECT id FROM endpoints WHERE id = :id', { id: 'x' })).rejects.toThrow(/names the table endpoints/);
     expect(() => scope.expression('(SELECT count(*) FROM deliveries)')).toThrow(/names the table deliveries/);
-    await expect(scope.composed('SELECT :tenantId', { tenantId: 'ten_b' })).rejects.toThrow(/tenantId/);
+    await expect(scope.composed('SELECT :tenantId', { tenantId: newId('tenant') })).rejects.toThrow(/tenantId/);
   });
 
   it('refuses a prepared statement without :tenantId', () => {

@@ -57,7 +57,7 @@ export async function insertBackfillDeliveries(trx: Knex.Transaction, rows: Back
       rate: rows.ratePerSecond,
       maxAge: rows.defaultMaxAgeSeconds,
       replayId: rows.replayId,
-      tenantId: rows.tenantId,
+      tenantId: uuidOf('tenant', rows.tenantId),
       endpointId: uuidOf('endpoint', rows.endpointId),
     },
   );

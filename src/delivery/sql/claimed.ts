@@ -45,7 +45,7 @@ export interface ClaimedDelivery {
 export function rowToClaimed(r: any): ClaimedDelivery {
   return {
     id: idOfUuid('delivery', r.id),
-    tenant_id: r.tenant_id,
+    tenant_id: idOfUuid('tenant', r.tenant_id),
     status: r.status,
     attempt_count: r.attempt_count,
     attempt_base: r.attempt_base,
