@@ -69,7 +69,7 @@ export interface BacklogShare {
  * whose share is larger than k, so endpoints with equal shares receive the same events (fan-out).
  * Events are dated 1 ms apart, ending now, as a backlog that built up from a stream of callbacks
  * would be (intake stamps each event with its own arrival time). Ids come from the platform's own
- * newId. Ends with ANALYZE: a production table has statistics from autovacuum, a table filled in
+ * newStoredId, as stored. Ends with ANALYZE: a production table has statistics from autovacuum, a table filled in
  * seconds does not yet.
  */
 export async function insertBacklog(
@@ -95,7 +95,7 @@ export async function insertBacklog(
     const payloads: string[] = [];
     const times: string[] = [];
     for (let i = 0; i < size; i++) {
-      const id = newId('event');
+      const id = newStoredId();
       const at = new Date(firstAt + from + i);
       eventIds.push(id);
       times.push(at.toISOString());
@@ -118,14 +118,14 @@ export async function insertBacklog(
       await trx.raw(
         `INSERT INTO events (id, tenant_id, origin, type, data, created_at, trace_parent)
          SELECT e.id, ?, 'api', 'order.created', e.data, e.at,
-                CASE WHEN ?::boolean THEN '00-' || md5(e.id) || '-' || left(md5(e.id || 'fan-out'), 16) || '-01' END
-           FROM unnest(?::text[], ?::text[], ?::timestamptz[]) AS e(id, data, at)`,
+                CASE WHEN ?::boolean THEN '00-' || md5(e.id::text) || '-' || left(md5(e.id::text || 'fan-out'), 16) || '-01' END
+           FROM unnest(?::uuid[], ?::text[], ?::timestamptz[]) AS e(id, data, at)`,
         [uuidOf('tenant', tenantId), opts.traced ?? false, eventIds, payloads, times],
       );
       await trx.raw(
         `INSERT INTO deliveries (id, tenant_id, event_id, endpoint_id, status, next_attempt_at, deadline_at, created_at, updated_at)
          SELECT d.id, ?, d.event_id, d.endpoint_id, 'pending', d.at, d.at + interval '3 days', d.at, d.at
-           FROM unnest(?::uuid[], ?::text[], ?::uuid[], ?::timestamptz[]) AS d(id, event_id, endpoint_id, at)`,
+           FROM unnest(?::uuid[], ?::uuid[], ?::uuid[], ?::timestamptz[]) AS d(id, event_id, endpoint_id, at)`,
         [uuidOf('tenant', tenantId), deliveryIds, deliveryEvents, deliveryEndpoints.map((id) => uuidOf('endpoint', id)), deliveryTimes],
       );
     });

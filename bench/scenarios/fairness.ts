@@ -1,4 +1,4 @@
-import { uuidOf } from '../../src/domain/ids.js';
+import { idOfUuid, uuidOf } from '../../src/domain/ids.js';
 import { createTenant } from '../lib/api.js';
 import type { PlatformProcess } from '../lib/children.js';
 import type { FairnessCase, Topology } from '../lib/config.js';
@@ -133,9 +133,9 @@ export async function pathSplit(ctx: BenchContext, stream: StreamLatency) {
        FROM deliveries d CROSS JOIN LATERAL delivery_attempts(d.id) a
       WHERE d.event_id = ANY(?) AND a.attempt_number = 1
       GROUP BY d.event_id`,
-    [stream.arrivals.map((a) => a.eventId)],
+    [stream.arrivals.map((a) => uuidOf('event', a.eventId))],
   );
-  const startedAt = new Map(rows.map((r) => [r.event_id, Number(r.started)]));
+  const startedAt = new Map(rows.map((r) => [idOfUuid('event', r.event_id), Number(r.started)]));
   const toStart: number[] = [];
   const toArrival: number[] = [];
   for (const a of stream.arrivals) {

@@ -60,13 +60,13 @@ async function removalPair(ctx: BenchContext, tenantId: string, endpointId: stri
     // One event per delivery (deliveries are unique per event and endpoint), ids 1 ms apart in the day.
     await db.raw(
       `INSERT INTO events (id, tenant_id, origin, type, data, created_at)
-       SELECT typeid_floor('evt', :day::timestamptz + make_interval(secs => n / 1000.0)), :tenant, 'api', 'bench.retention', '{}', :day
+       SELECT uuid_floor(:day::timestamptz + make_interval(secs => n / 1000.0)), :tenant, 'api', 'bench.retention', '{}', :day
          FROM generate_series(1, :count) n`,
       { day, tenant: uuidOf('tenant', tenantId), count: deliveriesPerDay },
     );
     await db.raw(
       `INSERT INTO deliveries (id, tenant_id, event_id, endpoint_id, status, deadline_at, created_at, updated_at, succeeded_at)
-       SELECT uuid_floor(at), :tenant, typeid_floor('evt', at), :endpoint, 'succeeded', :day, :day, :day, :day
+       SELECT uuid_floor(at), :tenant, uuid_floor(at), :endpoint, 'succeeded', :day, :day, :day, :day
          FROM generate_series(1, :count) n, LATERAL (SELECT :day::timestamptz + make_interval(secs => n / 1000.0) AS at) t`,
       { day, tenant: uuidOf('tenant', tenantId), endpoint: uuidOf('endpoint', endpointId), count: deliveriesPerDay },
     );

@@ -1,7 +1,7 @@
 -- admit_due: release 0.1.0's signature. The rule is admit_due_v4 (see its file); this returns the
 -- same rows without the trace-context columns and the claim's token, and the delivery's, the
--- endpoint's and the tenant's ids as the text of their uuids (migrations 20261206000053,
--- 20261206000052 and 20261206000054). No release since 0.1.0 calls it; it stays because
+-- endpoint's, the tenant's and the event's ids as the text of their uuids (migrations
+-- 20261206000052 to 20261206000055). No release since 0.1.0 calls it; it stays because
 -- released migrations' downs drop it by signature (docs/operations/functions.md, "Except").
 CREATE OR REPLACE FUNCTION admit_due(
   p_threshold integer, p_batch integer, p_queued_lease_seconds integer,
@@ -15,7 +15,7 @@ CREATE OR REPLACE FUNCTION admit_due(
 )
 LANGUAGE sql VOLATILE AS $$
   SELECT local, id::text, tenant_id::text, status, attempt_count, attempt_base, replayed_at, next_trigger, deadline_at, succeeded_at,
-         event_id, event_type, event_created_at, body, ep_id::text, url, ep_status, retry_policy, secret_enc,
+         event_id::text, event_type, event_created_at, body, ep_id::text, url, ep_status, retry_policy, secret_enc,
          previous_secret_enc, previous_secret_expires_at, deleted_at, skipped
     FROM admit_due_v4(p_threshold, p_batch, p_queued_lease_seconds, p_local, p_in_flight_lease_ms, p_all_local)
 $$;

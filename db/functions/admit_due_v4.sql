@@ -64,7 +64,7 @@ CREATE OR REPLACE FUNCTION admit_due_v4(
 ) RETURNS TABLE (
   local boolean, id uuid, tenant_id uuid, status text, attempt_count integer, attempt_base integer,
   replayed_at timestamptz, next_trigger text, deadline_at timestamptz, succeeded_at timestamptz,
-  event_id text, event_type text, event_created_at timestamptz, body text,
+  event_id uuid, event_type text, event_created_at timestamptz, body text,
   ep_id uuid, url text, ep_status text, retry_policy jsonb, secret_enc text, previous_secret_enc text,
   previous_secret_expires_at timestamptz, deleted_at timestamptz, event_trace_parent text, trace_parent text,
   lease_token bigint, skipped integer
@@ -79,8 +79,8 @@ DECLARE
   v_local boolean[];
   v_picked_endpoints uuid[];
   v_picked_tenants uuid[];
-  v_events_from text;
-  v_events_to text;
+  v_events_from uuid;
+  v_events_to uuid;
   v_token_endpoints uuid[];
   v_tokens double precision[];
   v_sort text := current_setting('enable_sort');
@@ -191,7 +191,7 @@ BEGIN
     UNION ALL
     -- Waiting for a slot of this process: one row per endpoint, without a delivery.
     SELECT DISTINCT false, NULL::uuid, r.tenant_id, NULL::text, NULL::integer, NULL::integer, NULL::timestamptz, NULL::text,
-           NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::text, NULL::timestamptz, NULL::text, r.endpoint_id,
+           NULL::timestamptz, NULL::timestamptz, NULL::uuid, NULL::text, NULL::timestamptz, NULL::text, r.endpoint_id,
            NULL::text, NULL::text, NULL::jsonb, NULL::text, NULL::text, NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::text, NULL::bigint, skipped
       FROM ranked r WHERE p_all_local AND NOT r.local;
     IF FOUND THEN

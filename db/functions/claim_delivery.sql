@@ -25,11 +25,11 @@
 -- table it reads changes or is analyzed. It reads by key only: a day analyzed while still empty
 -- (as `vacuumdb --analyze` leaves the days made ahead) would otherwise be planned as a sequential
 -- scan, kept until the plan is made again.
-CREATE OR REPLACE FUNCTION claim_delivery(p_id uuid, p_event_id text, p_lease_ms integer)
+CREATE OR REPLACE FUNCTION claim_delivery(p_id uuid, p_event_id uuid, p_lease_ms integer)
 RETURNS TABLE (
   id uuid, tenant_id uuid, status text, attempt_count integer, attempt_base integer,
   replayed_at timestamptz, next_trigger text, deadline_at timestamptz, succeeded_at timestamptz,
-  event_id text, event_type text, event_created_at timestamptz, body text,
+  event_id uuid, event_type text, event_created_at timestamptz, body text,
   ep_id uuid, url text, ep_status text, retry_policy jsonb, secret_enc text, previous_secret_enc text,
   previous_secret_expires_at timestamptz, deleted_at timestamptz, event_trace_parent text, trace_parent text,
   lease_token bigint

@@ -5,16 +5,19 @@
 -- event written by release 0.3.0 or earlier holds the whole envelope in `body` and is sent as stored.
 --
 -- This file holds two signatures of one rule (docs/operations/functions.md):
---   event_body(events)  for a reader that has the row (admission, hand-off, the API);
+--   event_body(events)  for a reader that has the row (admission, hand-off, the API), whose id is
+--                       stored as a uuid (migration 20261206000055) and named by its TypeID;
 --   event_body(p_body, p_id, p_type, p_created_at, p_message_id, p_data)  for a writer that has
---                       the columns before the row exists (fan-out filters at publish and intake).
--- Inputs:  the event's stored body (NULL for events the api wrote after release 0.3.0), id,
+--                       the columns before the row exists (fan-out filters at publish and intake),
+--                       p_id being the TypeID.
+-- Inputs:  the event's stored body (NULL for events the api wrote after release 0.3.0), id (the TypeID),
 --          type, creation time (whole milliseconds: it is the API's or the intake's clock),
 --          message id, and data (NULL when the event has no `data` member: the envelope then has
 --          none).
 -- Outputs: the body, text.
 -- Effects: none. STABLE, not IMMUTABLE: to_char is STABLE. Both are SQL functions that PostgreSQL
---          inlines, so a reader pays for the concatenation only, and only when it selects the body.
+--          inlines, so a reader pays for the concatenation and the id's TypeID (typeid_of, a few
+--          microseconds) only, and only when it selects the body.
 -- Locks:   none.
 --
 -- The escapes of to_json for text (", \, \b, \f, \n, \r, \t, \u00XX below U+0020) are
@@ -38,5 +41,5 @@ RETURNS text
 LANGUAGE sql
 STABLE PARALLEL SAFE
 AS $function$
-SELECT event_body(p_event.body, p_event.id, p_event.type, p_event.created_at, p_event.message_id, p_event.data)
+SELECT event_body(p_event.body, typeid_of('evt', p_event.id), p_event.type, p_event.created_at, p_event.message_id, p_event.data)
 $function$;

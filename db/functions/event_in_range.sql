@@ -21,7 +21,7 @@
 -- OFFSET 0 keeps the inlined query apart from the caller's joins, so the row that names the event
 -- stays the outer side and the event is read by its key: flattened, a plan may walk events from
 -- p_from to p_to instead.
-CREATE OR REPLACE FUNCTION event_in_range(p_id text, p_from text, p_to text)
+CREATE OR REPLACE FUNCTION event_in_range(p_id uuid, p_from uuid, p_to uuid)
 RETURNS SETOF events
 LANGUAGE sql
 STABLE PARALLEL SAFE

@@ -1,6 +1,6 @@
 -- fan_out_insert: the deliveries of one event (an endpoint's test event, src/store/endpoint-test-store.ts).
 --
--- Inputs:  p_event_id, p_tenant_id (its uuid as text), p_created_at  the event, already written by the caller
+-- Inputs:  p_event_id, p_tenant_id (their uuids as text), p_created_at  the event, already written by the caller
 --          p_message_key           '<source or api>:<message id>', NULL without a message
 --          p_provider_sequence     the provider's sequence of the event, if any
 --          p_default_max_age_seconds  the platform's MAX_EVENT_AGE_SECONDS

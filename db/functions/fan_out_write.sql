@@ -18,10 +18,10 @@
 --          delivery_queue, through the deliveries_queue_added trigger (once per statement).
 -- Locks:   row locks of the rows it inserts.
 --
--- Delivery and tenant ids arrive as text, cast here: this function, fan_out_insert, publish_event
--- and their callers' batches were first created by migrations whose downs drop them by name, so
--- their arguments keep the types those migrations gave them (migrations 20261206000053 and
--- 20261206000054).
+-- Delivery, tenant and event ids arrive as the text of their uuids, cast here: this function,
+-- fan_out_insert, publish_event and their callers' batches were first created by migrations whose
+-- downs drop them by name, so their arguments keep the types those migrations gave them
+-- (migrations 20261206000053 to 20261206000055).
 CREATE OR REPLACE FUNCTION fan_out_write(
   p_event_ids text[],
   p_tenant_ids text[],
@@ -40,7 +40,7 @@ AS $function$
 BEGIN
   INSERT INTO deliveries (id, tenant_id, event_id, endpoint_id, status, dead_reason, last_error, next_attempt_at,
                           deadline_at, order_key, order_hint, order_seq, created_at, updated_at)
-  SELECT d.id::uuid, p_tenant_ids[d.e]::uuid, p_event_ids[d.e], d.endpoint_id,
+  SELECT d.id::uuid, p_tenant_ids[d.e]::uuid, p_event_ids[d.e]::uuid, d.endpoint_id,
          CASE WHEN d.active THEN 'pending' ELSE 'dead' END,
          CASE WHEN d.active THEN NULL ELSE 'endpoint_disabled' END,
          CASE WHEN d.active THEN NULL ELSE 'endpoint was disabled when the event was accepted' END,

@@ -36,7 +36,7 @@ CREATE OR REPLACE FUNCTION hand_off_v4(p_endpoint_ids uuid[], p_slots integer[],
 RETURNS TABLE (
   id uuid, tenant_id uuid, status text, attempt_count integer, attempt_base integer,
   replayed_at timestamptz, next_trigger text, deadline_at timestamptz, succeeded_at timestamptz,
-  event_id text, event_type text, event_created_at timestamptz, body text,
+  event_id uuid, event_type text, event_created_at timestamptz, body text,
   ep_id uuid, url text, ep_status text, retry_policy jsonb, secret_enc text, previous_secret_enc text,
   previous_secret_expires_at timestamptz, deleted_at timestamptz, event_trace_parent text, trace_parent text,
   lease_token bigint
@@ -46,8 +46,8 @@ LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_se
 #variable_conflict use_column
 DECLARE
   v_picked uuid[];
-  v_events_from text;
-  v_events_to text;
+  v_events_from uuid;
+  v_events_to uuid;
 BEGIN
   SELECT array_agg(n.delivery_id) INTO v_picked
     FROM unnest(p_endpoint_ids, p_slots) AS s(endpoint_id, slots)

@@ -1,8 +1,9 @@
 -- intake_accept_many: accepts a batch of verified, parsed callbacks in one statement
 -- (group commit: the api process answers each callback only after this has committed).
 --
--- Inputs:  p_items  JSON array, one object per callback, in arrival order: receiptId, eventId,
---                   deliveryIds (uuids, a guess of how many are needed), tenantId (its uuid), sourceId, origin,
+-- Inputs:  p_items  JSON array, one object per callback, in arrival order: receiptId, eventId
+--                   (its uuid), envelopeId (its TypeID, which the body names), deliveryIds (uuids,
+--                   a guess of how many are needed), tenantId (its uuid), sourceId, origin,
 --                   bodyDigest, receivedAt, type, messageId, dedupeKey, status, statusRank,
 --                   statusFinal, sequence, data (the payload's JSON text; absent when the event
 --                   has none) or, as the api of release 0.3.0 and earlier sends it, body (the whole
@@ -10,10 +11,11 @@
 --                   traceparent; absent when it is not traced)
 --          p_default_max_age_seconds  the platform's MAX_EVENT_AGE_SECONDS
 -- Outputs: one row per item, in order: outcome 'accepted', 'duplicate' (the source already sent
---          this dedupe key: event_id is the stored event, no work), 'stale' (older than what its
+--          this dedupe key: event_id is the stored event's, no work), 'stale' (older than what its
 --          message reached: stored as evidence, forwarded to nobody) or 'need_ids' (more endpoints
 --          match, endpoint_count, than delivery ids were given: nothing written for that item, call
---          again with that many); endpoint_count, pending, dead_disabled.
+--          again with that many); event_id (its uuid's text; the signature is release 0.1.0's),
+--          endpoint_count, pending, dead_disabled.
 -- Effects: event_keys (the claimed dedupe key), messages (forward-only status), events, deliveries
 --          (fan_out_write), receipts (one per decided callback); delivery_queue through its trigger.
 -- Locks:   the event_keys row of each key (a concurrent callback with the same key waits for this
@@ -40,7 +42,7 @@ DECLARE
   x record;
   v_target fan_out_target;
   v_targets fan_out_target[];
-  v_claimed text;
+  v_claimed uuid;
   v_advanced integer;
   -- What the batch writes at the end: new events (by item number, i.n), the events that are not
   -- stale with their deliveries (fan_out_write's arguments), one receipt per decided callback.
@@ -60,10 +62,10 @@ DECLARE
   v_receipt_outcomes text[] := '{}';
 BEGIN
   FOR x IN SELECT * FROM ROWS FROM (jsonb_to_recordset(p_items) AS (
-      "receiptId" text, "eventId" text, "deliveryIds" text[], "tenantId" text, "sourceId" text, origin text,
+      "receiptId" text, "eventId" uuid, "envelopeId" text, "deliveryIds" text[], "tenantId" text, "sourceId" text, origin text,
       "bodyDigest" text, "receivedAt" timestamptz, type text, "messageId" text, "dedupeKey" text, status text,
       "statusRank" integer, "statusFinal" boolean, sequence bigint, body text, data text))
-    WITH ORDINALITY AS i("receiptId", "eventId", "deliveryIds", "tenantId", "sourceId", origin, "bodyDigest",
+    WITH ORDINALITY AS i("receiptId", "eventId", "envelopeId", "deliveryIds", "tenantId", "sourceId", origin, "bodyDigest",
       "receivedAt", type, "messageId", "dedupeKey", status, "statusRank", "statusFinal", sequence, body, data, n) LOOP
     pending := 0;
     dead_disabled := 0;
@@ -71,7 +73,7 @@ BEGIN
     event_id := NULL;
 
     -- Read before anything is written, so that too few ids can be answered without writing.
-    v_targets := fan_out_targets(x."tenantId", x.type, event_body(x.body, x."eventId", x.type, x."receivedAt", x."messageId", x.data));
+    v_targets := fan_out_targets(x."tenantId", x.type, event_body(x.body, x."envelopeId", x.type, x."receivedAt", x."messageId", x.data));
     endpoint_count := cardinality(v_targets);
     IF endpoint_count > cardinality(x."deliveryIds") THEN
       outcome := 'need_ids';
@@ -87,9 +89,9 @@ BEGIN
 
     IF v_claimed IS NULL THEN
       outcome := 'duplicate';
-      SELECT k.event_id INTO event_id FROM event_keys k WHERE k.scope_id = x."sourceId" AND k.key = x."dedupeKey";
+      SELECT k.event_id::text INTO event_id FROM event_keys k WHERE k.scope_id = x."sourceId" AND k.key = x."dedupeKey";
     ELSE
-      event_id := v_claimed;
+      event_id := v_claimed::text;
       v_advanced := 0;
       IF x."messageId" IS NOT NULL THEN
         -- The message's status only moves forward: a status of lower or equal rank than the one
@@ -120,7 +122,7 @@ BEGIN
           IF v_target.active THEN pending := pending + 1; ELSE dead_disabled := dead_disabled + 1; END IF;
         END LOOP;
         v_event_stale := v_event_stale || false;
-        v_fan_event_ids := v_fan_event_ids || x."eventId";
+        v_fan_event_ids := v_fan_event_ids || x."eventId"::text;
         v_fan_tenant_ids := v_fan_tenant_ids || x."tenantId";
         v_fan_created_ats := v_fan_created_ats || x."receivedAt";
         v_fan_message_keys := v_fan_message_keys || CASE WHEN x."messageId" IS NOT NULL THEN x."sourceId" || ':' || x."messageId" END;
@@ -147,7 +149,7 @@ BEGIN
          i.sequence, e.stale, i.body, i.data, i."receivedAt", i."traceParent"
     FROM unnest(v_event_items, v_event_stale) AS e(n, stale)
     JOIN ROWS FROM (jsonb_to_recordset(p_items) AS (
-      "receiptId" text, "eventId" text, "deliveryIds" text[], "tenantId" uuid, "sourceId" text, origin text,
+      "receiptId" text, "eventId" uuid, "deliveryIds" text[], "tenantId" uuid, "sourceId" text, origin text,
       "bodyDigest" text, "receivedAt" timestamptz, type text, "messageId" text, "dedupeKey" text, status text,
       "statusRank" integer, "statusFinal" boolean, sequence bigint, body text, data text, "traceParent" text))
     WITH ORDINALITY AS i("receiptId", "eventId", "deliveryIds", "tenantId", "sourceId", origin, "bodyDigest",
@@ -158,7 +160,7 @@ BEGIN
 
   -- Only the receipt's own fields are read back: the payload is not copied out a third time.
   INSERT INTO receipts (id, tenant_id, source_id, event_id, outcome, origin, body_digest, received_at)
-  SELECT i."receiptId", i."tenantId", i."sourceId", r.event_id, r.outcome, i.origin, i."bodyDigest", i."receivedAt"
+  SELECT i."receiptId", i."tenantId", i."sourceId", r.event_id::uuid, r.outcome, i.origin, i."bodyDigest", i."receivedAt"
     FROM unnest(v_receipt_items, v_receipt_events, v_receipt_outcomes) AS r(n, event_id, outcome)
     JOIN ROWS FROM (jsonb_to_recordset(p_items) AS (
       "receiptId" text, "tenantId" uuid, "sourceId" text, origin text, "bodyDigest" text, "receivedAt" timestamptz))

@@ -4,7 +4,7 @@
 -- Inputs:  parallel arrays, one entry per repeat: p_receipt_ids, p_tenant_ids (uuids as text:
 --          migration 20261202000026's down drops this signature), p_source_ids, p_origins,
 --          p_digests (the body's digest).
--- Outputs: (id, event_id) per receipt written.
+-- Outputs: (id, event_id) per receipt written, the event's id as its uuid's text.
 -- Effects: receipts: a 'duplicate' receipt against the event its digest's first receipt names. A
 --          digest without any receipt (gone with its retention window) gets no row, and the caller
 --          takes the callback as new.
@@ -32,6 +32,6 @@ BEGIN
          AS i(receipt_id, tenant_id, source_id, origin, body_digest)
    CROSS JOIN LATERAL (SELECT f.event_id FROM receipts f
                         WHERE f.source_id = i.source_id AND f.body_digest = i.body_digest LIMIT 1) r
-  RETURNING n.id, n.event_id;
+  RETURNING n.id, n.event_id::text;
 END
 $function$;

@@ -1,11 +1,13 @@
 -- publish_event: publishes one event: publish_events (db/functions/publish_events.sql) with a
 -- batch of one, so that one event and a batch are published by the same rule.
 --
--- Inputs:  p_event_id, p_delivery_ids (uuids as text, a guess of how many are needed), p_tenant_id (its uuid as text), p_origin,
+-- Inputs:  p_event_id (its uuid as text), p_delivery_ids (uuids as text, a guess of how many are
+--          needed), p_tenant_id (its uuid as text), p_origin,
 --          p_type, p_message_id, p_idempotency_key, p_request_hash, p_body, p_created_at,
 --          p_default_max_age_seconds (the platform's MAX_EVENT_AGE_SECONDS), p_trace_parent (the
 --          event's fan-out span as a W3C traceparent, or NULL when it is not traced)
--- Outputs: publish_events' row for the event, without its ord, the tenant's id as its uuid's text.
+-- Outputs: publish_events' row for the event, without its ord, the event's and the tenant's ids as
+--          their uuids' text.
 -- Effects, locks: publish_events'.
 --
 -- The api publishes through publish_events; this signature stays for callers of one event.
@@ -42,11 +44,11 @@ CREATE OR REPLACE FUNCTION publish_event(
 RETURNS record
 LANGUAGE sql
 AS $function$
-  SELECT p.outcome, p.endpoint_count, p.pending, p.dead_disabled, p.id, p.tenant_id::text, p.source_id, p.origin, p.type,
+  SELECT p.outcome, p.endpoint_count, p.pending, p.dead_disabled, p.id::text, p.tenant_id::text, p.source_id, p.origin, p.type,
          p.message_id, p.status, p.stale, p.body, p.created_at, p.seq, p.request_hash
     FROM publish_events(
            jsonb_build_array(jsonb_build_object(
-             'event_id', p_event_id, 'delivery_ids', to_jsonb(p_delivery_ids), 'tenant_id', p_tenant_id, 'origin', p_origin,
+             'event_id', p_event_id, 'envelope_id', typeid_of('evt', p_event_id::uuid), 'delivery_ids', to_jsonb(p_delivery_ids), 'tenant_id', p_tenant_id, 'origin', p_origin,
              'type', p_type, 'message_id', p_message_id, 'idempotency_key', p_idempotency_key, 'request_hash', p_request_hash,
              'body', p_body, 'created_at', p_created_at, 'trace_parent', p_trace_parent)),
            p_default_max_age_seconds) p

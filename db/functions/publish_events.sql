@@ -1,7 +1,8 @@
 -- publish_events: publishes a batch of events (POST /v1/events, and the platform's operational
 -- events) in one statement: each event, its message's row and its fan-out.
 --
--- Inputs:  p_items  JSON array, one object per event, in arrival order: event_id, delivery_ids (uuids,
+-- Inputs:  p_items  JSON array, one object per event, in arrival order: event_id (its uuid),
+--                   envelope_id (its TypeID, which the body names), delivery_ids (uuids,
 --                   a guess of how many are needed), tenant_id (its uuid), origin, type, message_id,
 --                   idempotency_key, request_hash, data (the payload's JSON text; absent when the
 --                   event has none) or, as the api of release 0.3.0 and earlier sends it, body
@@ -31,7 +32,7 @@ RETURNS TABLE (
   endpoint_count integer,
   pending integer,
   dead_disabled integer,
-  id text,
+  id uuid,
   tenant_id uuid,
   source_id text,
   origin text,
@@ -51,7 +52,7 @@ DECLARE
   x record;
   v_target fan_out_target;
   v_targets fan_out_target[];
-  v_claimed text;
+  v_claimed uuid;
   v_pending integer;
   v_dead integer;
   -- Per item: its outcome, counts and event (the first event's id for a duplicate).
@@ -59,7 +60,7 @@ DECLARE
   v_counts integer[] := '{}';
   v_pendings integer[] := '{}';
   v_deads integer[] := '{}';
-  v_event_ids text[] := '{}';
+  v_event_ids uuid[] := '{}';
   -- What the batch writes at the end: new events (by item number), their deliveries (fan_out_write's arguments).
   v_event_items integer[] := '{}';
   v_fan_event_ids text[] := '{}';
@@ -75,19 +76,19 @@ DECLARE
   v_rows events[];
 BEGIN
   FOR x IN SELECT * FROM ROWS FROM (jsonb_to_recordset(p_items) AS (
-      event_id text, delivery_ids text[], tenant_id text, origin text, type text, message_id text,
+      event_id uuid, envelope_id text, delivery_ids text[], tenant_id text, origin text, type text, message_id text,
       idempotency_key text, request_hash text, body text, data text, created_at timestamptz))
-    WITH ORDINALITY AS i(event_id, delivery_ids, tenant_id, origin, type, message_id, idempotency_key, request_hash,
+    WITH ORDINALITY AS i(event_id, envelope_id, delivery_ids, tenant_id, origin, type, message_id, idempotency_key, request_hash,
       body, data, created_at, n) LOOP
     -- Read before anything is written, so that too few ids can be answered without writing.
-    v_targets := fan_out_targets(x.tenant_id, x.type, event_body(x.body, x.event_id, x.type, x.created_at, x.message_id, x.data));
+    v_targets := fan_out_targets(x.tenant_id, x.type, event_body(x.body, x.envelope_id, x.type, x.created_at, x.message_id, x.data));
     v_counts := v_counts || cardinality(v_targets);
     v_pending := 0;
     v_dead := 0;
     v_claimed := NULL;
     IF cardinality(v_targets) > cardinality(x.delivery_ids) THEN
       v_outcomes := v_outcomes || 'need_ids'::text;
-      v_event_ids := v_event_ids || NULL::text;
+      v_event_ids := v_event_ids || NULL::uuid;
     ELSE
       IF x.idempotency_key IS NOT NULL THEN
         -- A tenant's scope is its uuid's text, written as uuid writes it (a source's is its TypeID).
@@ -114,7 +115,7 @@ BEGIN
         FOREACH v_target IN ARRAY v_targets LOOP
           IF v_target.active THEN v_pending := v_pending + 1; ELSE v_dead := v_dead + 1; END IF;
         END LOOP;
-        v_fan_event_ids := v_fan_event_ids || x.event_id;
+        v_fan_event_ids := v_fan_event_ids || x.event_id::text;
         v_fan_tenant_ids := v_fan_tenant_ids || x.tenant_id;
         v_fan_created_ats := v_fan_created_ats || x.created_at;
         v_fan_message_keys := v_fan_message_keys || CASE WHEN x.message_id IS NOT NULL THEN 'api:' || x.message_id END;
@@ -137,7 +138,7 @@ BEGIN
     SELECT i.event_id, i.tenant_id, i.origin, i.type, i.message_id, i.idempotency_key, i.request_hash, i.body, i.data, i.created_at, i.trace_parent
       FROM unnest(v_event_items) AS w(n)
       JOIN ROWS FROM (jsonb_to_recordset(p_items) AS (
-        event_id text, tenant_id uuid, origin text, type text, message_id text, idempotency_key text, request_hash text,
+        event_id uuid, tenant_id uuid, origin text, type text, message_id text, idempotency_key text, request_hash text,
         body text, data text, created_at timestamptz, trace_parent text))
       WITH ORDINALITY AS i(event_id, tenant_id, origin, type, message_id, idempotency_key, request_hash, body, data, created_at,
         trace_parent, n) USING (n)

@@ -43,7 +43,7 @@ CREATE OR REPLACE FUNCTION record_successes_v4(
 RETURNS TABLE (
   applied integer[], id uuid, tenant_id uuid, status text, attempt_count integer, attempt_base integer,
   replayed_at timestamptz, next_trigger text, deadline_at timestamptz, succeeded_at timestamptz,
-  event_id text, event_type text, event_created_at timestamptz, body text,
+  event_id uuid, event_type text, event_created_at timestamptz, body text,
   ep_id uuid, url text, ep_status text, retry_policy jsonb, secret_enc text, previous_secret_enc text,
   previous_secret_expires_at timestamptz, deleted_at timestamptz, event_trace_parent text, trace_parent text,
   lease_token bigint

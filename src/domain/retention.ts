@@ -87,11 +87,18 @@ export function typeIdTime(id: string): Date | undefined {
 }
 
 /**
- * The lowest event id retention has not removed or begun to remove, given the events watermark
- * (retention_watermarks); '' before any removal. What reads old events to make new rows starts there.
+ * The lowest event id, as stored (a uuid), that retention has not removed or begun to remove, given
+ * the events watermark (retention_watermarks); the lowest uuid before any removal. What reads old
+ * events to make new rows starts there.
  */
 export function eventsKeptFromId(removedBefore: Date | undefined): string {
-  return removedBefore ? typeIdFloor('evt', removedBefore) : '';
+  return uuidFloor(removedBefore ?? new Date(0));
+}
+
+/** When an id stored as a uuid was made (its first 48 bits), or undefined for anything that is not one. */
+export function uuidTime(uuid: string): Date | undefined {
+  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(uuid)) return undefined;
+  return new Date(Number.parseInt(uuid.slice(0, 8) + uuid.slice(9, 13), 16));
 }
 
 /**

@@ -19,7 +19,7 @@
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
-import { RETAINED_TABLES, dayTablesPeriod, eventsKeptFromId, partitionDaysAhead, typeIdFloor, typeIdTime, type RetainedTable, type RetentionPolicy } from '../domain/retention.js';
+import { RETAINED_TABLES, dayTablesPeriod, eventsKeptFromId, partitionDaysAhead, uuidFloor, uuidTime, type RetainedTable, type RetentionPolicy } from '../domain/retention.js';
 import { advisoryLocks } from '../infra/advisory-locks.js';
 import { metrics } from '../metrics/registry.js';
 import {
@@ -170,7 +170,7 @@ export class Retention {
     }
     // 2. Removable deliveries of days held back, one batch at a time (their attempts cascade).
     const excluding = dryRun ? droppedDays : []; // already deleted otherwise
-    count(await removeDeliveries(db, { eventsBefore: typeIdFloor('evt', latestCut), excluding }, cut, { dryRun, batch, signal }));
+    count(await removeDeliveries(db, { eventsBefore: uuidFloor(latestCut), excluding }, cut, { dryRun, batch, signal }));
     signal?.throwIfAborted();
 
     // 3. Whole partitions of events with their receipts and keys, once nothing points into them. A
@@ -186,7 +186,7 @@ export class Retention {
       const free = async () => {
         if (await deliveriesReferenceEvents(db, p, cut, dryRun)) return false;
         // The watermark never moves back, and backfills read only above it: a wrong one hides events.
-        const upper = typeIdTime(p.upper);
+        const upper = uuidTime(p.upper);
         if (!upper) throw new Error(`partition ${p.name} ends at ${p.upper}, which is not an event id`);
         if (!dryRun) await raiseWatermark(db, 'events', upper);
         return true;

@@ -3,7 +3,7 @@ import { windowReadsPerEvent } from '../domain/backfill.js';
 import { newId, newStoredId, uuidOfId } from '../domain/ids.js';
 import { advisoryLocks } from '../infra/advisory-locks.js';
 import { audit } from './audit-store.js';
-import { eventsKeptFromId } from '../domain/retention.js';
+import { eventsKeptFromId, uuidFloor } from '../domain/retention.js';
 import { eventDaysLock, watermark } from './retention-store.js';
 import { eventColumns, type EventRow } from './events-store.js';
 import type { TenantScope } from './tenant-scope.js';
@@ -83,8 +83,8 @@ function windowEvents(scope: TenantScope, { since, until, keptFrom }: BackfillWi
     .fromWholeTenant('events')
     // Not a day retention has begun to remove (see eventDaysLock).
     .where('events.id', '>=', keptFrom)
-    .where('events.id', '>=', scope.expression(`typeid_floor('evt', :at::timestamptz)`, { at: new Date(since.getTime() - idSlackMs) }))
-    .where('events.id', '<', scope.expression(`typeid_floor('evt', :at::timestamptz)`, { at: new Date(until.getTime() + idSlackMs) }))
+    .where('events.id', '>=', uuidFloor(new Date(since.getTime() - idSlackMs)))
+    .where('events.id', '<', uuidFloor(new Date(until.getTime() + idSlackMs)))
     .where('events.created_at', '>=', since)
     .where('events.created_at', '<', until);
 }

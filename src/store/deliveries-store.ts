@@ -4,7 +4,7 @@ import { idOfUuid, uuidOfId } from '../domain/ids.js';
 import { whereEventType } from './events-store.js';
 import type { TenantScope } from './tenant-scope.js';
 
-/** A delivery as read: its id and its endpoint's are the uuids stored (rowToDelivery names them). */
+/** A delivery as read: its id, its event's and its endpoint's are the uuids stored (rowToDelivery names them). */
 export interface DeliveryRow {
   id: string;
   event_id: string;
@@ -74,7 +74,7 @@ export function rowToDeliverySummary(r: DeliveryRow) {
 export function rowToDelivery(r: DeliveryRow, attempts?: AttemptRow[]) {
   return {
     ...rowToDeliverySummary(r),
-    eventId: r.event_id,
+    eventId: idOfUuid('event', r.event_id),
     ...(r.event_type ? { eventType: r.event_type } : {}),
     createdAt: r.created_at.toISOString(),
     updatedAt: r.updated_at.toISOString(),
@@ -126,7 +126,11 @@ export function filteredDeliveries(scope: TenantScope, f: DeliveryFilter) {
     if (key === null) q.whereRaw('false');
     else q.where('deliveries.endpoint_id', key);
   }
-  if (f.eventId) q.where('deliveries.event_id', f.eventId);
+  if (f.eventId) {
+    const key = uuidOfId('event', f.eventId);
+    if (key === null) q.whereRaw('false');
+    else q.where('deliveries.event_id', key);
+  }
   if (f.eventType) whereEventType(q, 'events.type', f.eventType);
   if (f.reason) q.where('deliveries.dead_reason', f.reason);
   if (f.since) q.where('deliveries.created_at', '>=', f.since);

@@ -35,22 +35,23 @@ export async function sendTestEvent(
     if (!ep) return undefined;
     if (ep.status === 'disabled') throw conflict('endpoint_disabled', 'the endpoint is disabled; enable it (PATCH status: active) before sending a test event');
     const eventId = newId('event');
+    const eventKey = uuidOf('event', eventId);
     const deliveryId = newId('delivery');
     const now = new Date();
     await s.insert('events', {
-      id: eventId,
+      id: eventKey,
       origin: 'api',
       type: input.type,
       data: stringifyJson(input.data) ?? null,
       created_at: now,
-      test_endpoint_id: endpointId,
+      test_endpoint_id: key,
     });
     const maxAge = (ep.retry_policy as Record<string, unknown>).maxEventAgeSeconds;
     // Composed, not built: a call of a PL/pgSQL function with a row constructor.
     await s.composed(
       `SELECT * FROM fan_out_insert(:eventId, :tenantId, :now::timestamptz, NULL, NULL, :defaultMaxAgeSeconds::int,
                                     ARRAY[ROW(:endpointId::uuid, true, false, :maxAgeSeconds::int)::fan_out_target], ARRAY[:deliveryId]::text[])`,
-      { eventId, now, defaultMaxAgeSeconds, endpointId: key, maxAgeSeconds: typeof maxAge === 'number' ? maxAge : null, deliveryId: uuidOf('delivery', deliveryId) },
+      { eventId: eventKey, now, defaultMaxAgeSeconds, endpointId: key, maxAgeSeconds: typeof maxAge === 'number' ? maxAge : null, deliveryId: uuidOf('delivery', deliveryId) },
     );
     return { eventId, deliveryId };
   });

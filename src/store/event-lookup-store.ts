@@ -1,4 +1,5 @@
 import { AppError } from '../domain/errors.js';
+import { uuidOfId } from '../domain/ids.js';
 import { typeIdTime } from '../domain/retention.js';
 import { deliveryColumns, withDeliveryState, type DeliveryRow } from './deliveries-store.js';
 import { eventColumns, whereEventType, type EventRow } from './events-store.js';
@@ -24,7 +25,9 @@ export function searchEventsQuery(scope: TenantScope, f: EventSearch) {
 
 /** One event with how many callbacks carried it and its deliveries, or undefined. */
 export async function findEventWithDeliveries(scope: TenantScope, id: string): Promise<{ event: EventRow; receiptCount: number; deliveries: DeliveryRow[] } | undefined> {
-  const event: EventRow | undefined = await scope.from('events').where('events.id', id).first(eventColumns(scope));
+  const key = uuidOfId('event', id);
+  if (key === null) return undefined;
+  const event: EventRow | undefined = await scope.from('events').where('events.id', key).first(eventColumns(scope));
   if (!event) return undefined;
   const [{ count }] = await scope.from('receipts').where('receipts.event_id', event.id).count({ count: '*' });
   const deliveries: DeliveryRow[] = await withDeliveryState(scope.from('deliveries')).where('deliveries.event_id', event.id).orderBy('deliveries.id').select(deliveryColumns);

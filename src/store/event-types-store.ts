@@ -1,5 +1,6 @@
 import { matchesEventType } from '../domain/event-types.js';
 import { memberSpan } from '../domain/json-span.js';
+import { idOfUuid } from '../domain/ids.js';
 import { RawJson } from '../domain/raw-json.js';
 import { eventBody } from './events-store.js';
 import type { TenantScope } from './tenant-scope.js';
@@ -67,10 +68,10 @@ async function summaries(scope: TenantScope, types: string[]): Promise<SummaryRo
   const ofType = () => {
     const q = scope.from('events').where('events.type', scope.ref('t.type'));
     if (scope.session?.endpointIds !== undefined) {
-      // Bounded by the id of the type's SCAN_CAP-th newest event: '' (no bound) when it has fewer.
+      // Bounded by the id of the type's SCAN_CAP-th newest event: the lowest uuid (no bound) when it has fewer.
       // The whole tenant's: the bound only limits the walk, the events walked are still the session's.
       const bound = scope.fromWholeTenant('events', 'w').where('w.type', scope.ref('t.type')).orderBy('w.id', 'desc').offset(EVENT_TYPE_SCAN_CAP - 1).limit(1).select('w.id');
-      q.where('events.id', '>=', scope.expression(`coalesce((:bound), '')`, { bound }));
+      q.where('events.id', '>=', scope.expression(`coalesce((:bound), '00000000-0000-0000-0000-000000000000'::uuid)`, { bound }));
     }
     return q;
   };
@@ -106,7 +107,7 @@ export async function listEventTypes(scope: TenantScope): Promise<{ data: EventT
         type,
         count: Math.min(r.n, EVENT_TYPE_COUNT_CAP),
         countCapped: r.n > EVENT_TYPE_COUNT_CAP,
-        latest: { id: r.id, createdAt: r.created_at.toISOString(), messageId: r.message_id, data: dataOf(r.body) },
+        latest: { id: idOfUuid('event', r.id), createdAt: r.created_at.toISOString(), messageId: r.message_id, data: dataOf(r.body) },
       },
     ];
   });

@@ -4,7 +4,7 @@ import { canonicalJson } from '../domain/dedupe.js';
 import { conflict } from '../domain/errors.js';
 import { eventTypePrefix } from '../domain/event-types.js';
 import type { FanOutResult } from '../domain/fan-out.js';
-import { newId, uuidOf } from '../domain/ids.js';
+import { idOfUuid, newId, uuidOf } from '../domain/ids.js';
 import { RawJson, stringifyJson } from '../domain/raw-json.js';
 import { startAccept } from '../infra/accept-spans.js';
 import type { Span } from '../infra/tracing.js';
@@ -16,6 +16,7 @@ import type { TenantScope } from './tenant-scope.js';
 
 /** An event read within its tenant's scope (so without its tenant). */
 export interface EventRow {
+  /** As stored: the uuid its TypeID encodes (rowToEvent names it). */
   id: string;
   source_id: string | null;
   origin: string;
@@ -51,7 +52,7 @@ export function whereEventType<Q extends Knex.QueryBuilder>(q: Q, column: string
 
 export function rowToEvent(row: EventRow, opts: { payload?: boolean } = {}) {
   return {
-    id: row.id,
+    id: idOfUuid('event', row.id),
     type: row.type,
     messageId: row.message_id,
     sourceId: row.source_id,
@@ -107,7 +108,8 @@ export async function publishEvent(
     spans?.failed(err);
     throw err;
   });
-  spans?.stored({ outcome: row.outcome, eventId: row.id, messageId: row.message_id, pending: row.pending, deadDisabled: row.dead_disabled });
+  // The event's own id: a duplicate's is the first event's.
+  spans?.stored({ outcome: row.outcome, eventId: idOfUuid('event', row.id), messageId: row.message_id, pending: row.pending, deadDisabled: row.dead_disabled });
   const event: EventRow = {
     id: row.id, source_id: row.source_id, origin: row.origin, type: row.type, message_id: row.message_id,
     status: row.status, stale: row.stale, body: row.body, created_at: row.created_at, seq: row.seq,
@@ -165,7 +167,7 @@ function publishManyParams(items: PublishItem[]) {
     maxAge,
     items: JSON.stringify(
       items.map((i) => ({
-        event_id: i.eventId, delivery_ids: i.deliveryIds, tenant_id: uuidOf('tenant', i.tenantId), origin: i.origin, type: i.type, message_id: i.messageId,
+        event_id: uuidOf('event', i.eventId), envelope_id: i.eventId, delivery_ids: i.deliveryIds, tenant_id: uuidOf('tenant', i.tenantId), origin: i.origin, type: i.type, message_id: i.messageId,
         idempotency_key: i.idempotencyKey, request_hash: i.requestHash, data: i.data, created_at: i.createdAt, trace_parent: i.traceParent,
       })),
     ),

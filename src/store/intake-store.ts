@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import type { FanOutResult } from '../domain/fan-out.js';
-import { newId, uuidOf } from '../domain/ids.js';
+import { idOfUuid, newId, uuidOf } from '../domain/ids.js';
 import { stringifyJson } from '../domain/raw-json.js';
 import { Batcher } from '../infra/batcher.js';
 import { mayBeOneRowsFault } from '../infra/db.js';
@@ -77,7 +77,7 @@ export class IntakeWriter {
     const receiptId = newId('receipt');
     const eventId = newId('event');
     const item: Omit<AcceptItem, 'deliveryIds'> = {
-      receiptId, eventId,
+      receiptId, eventId: uuidOf('event', eventId), envelopeId: eventId,
       tenantId: uuidOf('tenant', source.tenantId), sourceId: source.id, origin: input.origin, bodyDigest: input.bodyDigest, receivedAt: input.receivedAt,
       type: event.type, messageId: event.messageId ?? null, dedupeKey: event.dedupeKey,
       status: event.status?.value ?? null, statusRank: event.status?.rank ?? null, statusFinal: event.status?.final ?? null,
@@ -87,7 +87,8 @@ export class IntakeWriter {
     };
     const row = await withDeliveryIds(source.tenantId, event.type, (deliveryIds) => this.accepts.submit({ ...item, deliveryIds }));
     // withDeliveryIds only returns once the call had enough ids, i.e. once it wrote.
-    return { outcome: row.outcome as IntakeOutcome, receiptId, eventId: row.event_id, fanOut: { pending: row.pending, deadDisabled: row.dead_disabled } };
+    // A duplicate's event is the first one's, read back as stored.
+    return { outcome: row.outcome as IntakeOutcome, receiptId, eventId: idOfUuid('event', row.event_id), fanOut: { pending: row.pending, deadDisabled: row.dead_disabled } };
   }
 
   private async writeRepeats(items: RepeatItem[]): Promise<Array<string | undefined>> {
@@ -98,7 +99,7 @@ export class IntakeWriter {
       origins: items.map((i) => i.origin),
       digests: items.map((i) => i.bodyDigest),
     });
-    const byReceipt = new Map(rows.map((r) => [r.id, r.event_id]));
+    const byReceipt = new Map(rows.map((r) => [r.id, idOfUuid('event', r.event_id)]));
     return items.map((i) => byReceipt.get(i.receiptId));
   }
 
@@ -118,7 +119,10 @@ interface RepeatItem {
 /** One callback as intake_accept_many reads it (a JSON object with these keys). */
 interface AcceptItem {
   receiptId: string;
+  /** As stored: its uuid. */
   eventId: string;
+  /** The event's TypeID, which its body names. */
+  envelopeId: string;
   /** As stored (withDeliveryIds). */
   deliveryIds: string[];
   /** As stored: its uuid. */
@@ -142,6 +146,7 @@ interface AcceptItem {
 
 interface IntakeRow {
   outcome: IntakeOutcome | 'need_ids';
+  /** As stored (its uuid's text). */
   event_id: string;
   endpoint_count: number;
   pending: number;

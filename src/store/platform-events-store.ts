@@ -40,5 +40,5 @@ export async function deadDeliveriesToReport(platformDb: Knex, deliveryIds: stri
     .where('d.status', 'dead')
     .whereRaw(`NOT starts_with(ev.type, 'platform.')`)
     .select('d.id', 'd.tenant_id', 'd.event_id', 'd.endpoint_id', 'd.dead_reason', 'd.last_error', 'd.last_status_code', 'd.attempt_count', 'ev.type');
-  return rows.map((r) => ({ ...r, id: idOfUuid('delivery', r.id), tenant_id: idOfUuid('tenant', r.tenant_id), endpoint_id: idOfUuid('endpoint', r.endpoint_id) }));
+  return rows.map((r) => ({ ...r, id: idOfUuid('delivery', r.id), tenant_id: idOfUuid('tenant', r.tenant_id), event_id: idOfUuid('event', r.event_id), endpoint_id: idOfUuid('endpoint', r.endpoint_id) }));
 }

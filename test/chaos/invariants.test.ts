@@ -4,7 +4,7 @@
 // can be built. Each case gets its own tenant and the checker looks at that tenant only.
 import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newId, uuidOf } from '../../src/domain/ids.js';
+import { idOfUuid, newId, uuidOf } from '../../src/domain/ids.js';
 import { createDb } from '../../src/infra/db.js';
 import { createTestDatabase, type TestDatabase, sentBody } from '../helpers/database.js';
 import { checkInvariants, filterMatches, inspect, type RecordingReceiver, type ViolationKind } from '../helpers/invariants.js';
@@ -62,11 +62,12 @@ async function world(): Promise<World> {
     endpoint(newId('endpoint'), `${a.url}/late`, [], { created_at: new Date(Date.now() + 3_600_000) }),
     endpoint(newId('endpoint'), `${a.url}/gone`, [], { deleted_at: new Date(Date.now() - 60_000) }),
   ]);
+  // Events are stored under the uuid their TypeID encodes; bodies, keys and requests name them by the TypeID.
   const event = (id: string, type: string, extra: Record<string, unknown> = {}) =>
-    ({ id, tenant_id: tenantKey, source_id: sourceId, origin: 'callback', type, dedupe_key: `sub:${id}`, body: JSON.stringify({ id, type, data: { n: 1 } }), ...extra });
+    ({ id: uuidOf('event', id), tenant_id: tenantKey, source_id: sourceId, origin: 'callback', type, dedupe_key: `sub:${id}`, body: JSON.stringify({ id, type, data: { n: 1 } }), ...extra });
   await db('events').insert([event(ids.e1, 'order.created'), event(ids.e2, 'invoice.paid'), event(ids.stale, 'order.created', { stale: true })]);
   const delivery = (id: string, eventId: string, endpointId: string) =>
-    ({ id: uuidOf('delivery', id), tenant_id: tenantKey, event_id: eventId, endpoint_id: uuidOf('endpoint', endpointId), status: 'pending', attempt_count: 1, deadline_at: new Date(Date.now() + 86_400_000) });
+    ({ id: uuidOf('delivery', id), tenant_id: tenantKey, event_id: uuidOf('event', eventId), endpoint_id: uuidOf('endpoint', endpointId), status: 'pending', attempt_count: 1, deadline_at: new Date(Date.now() + 86_400_000) });
   await db('deliveries').insert([delivery(ids.d1, ids.e1, ids.epA), delivery(ids.d2, ids.e1, ids.epB), delivery(ids.d3, ids.e2, ids.epA)]);
   // Each one moves as TRANSITIONS allows (the checker holds the recorded changes to it).
   await db('deliveries').whereIn('id', [ids.d1, ids.d2, ids.d3].map((id) => uuidOf('delivery', id))).update({ status: 'in_flight' });
@@ -83,7 +84,7 @@ async function world(): Promise<World> {
     attempt(ids.d3, 'success', 204, null, 2),
   ]);
   const receipt = (eventId: string, outcome: string, origin = 'callback') =>
-    ({ id: newId('receipt'), tenant_id: tenantKey, source_id: sourceId, event_id: eventId, outcome, origin, body_digest: eventId });
+    ({ id: newId('receipt'), tenant_id: tenantKey, source_id: sourceId, event_id: uuidOf('event', eventId), outcome, origin, body_digest: eventId });
   await db('receipts').insert([
     receipt(ids.e1, 'accepted'), receipt(ids.e1, 'duplicate'), receipt(ids.e2, 'accepted'), receipt(ids.stale, 'stale'),
     // Learnt by polling, not by HTTP: not in the inbound metric.
@@ -91,7 +92,8 @@ async function world(): Promise<World> {
   ]);
 
   const bodies = new Map<string, string>(
-    (await db('events').whereIn('id', [ids.e1, ids.e2, ids.stale]).select('id', sentBody(db))).map((r: { id: string; body: string }) => [r.id, r.body]),
+    (await db('events').whereIn('id', [ids.e1, ids.e2, ids.stale].map((id) => uuidOf('event', id))).select('id', sentBody(db)))
+      .map((r: { id: string; body: string }) => [idOfUuid('event', r.id), r.body]),
   );
   const request = (deliveryId: string, eventId: string, body = bodies.get(eventId) ?? '{}', attempt = 1): ReceivedRequest => ({
     method: 'POST', path: '/hook', headers: { 'webhook-id': eventId, 'webhook-delivery-id': deliveryId, 'webhook-attempt': String(attempt) }, body, at: Date.now(),
@@ -182,15 +184,15 @@ describe('invariant checker', () => {
     ['no_receiver', 'a succeeded delivery to an endpoint no receiver stands behind', async (w) => [w.b]],
     ['delivery_for_stale_event', 'a stale event was forwarded', async (w) => {
       await db('deliveries').insert({
-        id: uuidOf('delivery', newId('delivery')), tenant_id: uuidOf('tenant', w.tenantId), event_id: w.ids.stale, endpoint_id: uuidOf('endpoint', w.ids.epB), status: 'dead', dead_reason: 'terminal', deadline_at: new Date(),
+        id: uuidOf('delivery', newId('delivery')), tenant_id: uuidOf('tenant', w.tenantId), event_id: uuidOf('event', w.ids.stale), endpoint_id: uuidOf('endpoint', w.ids.epB), status: 'dead', dead_reason: 'terminal', deadline_at: new Date(),
       });
     }],
     ['duplicate_dedupe_key', 'two events share a source dedupe key', async (w) => {
-      await db('events').insert({ id: newId('event'), tenant_id: uuidOf('tenant', w.tenantId), source_id: w.sourceId, origin: 'callback', type: 'x', dedupe_key: `sub:${w.ids.e1}`, body: '{}', stale: true });
+      await db('events').insert({ id: uuidOf('event', newId('event')), tenant_id: uuidOf('tenant', w.tenantId), source_id: w.sourceId, origin: 'callback', type: 'x', dedupe_key: `sub:${w.ids.e1}`, body: '{}', stale: true });
     }],
     ['duplicate_idempotency_key', 'two events share an Idempotency-Key', async (w) => {
       for (let i = 0; i < 2; i++) {
-        await db('events').insert({ id: newId('event'), tenant_id: uuidOf('tenant', w.tenantId), origin: 'api', type: 'x', idempotency_key: 'k1', body: '{}', stale: true });
+        await db('events').insert({ id: uuidOf('event', newId('event')), tenant_id: uuidOf('tenant', w.tenantId), origin: 'api', type: 'x', idempotency_key: 'k1', body: '{}', stale: true });
       }
     }],
     ['unowed_request', 'a receiver got an event id it was not owed (unknown, stale, or another event’s delivery)', async (w) => {
@@ -223,7 +225,7 @@ describe('invariant checker', () => {
       w.metrics.terminal += 2;
     }],
     ['metric_receipts', 'the receipts counter disagrees with the receipt rows', async (w) => {
-      await db('receipts').insert({ id: newId('receipt'), tenant_id: uuidOf('tenant', w.tenantId), source_id: w.sourceId, event_id: w.ids.e1, outcome: 'duplicate', origin: 'callback', body_digest: 'd' });
+      await db('receipts').insert({ id: newId('receipt'), tenant_id: uuidOf('tenant', w.tenantId), source_id: w.sourceId, event_id: uuidOf('event', w.ids.e1), outcome: 'duplicate', origin: 'callback', body_digest: 'd' });
     }],
   ];
 

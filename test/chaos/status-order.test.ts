@@ -3,7 +3,7 @@
 // a status older than what the message already reached is stale: recorded, forwarded to nobody.
 // One endpoint takes everything unordered, another asks for per-message order.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { uuidOf } from '../../src/domain/ids.js';
+import { idOfUuid, uuidOf } from '../../src/domain/ids.js';
 import { allSettled, countRows, mapConcurrent, measured, seededRandom, shuffle } from '../helpers/chaos.js';
 import { request } from '../helpers/http.js';
 import { createSource } from '../helpers/intake.js';
@@ -72,11 +72,12 @@ describe('message statuses in random order', () => {
     );
     expect(backwards).toEqual([]);
 
-    // Each message ends at the highest status it was sent, pointing at that event.
-    const messages: Array<{ message_id: string; status: string; status_rank: number; last_event_id: string }> = await t.platform
-      .db('messages')
-      .where({ source_id: source.id })
-      .select('message_id', 'status', 'status_rank', 'last_event_id');
+    // Each message ends at the highest status it was sent, pointing at that event (stored as its
+    // uuid, named here by the TypeID the intake answered with).
+    type MessageRow = { message_id: string; status: string; status_rank: number; last_event_id: string };
+    const messages: MessageRow[] = (
+      await t.platform.db('messages').where({ source_id: source.id }).select('message_id', 'status', 'status_rank', 'last_event_id')
+    ).map((m: MessageRow) => ({ ...m, last_event_id: idOfUuid('event', m.last_event_id) }));
     expect(messages).toHaveLength(MESSAGES);
     const deliveredEvent = new Map(sent.filter((s) => s.status === 'delivered').map((s) => [s.messageId, s.eventId]));
     for (const m of messages) expect(m).toEqual({ message_id: m.message_id, status: 'delivered', status_rank: 3, last_event_id: deliveredEvent.get(m.message_id) });

@@ -47,13 +47,15 @@ export async function insertOldEvent(
   const tenantId = uuidOf('tenant', spec.tenantId);
   await ensurePartitions(db, at, new Date(at.getTime() + 1), 'day');
   const eventId = idAt('event', at);
+  // Stored as the uuid its TypeID encodes; its body names it by the TypeID.
+  const eventKey = uuidOf('event', eventId);
   await db('events').insert({
-    id: eventId, tenant_id: tenantId, source_id: sourceId, origin: 'callback', type: 'order.created',
+    id: eventKey, tenant_id: tenantId, source_id: sourceId, origin: 'callback', type: 'order.created',
     dedupe_key: spec.dedupeKey, body: JSON.stringify({ id: eventId, type: 'order.created', data: {} }), created_at: at,
   });
-  await db('event_keys').insert({ scope_id: sourceId, key: spec.dedupeKey, event_id: eventId });
+  await db('event_keys').insert({ scope_id: sourceId, key: spec.dedupeKey, event_id: eventKey });
   await db('receipts').insert({
-    id: idAt('receipt', at), tenant_id: tenantId, source_id: sourceId, event_id: eventId, outcome: 'accepted', origin: 'callback',
+    id: idAt('receipt', at), tenant_id: tenantId, source_id: sourceId, event_id: eventKey, outcome: 'accepted', origin: 'callback',
     body_digest: randomBytes(16).toString('hex'), received_at: at,
   });
   const deliveryIds: string[] = [];
@@ -63,7 +65,7 @@ export async function insertOldEvent(
     const unfinished = d.status !== 'succeeded' && d.status !== 'dead';
     const stored = uuidOf('delivery', id);
     await db('deliveries').insert({
-      id: stored, tenant_id: tenantId, event_id: eventId, endpoint_id: uuidOf('endpoint', d.endpointId), status: d.status, attempt_count: 1,
+      id: stored, tenant_id: tenantId, event_id: eventKey, endpoint_id: uuidOf('endpoint', d.endpointId), status: d.status, attempt_count: 1,
       next_attempt_at: d.status === 'pending' ? new Date(Date.now() + 3_600_000) : null,
       lease_until: d.status === 'queued' || d.status === 'in_flight' ? new Date(Date.now() + 3_600_000) : null,
       deadline_at: unfinished ? new Date(Date.now() + dayMs) : at,

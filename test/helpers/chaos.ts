@@ -7,7 +7,7 @@ import pLimit from 'p-limit';
 import { request, type ApiResponse } from './http.js';
 import type { Callback } from './intake.js';
 import { automation } from './providers.js';
-import { uuidOf } from '../../src/domain/ids.js';
+import { idOfUuid, uuidOf } from '../../src/domain/ids.js';
 
 /**
  * A small seeded PRNG (mulberry32). Every scenario prints its seed; CHAOS_SEED=<n> replays the
@@ -151,7 +151,7 @@ export async function expectAcknowledgedStored(db: Knex, answers: Array<{ receip
   const ids = answers.map((a) => a.receiptId);
   for (let i = 0; i < ids.length; i += 1000) {
     const rows: Array<{ id: string; event_id: string }> = await db('receipts').whereIn('id', ids.slice(i, i + 1000)).select('id', 'event_id');
-    for (const r of rows) receipts.set(r.id, r.event_id);
+    for (const r of rows) receipts.set(r.id, idOfUuid('event', r.event_id));
   }
   const lost = answers.filter((a) => receipts.get(a.receiptId) !== a.eventId);
   if (lost.length > 0) throw new Error(`${lost.length} acknowledged callbacks are not stored as answered, e.g. ${JSON.stringify(lost.slice(0, 3))}`);

@@ -266,10 +266,12 @@ export async function insertSucceededDeliveries(t: TestPlatform, tenantId: strin
 
 async function insertDeliveries(t: TestPlatform, tenantId: string, endpointId: string, count: number, now: Date, status: 'pending' | 'succeeded'): Promise<string[]> {
   const tenantKey = uuidOf('tenant', tenantId);
-  const events = Array.from({ length: count }, (_, i) => {
-    const id = newId('event');
-    return { id, tenant_id: tenantKey, origin: 'api', type: 'order.created', body: JSON.stringify({ id, type: 'order.created', timestamp: now.toISOString(), messageId: null, data: { i } }), created_at: now };
-  });
+  const eventIds = Array.from({ length: count }, () => newId('event'));
+  // Stored under the uuid each TypeID encodes; the body names the event by its TypeID.
+  const events = eventIds.map((id, i) => ({
+    id: uuidOf('event', id), tenant_id: tenantKey, origin: 'api', type: 'order.created',
+    body: JSON.stringify({ id, type: 'order.created', timestamp: now.toISOString(), messageId: null, data: { i } }), created_at: now,
+  }));
   await t.platform.db.batchInsert('events', events, 500);
   await t.platform.db.batchInsert(
     'deliveries',
@@ -287,7 +289,7 @@ async function insertDeliveries(t: TestPlatform, tenantId: string, endpointId: s
     })),
     500,
   );
-  return events.map((e) => e.id);
+  return eventIds;
 }
 
 /** The record of a claimed delivery's first attempt answered 200 in 3 ms, as a slot makes it. */

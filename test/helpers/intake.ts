@@ -6,7 +6,7 @@ import type { ApiResponse } from './http.js';
 import { request } from './http.js';
 import type { TestPlatform, TestTenant } from './platform.js';
 import { automation, communication, standard } from './providers.js';
-import { idOfUuid } from '../../src/domain/ids.js';
+import { idOfUuid, uuidOf } from '../../src/domain/ids.js';
 
 /** One signed (or deliberately mis-signed) callback, ready to POST to /inbound/:sourceId. */
 export interface Callback {
@@ -115,10 +115,13 @@ export interface EventRows {
   deliveries: Array<{ endpoint_id: string; status: string; dead_reason: string | null }>;
 }
 
+/** The rows of an event named by its TypeID, ids as the API names them. */
 export async function rowsOfEvent(db: Knex, eventId: string): Promise<EventRows> {
-  const event = await db('events').where({ id: eventId }).first('id', 'type', 'message_id', 'status', 'stale', 'source_id');
-  const receipts = await db('receipts').where({ event_id: eventId }).orderBy('received_at').select('id', 'outcome');
-  const stored: EventRows['deliveries'] = await db('deliveries').where({ event_id: eventId }).orderBy('endpoint_id').select('endpoint_id', 'status', 'dead_reason');
+  const key = uuidOf('event', eventId);
+  const row = await db('events').where({ id: key }).first('id', 'type', 'message_id', 'status', 'stale', 'source_id');
+  const event = row && { ...row, id: idOfUuid('event', row.id) };
+  const receipts = await db('receipts').where({ event_id: key }).orderBy('received_at').select('id', 'outcome');
+  const stored: EventRows['deliveries'] = await db('deliveries').where({ event_id: key }).orderBy('endpoint_id').select('endpoint_id', 'status', 'dead_reason');
   const deliveries = stored.map((d) => ({ ...d, endpoint_id: idOfUuid('endpoint', d.endpoint_id) }));
   return { event, receipts, deliveries };
 }

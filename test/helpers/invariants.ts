@@ -179,13 +179,15 @@ export async function inspect(input: InvariantInput): Promise<InvariantReport> {
     if (n <= MAX_PER_KIND) violations.push(v);
   };
 
-  const events: EventRow[] = await scoped(db('events').select('id', 'tenant_id', 'type', 'stale', sentBody(db), 'created_at'));
-  // Endpoint ids are stored as uuids; the receivers are named by the TypeIDs the API gave out.
+  // Event and endpoint ids are stored as uuids; requests and receivers name them by the TypeIDs the API gave out.
+  const events: EventRow[] = (await scoped(db('events').select('id', 'tenant_id', 'type', 'stale', sentBody(db), 'created_at'))).map(
+    (e: EventRow) => ({ ...e, id: idOfUuid('event', e.id) }),
+  );
   const endpoints: EndpointRow[] = (await scoped(db('endpoints').select('id', 'tenant_id', 'url', 'event_types', 'created_at', 'deleted_at'))).map(
     (e: EndpointRow) => ({ ...e, id: idOfUuid('endpoint', e.id) }),
   );
   const deliveries: DeliveryRow[] = (await scoped(db('deliveries').select('id', 'event_id', 'endpoint_id', 'status', 'dead_reason'))).map(
-    (d: DeliveryRow) => ({ ...d, id: idOfUuid('delivery', d.id), endpoint_id: idOfUuid('endpoint', d.endpoint_id) }),
+    (d: DeliveryRow) => ({ ...d, id: idOfUuid('delivery', d.id), event_id: idOfUuid('event', d.event_id), endpoint_id: idOfUuid('endpoint', d.endpoint_id) }),
   );
   const successes = new Set<string>(
     (await scopedAttempts(attemptsListed(db).where('outcome', 'success').distinct('delivery_id'))).map((r: { delivery_id: string }) => r.delivery_id),

@@ -114,11 +114,11 @@ describe('browsing summaries', () => {
     it('counts up to 1,000 and says when it stopped; lists at most 100 types and says when there are more', async () => {
       const busy = await t.createTenant('busy');
       const now = Date.now();
-      const ids = Array.from({ length: 1_001 }, (_, i) => idAt('event', new Date(now - 60_000 + i)));
-      // Rows name their tenant by the uuid its TypeID encodes.
+      // Rows name their events and tenant by the uuids their TypeIDs encode.
+      const ids = Array.from({ length: 1_001 }, (_, i) => uuidOf('event', idAt('event', new Date(now - 60_000 + i))));
       await t.platform.db.raw(
         `INSERT INTO events (id, tenant_id, origin, type, body)
-         SELECT id, :tenantId, 'api', 'busy.type', '{"data":{}}' FROM unnest(:ids::text[]) AS id`,
+         SELECT id, :tenantId, 'api', 'busy.type', '{"data":{}}' FROM unnest(:ids::uuid[]) AS id`,
         { tenantId: uuidOf('tenant', busy.id), ids },
       );
       const capped = await busy.call('GET', '/v1/event-types');
@@ -128,10 +128,10 @@ describe('browsing summaries', () => {
       expect(exact.body.data).toEqual([expect.objectContaining({ type: 'busy.type', count: 1_000, countCapped: false })]);
 
       const many = await t.createTenant('many-types');
-      const typeIds = Array.from({ length: 101 }, (_, i) => idAt('event', new Date(now - 1000 + i)));
+      const typeIds = Array.from({ length: 101 }, (_, i) => uuidOf('event', idAt('event', new Date(now - 1000 + i))));
       await t.platform.db.raw(
         `INSERT INTO events (id, tenant_id, origin, type, body)
-         SELECT id, :tenantId, 'api', 'kind.' || lpad(n::text, 3, '0'), '{"data":{}}' FROM unnest(:ids::text[]) WITH ORDINALITY AS u(id, n)`,
+         SELECT id, :tenantId, 'api', 'kind.' || lpad(n::text, 3, '0'), '{"data":{}}' FROM unnest(:ids::uuid[]) WITH ORDINALITY AS u(id, n)`,
         { tenantId: uuidOf('tenant', many.id), ids: typeIds },
       );
       const list = await many.call('GET', '/v1/event-types');
@@ -152,9 +152,10 @@ describe('browsing summaries', () => {
       expect(await listed()).toEqual([['scan.type', 1]]);
       // 2,000 newer events of the type that went to no endpoint push the delivered one out of view.
       const now = Date.now();
-      const ids = Array.from({ length: 2_000 }, (_, i) => idAt('event', new Date(now + 1_000 + i)));
+      // Stored as the uuids their TypeIDs encode.
+      const ids = Array.from({ length: 2_000 }, (_, i) => uuidOf('event', idAt('event', new Date(now + 1_000 + i))));
       await t.platform.db.raw(
-        `INSERT INTO events (id, tenant_id, origin, type, body) SELECT id, :tenantId, 'api', 'scan.type', '{"data":{}}' FROM unnest(:ids::text[]) AS id`,
+        `INSERT INTO events (id, tenant_id, origin, type, body) SELECT id, :tenantId, 'api', 'scan.type', '{"data":{}}' FROM unnest(:ids::uuid[]) AS id`,
         { tenantId: uuidOf('tenant', owner.id), ids },
       );
       expect(await listed()).toEqual([]);

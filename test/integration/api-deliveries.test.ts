@@ -17,8 +17,9 @@ describe('deliveries and messages API', () => {
   let boundary: Date;
 
   const ids = async (query: string) => (await listAll(tenant, `/v1/deliveries${query}`, 2)).items.map((d) => d.id as string).sort();
+  // Deliveries hold their event and endpoint as the uuids their TypeIDs encode.
   const deliveryOf = async (eventId: string, endpointId: string) =>
-    idOfUuid('delivery', (await t.platform.db('deliveries').where({ event_id: eventId, endpoint_id: uuidOf('endpoint', endpointId) }).first('id')).id);
+    idOfUuid('delivery', (await t.platform.db('deliveries').where({ event_id: uuidOf('event', eventId), endpoint_id: uuidOf('endpoint', endpointId) }).first('id')).id);
 
   beforeAll(async () => {
     t = await startTestPlatform();

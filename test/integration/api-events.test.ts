@@ -29,6 +29,8 @@ describe('events API', () => {
   });
 
   const db = () => t.platform.db;
+  /** An event as its rows name it: the uuid its TypeID encodes. */
+  const eventKey = (id: string) => uuidOf('event', id);
   const count = async (table: string, where: Record<string, unknown>) => Number((await db()(table).where(where).count({ n: '*' }))[0]!.n);
   const post = (body: unknown, key?: string, who: TestTenant = tenant) =>
     who.call('POST', '/v1/events', { body, headers: key === undefined ? {} : { 'idempotency-key': key } });
@@ -38,7 +40,7 @@ describe('events API', () => {
     const first = await post(body, 'key-1');
     expect(first.status).toBe(202);
     expect(first.body).toMatchObject({ id: expect.stringMatching(/^evt_[0-9a-z]{26}$/), type: 'order.created', messageId: 'ord-1', origin: 'api', duplicate: false });
-    expect(await count('deliveries', { event_id: first.body.id })).toBe(2);
+    expect(await count('deliveries', { event_id: eventKey(first.body.id) })).toBe(2);
 
     // Both matching endpoints receive it once.
     await eventually(async () => receiver.requests.filter((r) => r.headers['webhook-id'] === first.body.id).length === 2, 'two deliveries');
@@ -54,10 +56,10 @@ describe('events API', () => {
     expect(reordered.body.id).toBe(first.body.id);
     expect(await count('events', { tenant_id: tenantKey })).toBe(eventsBefore);
     expect(await count('deliveries', { tenant_id: tenantKey })).toBe(deliveriesBefore);
-    expect(await count('deliveries', { event_id: first.body.id })).toBe(2);
+    expect(await count('deliveries', { event_id: eventKey(first.body.id) })).toBe(2);
 
     // The repeat sent nothing: once both deliveries are settled, the receiver still has two requests for the event.
-    await eventually(async () => (await count('deliveries', { event_id: first.body.id, status: 'succeeded' })) === 2, 'deliveries settled');
+    await eventually(async () => (await count('deliveries', { event_id: eventKey(first.body.id), status: 'succeeded' })) === 2, 'deliveries settled');
     expect(receiver.requests.filter((r) => r.headers['webhook-id'] === first.body.id)).toHaveLength(2);
   });
 
@@ -85,13 +87,13 @@ describe('events API', () => {
     const b = await post(body);
     expect([a.status, b.status]).toEqual([202, 202]);
     expect(a.body.id).not.toBe(b.body.id);
-    expect(await count('deliveries', { event_id: a.body.id })).toBe(2); // the all-types and the invoice.paid endpoint
-    expect(await count('deliveries', { event_id: b.body.id })).toBe(2);
+    expect(await count('deliveries', { event_id: eventKey(a.body.id) })).toBe(2); // the all-types and the invoice.paid endpoint
+    expect(await count('deliveries', { event_id: eventKey(b.body.id) })).toBe(2);
     // The request's hash is kept only to compare a repeated key with: these events carry none.
-    const hashes = await db()('events').whereIn('id', [a.body.id, b.body.id]).pluck('request_hash');
+    const hashes = await db()('events').whereIn('id', [eventKey(a.body.id), eventKey(b.body.id)]).pluck('request_hash');
     expect(hashes).toEqual([null, null]);
     const keyed = await post(body, 'key-hash');
-    expect(await db()('events').where('id', keyed.body.id).first('request_hash')).toEqual({ request_hash: expect.stringMatching(/^[0-9a-f]{64}$/) });
+    expect(await db()('events').where('id', eventKey(keyed.body.id)).first('request_hash')).toEqual({ request_hash: expect.stringMatching(/^[0-9a-f]{64}$/) });
   });
 
   it('validates the request: malformed JSON, bad type, missing data, bad key, oversized body', async () => {
@@ -126,7 +128,7 @@ describe('events API', () => {
     expect(answers.map((a) => a.status).sort()).toEqual([...Array(19).fill(200), 202]);
     expect(new Set(answers.map((a) => a.body.id)).size).toBe(1);
     expect(await count('events', { tenant_id: tenantKey, idempotency_key: 'race-key' })).toBe(1);
-    expect(await count('deliveries', { event_id: answers[0]!.body.id })).toBe(2);
+    expect(await count('deliveries', { event_id: eventKey(answers[0]!.body.id) })).toBe(2);
   });
 
   it('publishes arriving together share a commit: each event is its own tenant\'s, its data arrives exactly as sent', async () => {
@@ -140,9 +142,9 @@ describe('events API', () => {
     );
     const answers = await Promise.all(sends);
     expect(answers.map((a) => a.status)).toEqual(Array(40).fill(202));
-    const owners = await db()('events').whereIn('id', answers.map((a) => a.body.id)).select('id', 'tenant_id');
-    // Each row names its tenant by uuid; compared as the API names it.
-    const ownerOf = new Map(owners.map((r: { id: string; tenant_id: string }) => [r.id, idOfUuid('tenant', r.tenant_id)]));
+    const owners = await db()('events').whereIn('id', answers.map((a) => eventKey(a.body.id))).select('id', 'tenant_id');
+    // Each row names itself and its tenant by uuid; compared as the API names them.
+    const ownerOf = new Map(owners.map((r: { id: string; tenant_id: string }) => [idOfUuid('event', r.id), idOfUuid('tenant', r.tenant_id)]));
     answers.forEach((a, n) => expect(ownerOf.get(a.body.id)).toBe(n % 2 === 0 ? tenant.id : other.id));
     // Each event reaches its own tenant's endpoint only (one takes every type on each side), with
     // the data exactly as it was sent.
@@ -221,5 +223,20 @@ describe('events API', () => {
     expect(callbackEvent.body.deliveries).toHaveLength(2);
 
     expectError(await tenant.call('GET', '/v1/events/evt_01h455vb4pex5vsknk084sn02q'), 404, 'not_found');
+  });
+
+  it('answers an id that is no event TypeID as an unknown one: 404, nothing for a filter, 400 for a cursor', async () => {
+    const published = await publish(tenant, { type: 'order.filtered' });
+    // Stored as the uuid a TypeID encodes, each of these would fail to convert: none may become a 500.
+    const malformed = ['evt_8zzzzzzzzzzzzzzzzzzzzzzzzz', published.toUpperCase(), 'evt_nope', `ep_${published.slice('evt_'.length)}`, 'x'.repeat(100)];
+    for (const id of malformed) {
+      expect({ id, status: (await tenant.call('GET', `/v1/events/${id}`)).status }).toEqual({ id, status: 404 });
+      const filtered = await tenant.call('GET', `/v1/deliveries?eventId=${encodeURIComponent(id)}`);
+      expect({ id, status: filtered.status, data: filtered.body.data }).toEqual({ id, status: 200, data: [] });
+    }
+    expect((await tenant.call('GET', `/v1/deliveries?eventId=${published}`)).body.data).toHaveLength(2);
+    // A page cursor carries the last id seen: another kind's is no event's.
+    const foreign = Buffer.from(`ep_${published.slice('evt_'.length)}`).toString('base64url');
+    expectError(await tenant.call('GET', `/v1/events?cursor=${foreign}`), 400, 'invalid_cursor');
   });
 });

@@ -50,8 +50,9 @@ describe('portal sessions managing endpoints and replays', () => {
     await settledOn(t, epA.id, 2);
     await settledOn(t, epB.id, 2);
     const rows: Array<{ id: string; event_id: string; endpoint_id: string; status: string }> = await t.platform.db('deliveries').where({ tenant_id: uuidOf('tenant', tenant.id) });
+    // Rows name events, endpoints and deliveries by uuid; compared as the API names them.
     const find = (event: string, endpoint: string) =>
-      idOfUuid('delivery', rows.find((r) => r.event_id === event && idOfUuid('endpoint', r.endpoint_id) === endpoint && r.status === 'dead')!.id);
+      idOfUuid('delivery', rows.find((r) => idOfUuid('event', r.event_id) === event && idOfUuid('endpoint', r.endpoint_id) === endpoint && r.status === 'dead')!.id);
     Object.assign(dead, { aOrder: find(order, epA.id), aInvoice: find(invoice, epA.id), bOrder: find(order, epB.id), bInvoice: find(invoice, epB.id) });
     onlyA = await session({ capabilities: ['read', 'manage'], endpointIds: [epA.id] });
     onlyOrders = await session({ capabilities: ['read', 'manage'], eventTypes: ['order.*'] });

@@ -75,7 +75,7 @@ describe('the claim of a queued delivery', () => {
     for (const [i, plan] of claims.entries()) {
       // One plan for any delivery: it names neither this call's delivery nor its event.
       expect(plan).not.toContain(uuidOf('delivery', deliveries[i]!.id));
-      expect(plan).not.toContain(deliveries[i]!.event_id);
+      expect(plan).not.toContain(uuidOf('event', deliveries[i]!.event_id));
       // Its days of events pruned as it runs, to the event's own.
       expect(plan).toMatch(/Subplans Removed: [1-9]/);
     }
@@ -88,17 +88,18 @@ describe('the claim of a queued delivery', () => {
     await t.platform.db.raw('ANALYZE events');
     const eventId = idAt('event', day);
     const deliveryId = newId('delivery');
-    // Rows hold the tenant as the uuid its TypeID encodes.
+    // Rows hold the tenant and the event as the uuids their TypeIDs encode.
     const tenantKey = uuidOf('tenant', tenant.id);
-    await t.platform.db('events').insert({ id: eventId, tenant_id: tenantKey, origin: 'api', type: 'order.created', data: '{"n":1}', created_at: new Date() });
+    const eventKey = uuidOf('event', eventId);
+    await t.platform.db('events').insert({ id: eventKey, tenant_id: tenantKey, origin: 'api', type: 'order.created', data: '{"n":1}', created_at: new Date() });
     await t.platform.db('deliveries').insert({
-      id: uuidOf('delivery', deliveryId), tenant_id: tenantKey, event_id: eventId, endpoint_id: uuidOf('endpoint', ep.id), status: 'pending',
+      id: uuidOf('delivery', deliveryId), tenant_id: tenantKey, event_id: eventKey, endpoint_id: uuidOf('endpoint', ep.id), status: 'pending',
       next_attempt_at: new Date(), deadline_at: new Date(Date.now() + 3_600_000),
     });
     const round = await admitDue(t.platform.db, { queuedLeaseSeconds: 30, circuitFailureThreshold: 3, perEndpointBatch: 1 });
     expect(round.queued.map((q) => q.id)).toContain(deliveryId);
     const { rows } = await t.platform.db.raw(`SELECT c.reltuples, e.tableoid::regclass::text AS day
-                                                FROM events e JOIN pg_class c ON c.oid = e.tableoid WHERE e.id = ?`, [eventId]);
+                                                FROM events e JOIN pg_class c ON c.oid = e.tableoid WHERE e.id = ?`, [eventKey]);
     expect(rows[0].reltuples).toBe(0);
 
     await reportClaimPlans();

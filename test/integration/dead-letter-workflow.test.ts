@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { uuidOf } from '../../src/domain/ids.js';
+import { idOfUuid, uuidOf } from '../../src/domain/ids.js';
 import { listAll } from '../helpers/api.js';
 import { createEndpoint, publish, type Delivery } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
@@ -40,7 +40,8 @@ describe('dead-letter workflow', () => {
     });
 
     for (let i = 0; i < 6; i++) created.push(await publish(tenant, 'order.created', { i }));
-    const last = await t.platform.db('events').where({ id: created.at(-1) }).first('created_at');
+    // Rows hold the event as the uuid its TypeID encodes.
+    const last = await t.platform.db('events').where({ id: uuidOf('event', created.at(-1)!) }).first('created_at');
     boundary = new Date(last.created_at.getTime() + 1);
     while (Date.now() <= boundary.getTime() + 1) await new Promise((r) => setTimeout(r, 2));
     for (let i = 0; i < 4; i++) paid.push(await publish(tenant, 'order.paid', { i }));
@@ -85,8 +86,11 @@ describe('dead-letter workflow', () => {
 
     await eventually(async () => down.requests.length >= 10, 'the ten piled-up events at the receiver');
     expect(down.eventIds()).toEqual(new Set([...created, ...paid]));
+    // Rows hold the events as uuids; the webhook-id header names them by their TypeIDs.
     const bodies = new Map<string, string>(
-      (await t.platform.db('events').whereIn('id', [...created, ...paid]).select('id', sentBody(t.platform.db))).map((e: { id: string; body: string }) => [e.id, e.body]),
+      (await t.platform.db('events').whereIn('id', [...created, ...paid].map((id) => uuidOf('event', id))).select('id', sentBody(t.platform.db))).map(
+        (e: { id: string; body: string }) => [idOfUuid('event', e.id), e.body],
+      ),
     );
     for (const req of down.requests) {
       expect(req.body).toBe(bodies.get(String(req.headers['webhook-id'])));

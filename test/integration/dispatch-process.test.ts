@@ -213,8 +213,9 @@ describe('worker processes', { timeout: 90_000 }, () => {
     expect(Date.now() - termAt).toBeGreaterThanOrEqual(800); // it waited for the receiver's answer
 
     const rows = await t.platform.db('deliveries').where({ endpoint_id: uuidOf('endpoint', ep.id) }).select('event_id', 'status', 'attempt_count');
-    expect(rows.find((r) => r.event_id === eventId)).toMatchObject({ status: 'succeeded', attempt_count: 1 });
-    expect(rows.find((r) => r.event_id === later)).toMatchObject({ status: 'pending', attempt_count: 0 });
+    // The rows hold each event as the uuid its TypeID encodes.
+    expect(rows.find((r) => idOfUuid('event', r.event_id) === eventId)).toMatchObject({ status: 'succeeded', attempt_count: 1 });
+    expect(rows.find((r) => idOfUuid('event', r.event_id) === later)).toMatchObject({ status: 'pending', attempt_count: 0 });
     const attempts = await attemptsOf(ep.id);
     expect(attempts).toHaveLength(1);
     expect(attempts[0]).toMatchObject({ status_code: 200, outcome: 'success', trigger: 'initial' });

@@ -188,7 +188,8 @@ describe('a platform behind the proxy (absolute-form for http targets)', () => {
     const second = await publishMany(tenant, 10);
     // Each waiting delivery fails at the proxy and goes back to pending with its attempt given back.
     await eventually(async () => (await proxyFailures('refused')) >= refusedBefore + 10, 'proxy failures counted');
-    const waiting = (await deliveryRows(t, ep.id)).filter((d) => second.includes(d.event_id));
+    // The rows hold each event as the uuid its TypeID encodes.
+    const waiting = (await deliveryRows(t, ep.id)).filter((d) => second.includes(idOfUuid('event', d.event_id)));
     expect(waiting.every((d) => d.status !== 'succeeded' && d.attempt_count - d.attempt_base <= 1)).toBe(true);
     expect(waiting.some((d) => String(d.last_error).startsWith('egress_proxy_refused'))).toBe(true);
     await expectEndpointUntouched(t, ep.id);

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { uuidOf } from '../../src/domain/ids.js';
+import { idOfUuid, uuidOf } from '../../src/domain/ids.js';
 import { eventDaysLock } from '../../src/store/retention-store.js';
 import { advisoryLockWaiters } from '../helpers/database.js';
 import { expectError } from '../helpers/api.js';
@@ -33,7 +33,11 @@ describe('endpoint backfill', () => {
 
   const backfill = (tenant: TestTenant, endpointId: string, body: Record<string, unknown>) =>
     tenant.call('POST', `/v1/endpoints/${endpointId}/backfill`, { body: { since, reason: 'new endpoint needs history', ...body } });
-  const deliveriesTo = (endpointId: string) => t.platform.db('deliveries').where({ endpoint_id: uuidOf('endpoint', endpointId) }).orderBy('id').select('event_id', 'replay_id', 'status');
+  // Deliveries hold their event as the uuid its TypeID encodes; the test names events by TypeID.
+  const deliveriesTo = async (endpointId: string) =>
+    (await t.platform.db('deliveries').where({ endpoint_id: uuidOf('endpoint', endpointId) }).orderBy('id').select('event_id', 'replay_id', 'status')).map(
+      (d: { event_id: string; replay_id: string | null; status: string }) => ({ ...d, event_id: idOfUuid('event', d.event_id) }),
+    );
   /** How many requests each webhook-id reached the receiver with. */
   const receivedTimes = (rx: Receiver) => {
     const times = new Map<string, number>();
@@ -245,7 +249,8 @@ describe('endpoint backfill', () => {
       const res = await backfill(c, later, {});
       expect(res.body.total).toBe(1);
       await completed(c, res.body.id);
-      expect(await t.platform.db('deliveries').where({ endpoint_id: uuidOf('endpoint', later) }).pluck('event_id')).toEqual([real]);
+      const eventKeys: string[] = await t.platform.db('deliveries').where({ endpoint_id: uuidOf('endpoint', later) }).pluck('event_id');
+      expect(eventKeys.map((k) => idOfUuid('event', k))).toEqual([real]);
     } finally {
       await rx.close();
     }

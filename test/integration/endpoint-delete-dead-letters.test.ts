@@ -23,7 +23,8 @@ afterAll(async () => {
 const deadLettered = async (reason: string) =>
   metricValue(await (await fetch(`${t.url}/metrics`)).text(), 'webhook_deliveries_dead_lettered_total', { reason });
 const deliveryOf = (id: string) => t.platform.db('deliveries').where({ id }).first('status', 'dead_reason', 'last_error');
-const deliveryIdOf = async (eventId: string) => (await t.platform.db('deliveries').where({ event_id: eventId }).first('id')).id as string;
+// Deliveries hold their event as the uuid its TypeID encodes.
+const deliveryIdOf = async (eventId: string) => (await t.platform.db('deliveries').where({ event_id: uuidOf('event', eventId) }).first('id')).id as string;
 
 describe('deleting an endpoint', () => {
   it('dead-letters its 5 waiting deliveries as endpoint_deleted and counts all 5 in the dead-letter metric', async () => {

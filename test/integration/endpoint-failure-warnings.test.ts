@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { warnFailing, type FailingEndpoint } from '../../src/delivery/endpoint-health.js';
-import { uuidOf } from '../../src/domain/ids.js';
+import { idOfUuid, uuidOf } from '../../src/domain/ids.js';
 import type { Platform } from '../../src/platform.js';
 import { createEndpoint, publish } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
@@ -50,8 +50,9 @@ describe('failure warnings before an auto-disable', () => {
     }
     return [...byId.values()].sort((a, b) => (a.id < b.id ? -1 : 1));
   };
+  // Events are stored under the uuid their TypeID encodes (the same order); the bodies name them by TypeID.
   const platformEvents = async (tenantId: string, type: string) =>
-    t.platform.db('events').where({ tenant_id: uuidOf('tenant', tenantId), type }).orderBy('id').pluck('id');
+    ((await t.platform.db('events').where({ tenant_id: uuidOf('tenant', tenantId), type }).orderBy('id').pluck('id')) as string[]).map((id) => idOfUuid('event', id));
 
   async function failingSetup(name: string) {
     const tenant = await t.createTenant(name);

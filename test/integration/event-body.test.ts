@@ -33,13 +33,17 @@ afterAll(async () => {
   await t?.stop();
 });
 
+/** An event as its rows name it: the uuid its TypeID encodes. */
+const eventKey = (id: string) => uuidOf('event', id);
+
 /**
- * One event given to publish_events as the api gives it (the tenant as its uuid), to the tenant's
- * endpoint: its outcome and the body it answers.
+ * One event given to publish_events as the api gives it (the tenant and the event as their uuids,
+ * the event also by the TypeID its body names), to the tenant's endpoint: its outcome and the body
+ * it answers.
  */
-async function publishDirectly(fields: Record<string, unknown>): Promise<Array<{ outcome: string; body: string }>> {
+async function publishDirectly(eventId: string, fields: Record<string, unknown>): Promise<Array<{ outcome: string; body: string }>> {
   const item = {
-    delivery_ids: [uuidOf('delivery', newId('delivery'))], tenant_id: uuidOf('tenant', tenant.id), origin: 'api', type: 'order.created', message_id: null,
+    event_id: eventKey(eventId), envelope_id: eventId, delivery_ids: [uuidOf('delivery', newId('delivery'))], tenant_id: uuidOf('tenant', tenant.id), origin: 'api', type: 'order.created', message_id: null,
     idempotency_key: null, request_hash: null, trace_parent: null, ...fields,
   };
   const { rows } = await t.platform.db.raw<{ rows: Array<{ outcome: string; body: string }> }>('SELECT outcome, body FROM publish_events(?::jsonb, 86400)', [
@@ -97,7 +101,7 @@ describe('the body of an event', () => {
     });
     expect(res.status, res.text).toBe(202);
     const eventId = res.body.id as string;
-    expect(await t.platform.db('events').where({ id: eventId }).first('body', 'data')).toEqual({ body: null, data });
+    expect(await t.platform.db('events').where({ id: eventKey(eventId) }).first('body', 'data')).toEqual({ body: null, data });
     // Built from what was sent and what the answer said, not from what was stored.
     await expectSentAndShown(eventId, storedEnvelope(eventId, 'order.created', new Date(res.body.createdAt as string), 'ord_9', data));
   });
@@ -107,8 +111,8 @@ describe('the body of an event', () => {
     const createdAt = new Date();
     const data = '{"amount": 12345678901234567890, "note":"\\u00fc"}';
     const expected = storedEnvelope(eventId, 'order.created', createdAt, 'ord_7', data);
-    expect(await publishDirectly({ event_id: eventId, message_id: 'ord_7', data, created_at: createdAt.toISOString() })).toEqual([{ outcome: 'created', body: expected }]);
-    expect(await t.platform.db('events').where({ id: eventId }).first('body', 'data')).toEqual({ body: null, data });
+    expect(await publishDirectly(eventId, { message_id: 'ord_7', data, created_at: createdAt.toISOString() })).toEqual([{ outcome: 'created', body: expected }]);
+    expect(await t.platform.db('events').where({ id: eventKey(eventId) }).first('body', 'data')).toEqual({ body: null, data });
     await expectSentAndShown(eventId, expected);
   });
 
@@ -118,8 +122,8 @@ describe('the body of an event', () => {
     const eventId = newId('event');
     const createdAt = new Date();
     const body = `{ "id": "${eventId}", "type": "order.created", "timestamp": "${createdAt.toISOString()}", "messageId": null, "data": {"n": 1.50} }`;
-    expect(await publishDirectly({ event_id: eventId, body, created_at: createdAt.toISOString() })).toEqual([{ outcome: 'created', body }]);
-    expect(await t.platform.db('events').where({ id: eventId }).first('body', 'data')).toEqual({ body, data: null });
+    expect(await publishDirectly(eventId, { body, created_at: createdAt.toISOString() })).toEqual([{ outcome: 'created', body }]);
+    expect(await t.platform.db('events').where({ id: eventKey(eventId) }).first('body', 'data')).toEqual({ body, data: null });
     await expectSentAndShown(eventId, body);
   });
 });

@@ -54,8 +54,9 @@ async function eventPartitionsOpened(): Promise<string[]> {
   return rows.map((r: { name: string }) => r.name);
 }
 
+/** The partition holding an event named by its TypeID (stored as the uuid it encodes). */
 async function partitionOf(eventId: string): Promise<string> {
-  const { rows } = await conn.raw(`SELECT tableoid::regclass::text AS name FROM events WHERE id = ?`, [eventId]);
+  const { rows } = await conn.raw(`SELECT tableoid::regclass::text AS name FROM events WHERE id = ?`, [uuidOf('event', eventId)]);
   return rows[0].name;
 }
 
@@ -64,14 +65,15 @@ async function insertOldPending(endpointId: string, days: number, dueAt: Date): 
   const at = daysAgo(days);
   const eventId = idAt('event', at);
   const deliveryId = newId('delivery');
-  // Rows store the uuid the tenant's TypeID encodes.
+  // Rows store the uuids the tenant's and the event's TypeIDs encode.
   const tenantKey = uuidOf('tenant', tenant.id);
+  const eventKey = uuidOf('event', eventId);
   await t.platform.db('events').insert({
-    id: eventId, tenant_id: tenantKey, origin: 'api', type: 'order.created', data: '{"old":true}', created_at: at,
+    id: eventKey, tenant_id: tenantKey, origin: 'api', type: 'order.created', data: '{"old":true}', created_at: at,
   });
   const now = new Date();
   await t.platform.db('deliveries').insert({
-    id: uuidOf('delivery', deliveryId), tenant_id: tenantKey, event_id: eventId, endpoint_id: uuidOf('endpoint', endpointId), status: 'pending',
+    id: uuidOf('delivery', deliveryId), tenant_id: tenantKey, event_id: eventKey, endpoint_id: uuidOf('endpoint', endpointId), status: 'pending',
     next_attempt_at: dueAt, deadline_at: new Date(now.getTime() + 3_600_000), created_at: at, updated_at: now,
   });
   return { eventId, deliveryId };
@@ -168,7 +170,8 @@ describe('admission and hand-offs on a database that keeps 30 days of events', (
     try {
       // Planned as each pooled connection's warm-up plans it, the locks of planning let go (see above).
       await conn.raw('SAVEPOINT planned');
-      expect(await claimDelivery(conn, 'dlv_00000000000000000000000000', leaseMs, 'evt_none')).toBeUndefined();
+      // A well-formed event id, so that the claim runs (and is planned) rather than being refused unread.
+      expect(await claimDelivery(conn, 'dlv_00000000000000000000000000', leaseMs, 'evt_00000000000000000000000000')).toBeUndefined();
       await conn.raw('ROLLBACK TO SAVEPOINT planned');
       // As a job queued by this release carries it.
       const claimed = await claimDelivery(conn, withEvent.id, leaseMs, withEvent.event_id);

@@ -41,10 +41,14 @@ afterAll(async () => {
 const deliveryId = () => uuidOf('delivery', newId('delivery'));
 /** The tenant as the intake and publish functions take it and its rows store it: its uuid. */
 const tenantKey = () => uuidOf('tenant', tenant.id);
+/** An event as its rows store it, and as the intake and publish functions take and return it: its uuid. */
+const eventKey = (id: string) => uuidOf('event', id);
+/** An event id read from a row, named by its TypeID as the test made it. */
+const eventOf = (uuid: string | null) => (uuid === null ? null : idOfUuid('event', uuid));
 
 function acceptItem(n: number, eventId: string, overrides: Record<string, unknown> = {}) {
   return {
-    receiptId: newId('receipt'), eventId, deliveryIds: [deliveryId(), deliveryId()],
+    receiptId: newId('receipt'), eventId: eventKey(eventId), envelopeId: eventId, deliveryIds: [deliveryId(), deliveryId()],
     tenantId: tenantKey(), sourceId: source.id, origin: 'callback', bodyDigest: `digest-${n}`, receivedAt: new Date(),
     type: 'order.created', messageId: `ord_${n}`, dedupeKey: `key-${n}`, status: null, statusRank: null, statusFinal: null,
     sequence: null, data: JSON.stringify({ n }), ...overrides,
@@ -66,7 +70,7 @@ describe('one batch', () => {
       acceptItem(105, e!, status('delivered', 3, true)),
     ];
     const { rows } = await session.query('SELECT * FROM intake_accept_many($1::jsonb, 86400)', [JSON.stringify(batch)]);
-    expect(rows).toEqual([
+    expect(rows.map((r) => ({ ...r, event_id: eventOf(r.event_id) }))).toEqual([
       { outcome: 'accepted', event_id: a, endpoint_count: 2, pending: 2, dead_disabled: 0 },
       // Both copies meet the first on its key (its receipt, which the byte-identical check reads, is
       // written with the batch's), so both had their endpoints looked up.
@@ -79,27 +83,29 @@ describe('one batch', () => {
     ]);
 
     const ids = [a, b, c, d, e];
+    // Rows store each event under its uuid (which sorts as its TypeID does); read back, each is named by its TypeID.
+    const keys = ids.map((id) => eventKey(id!));
     // The payload is stored as given, and the envelope around it is not stored at all; a whole
     // envelope given instead is stored as given.
-    const events = await session.query('SELECT id, stale, body, data FROM events WHERE id = ANY($1) ORDER BY id', [ids]);
+    const events = await session.query('SELECT id, stale, body, data FROM events WHERE id = ANY($1) ORDER BY id', [keys]);
     const stored = new Map([
       [a, { body: null, data: '{"n":100}' }],
       [b, { body: `{ "id": "${b!}", "data": {"n": 102} }`, data: null }],
       [c, { body: null, data: '{"n":103}' }],
       [e, { body: null, data: '{"n":105}' }],
     ]);
-    expect(events.rows).toEqual([a, b, c, e].sort().map((id) => ({ id, stale: id === c, ...stored.get(id) })));
+    expect(events.rows.map((r) => ({ ...r, id: eventOf(r.id) }))).toEqual([a, b, c, e].sort().map((id) => ({ id, stale: id === c, ...stored.get(id) })));
     const deliveries = await session.query(
       `SELECT d.event_id, count(*)::int AS n, count(q.delivery_id)::int AS queued FROM deliveries d
          LEFT JOIN delivery_queue q ON q.delivery_id = d.id WHERE d.event_id = ANY($1) GROUP BY 1 ORDER BY 1`,
-      [ids],
+      [keys],
     );
-    expect(deliveries.rows).toEqual([a, b, e].sort().map((event_id) => ({ event_id, n: 2, queued: 2 })));
+    expect(deliveries.rows.map((r) => ({ ...r, event_id: eventOf(r.event_id) }))).toEqual([a, b, e].sort().map((event_id) => ({ event_id, n: 2, queued: 2 })));
     const receipts = await session.query(
       `SELECT event_id, outcome, count(*)::int AS n FROM receipts WHERE event_id = ANY($1) GROUP BY 1, 2 ORDER BY 1, 2`,
-      [ids],
+      [keys],
     );
-    expect(receipts.rows).toEqual(
+    expect(receipts.rows.map((r) => ({ ...r, event_id: eventOf(r.event_id) }))).toEqual(
       [
         { event_id: a, outcome: 'accepted', n: 1 },
         { event_id: a, outcome: 'duplicate', n: 2 },
@@ -109,9 +115,9 @@ describe('one batch', () => {
       ].sort((x, y) => (x.event_id! + x.outcome).localeCompare(y.event_id! + y.outcome)),
     );
     const message = await session.query(`SELECT status, status_rank, status_final, last_event_id FROM messages WHERE message_id = 'msg_batch'`);
-    expect(message.rows).toEqual([{ status: 'delivered', status_rank: 3, status_final: true, last_event_id: e }]);
-    const keys = await session.query(`SELECT key FROM event_keys WHERE key = 'key-104'`);
-    expect(keys.rows).toEqual([]);
+    expect(message.rows).toEqual([{ status: 'delivered', status_rank: 3, status_final: true, last_event_id: eventKey(e!) }]);
+    const unclaimed = await session.query(`SELECT key FROM event_keys WHERE key = 'key-104'`);
+    expect(unclaimed.rows).toEqual([]);
   });
 });
 
@@ -127,15 +133,15 @@ describe('intake statement plans', () => {
       const eventId = newId('event');
       eventIds.push(eventId);
       const { rows } = await session.query('SELECT * FROM intake_accept_many($1::jsonb, 86400)', [JSON.stringify([acceptItem(n, eventId)])]);
-      expect(rows).toMatchObject([{ outcome: 'accepted', event_id: eventId, endpoint_count: 2, pending: 2 }]);
+      expect(rows).toMatchObject([{ outcome: 'accepted', event_id: eventKey(eventId), endpoint_count: 2, pending: 2 }]);
       const repeat = await session.query('SELECT * FROM intake_record_repeats($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])', [
         [newId('receipt')], [tenantKey()], [source.id], ['callback'], [`digest-${n}`],
       ]);
-      expect(repeat.rows).toMatchObject([{ event_id: eventId }]);
+      expect(repeat.rows).toMatchObject([{ event_id: eventKey(eventId) }]);
       const published = newId('event');
       eventIds.push(published);
       const { rows: pub } = await session.query('SELECT outcome, pending FROM publish_events($1::jsonb, 86400)', [
-        JSON.stringify([publishItem({ event_id: published, data: JSON.stringify({ n }) })]),
+        JSON.stringify([publishItem({ event_id: eventKey(published), envelope_id: published, data: JSON.stringify({ n }) })]),
       ]);
       expect(pub).toEqual([{ outcome: 'created', pending: 2 }]);
     }
@@ -148,7 +154,8 @@ describe('intake statement plans', () => {
     expect(targetLookups.length).toBe(7 * 2);
     for (const plan of [...eventChecks, ...targetLookups]) {
       expect(plan).toContain('$1');
-      for (const id of [tenantKey(), ...eventIds]) expect(plan).not.toContain(id);
+      // The events are passed as uuids, and named in their bodies by their TypeIDs: neither form may show.
+      for (const id of [tenantKey(), ...eventIds, ...eventIds.map(eventKey)]) expect(plan).not.toContain(id);
     }
     // The reusable check still reads only the event's own partition.
     expect(eventChecks[eventChecks.length - 1]).toMatch(/Subplans Removed: \d+/);
@@ -156,10 +163,14 @@ describe('intake statement plans', () => {
   });
 });
 
-/** One event as the api gives it to publish_events, to the tenant's two endpoints unless told otherwise. */
+/**
+ * One event as the api gives it to publish_events, to the tenant's two endpoints unless told
+ * otherwise: named by its uuid, as its rows store it, and by the TypeID its body names.
+ */
 function publishItem(fields: Record<string, unknown>): Record<string, unknown> {
+  const id = newId('event');
   return {
-    event_id: newId('event'), delivery_ids: [deliveryId(), deliveryId()], tenant_id: tenantKey(), origin: 'api',
+    event_id: eventKey(id), envelope_id: id, delivery_ids: [deliveryId(), deliveryId()], tenant_id: tenantKey(), origin: 'api',
     type: 'order.created', message_id: null, idempotency_key: null, request_hash: null, data: '{}',
     created_at: new Date().toISOString(), trace_parent: null, ...fields,
   };

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uuidOf } from '../../src/domain/ids.js';
 import type { SourceType } from '../../src/domain/sources.js';
 import {
   ACK_COUNT,
@@ -225,7 +226,8 @@ describe('message status order', () => {
         const winner = outcomes[0]!.status === 'accepted' ? 0 : 1;
         const winnerStatus = ['delivered', 'failed'][winner];
         const message = await t.platform.db('messages').where({ source_id: source.id, message_id: messageId }).first('status', 'last_event_id');
-        expect(message).toEqual({ status: winnerStatus, last_event_id: outcomes[winner]!.eventId });
+        // The message names its last event by the uuid the TypeID encodes.
+        expect(message).toEqual({ status: winnerStatus, last_event_id: uuidOf('event', outcomes[winner]!.eventId) });
         expect((await rowsOfEvent(t.platform.db, outcomes[winner]!.eventId)).deliveries).toHaveLength(2);
         const loser = await rowsOfEvent(t.platform.db, outcomes[1 - winner]!.eventId);
         expect(loser.deliveries).toEqual([]);

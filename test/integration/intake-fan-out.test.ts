@@ -117,8 +117,10 @@ describe('fan-out to more endpoints than delivery ids were guessed', () => {
     dead_reason: string | null;
     deadline_at: Date;
   }
+  /** An event as its rows name it: the uuid its TypeID encodes. */
+  const eventKey = (eventId: string) => uuidOf('event', eventId);
   const deliveriesOf = async (eventId: string): Promise<DeliveryRow[]> =>
-    (await t.platform.db('deliveries').where({ event_id: eventId }).orderBy('endpoint_id').select('id', 'endpoint_id', 'status', 'dead_reason', 'deadline_at'))
+    (await t.platform.db('deliveries').where({ event_id: eventKey(eventId) }).orderBy('endpoint_id').select('id', 'endpoint_id', 'status', 'dead_reason', 'deadline_at'))
       .map((d: DeliveryRow) => ({ ...d, id: idOfUuid('delivery', d.id), endpoint_id: idOfUuid('endpoint', d.endpoint_id) }));
   const arrivals = (eventId: string) => other.receiver.requests.filter((r) => r.headers['webhook-id'] === eventId).map((r) => r.path).sort();
 
@@ -127,7 +129,7 @@ describe('fan-out to more endpoints than delivery ids were guessed', () => {
     const rows = await deliveriesOf(eventId);
     expect(rows.map((d) => d.endpoint_id)).toEqual([...active, ...disabled].sort());
     expect(new Set(rows.map((d) => d.id)).size).toBe(rows.length);
-    const stored: string[] = await t.platform.db('deliveries').where({ event_id: eventId }).pluck('id');
+    const stored: string[] = await t.platform.db('deliveries').where({ event_id: eventKey(eventId) }).pluck('id');
     for (const id of stored) expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     for (const d of rows.filter((r) => disabled.includes(r.endpoint_id))) expect(d).toMatchObject({ status: 'dead', dead_reason: 'endpoint_disabled' });
     for (const d of rows.filter((r) => active.includes(r.endpoint_id))) expect(d.dead_reason).toBeNull();
@@ -151,7 +153,7 @@ describe('fan-out to more endpoints than delivery ids were guessed', () => {
 
     const first = await accept('order.created', wideSource);
     const rows = await expectOneEach(first, active, [disabled!]);
-    const event = await t.platform.db('events').where({ id: first }).first('created_at');
+    const event = await t.platform.db('events').where({ id: eventKey(first) }).first('created_at');
     const deadline = (endpointId: string) => rows.find((d) => d.endpoint_id === endpointId)!.deadline_at.getTime() - event.created_at.getTime();
     expect(deadline(aged.body.id)).toBe(600_000);
     expect(deadline(active[0]!)).toBe(t.config.retry.maxEventAgeSeconds * 1000);

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { uuidOf } from '../../src/domain/ids.js';
+import { idOfUuid, uuidOf } from '../../src/domain/ids.js';
 import { createEndpoint, createSource, postCallback, sign, storedFor, type TestSource } from '../helpers/intake.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { automation } from '../helpers/providers.js';
@@ -67,7 +67,8 @@ describe('intake group commit', () => {
       `SELECT id, (event_body(events)::jsonb -> 'data' ->> 'n') AS data_n FROM events WHERE source_id = ?`,
       [source.id],
     );
-    const dataById = new Map(rows.map((r) => [r.id, r.data_n]));
+    // Rows name each event by its uuid; the answers by its TypeID.
+    const dataById = new Map(rows.map((r) => [idOfUuid('event', r.id), r.data_n]));
     first.forEach((res, i) => expect(dataById.get(res.body.eventId)).toBe(ids[i]));
 
     expect(await storedFor(t.platform.db, source.id)).toMatchObject({ receipts: 300, events: 200, deliveries: 400 });

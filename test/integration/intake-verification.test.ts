@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uuidOf } from '../../src/domain/ids.js';
 import { signStandardWebhook } from '../../src/domain/signing.js';
 import type { SourceType } from '../../src/domain/sources.js';
 import {
@@ -273,7 +274,8 @@ describe('momo-automation ordering hints', () => {
     for (const [extra, stored] of cases) {
       const body = JSON.stringify({ id: randomUUID(), event: 'order.created', subscription: { id: 'sub_1' }, data: {}, ...extra });
       const { eventId } = expectOutcome(await postCallback(t, source.id, sign.automation(source.secret, body)), 'accepted');
-      const row = await t.platform.db('events').where({ id: eventId }).first('provider_sequence');
+      // Stored under the uuid the event's TypeID encodes.
+      const row = await t.platform.db('events').where({ id: uuidOf('event', eventId) }).first('provider_sequence');
       expect(row, JSON.stringify(extra)).toEqual({ provider_sequence: stored });
     }
   });

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admitDue } from '../../src/delivery/sql/admit.js';
 import { recordAttempt, recordSuccesses } from '../../src/delivery/sql/attempts.js';
 import type { ClaimedDelivery } from '../../src/delivery/index.js';
-import { idOfUuid } from '../../src/domain/ids.js';
+import { idOfUuid, uuidOf } from '../../src/domain/ids.js';
 import { createEndpoint, publish } from '../helpers/dispatch.js';
 import { inspect } from '../helpers/invariants.js';
 import { TRANSITION_LOG } from '../helpers/transition-log.js';
@@ -31,7 +31,8 @@ describe('the invariant checker and TRANSITIONS', () => {
     await createEndpoint(tenant, { url: 'http://127.0.0.1:9/x', eventTypes: ['tr.*'] });
     const eventId = await publish(tenant, 'tr.created', {});
     const db = t.platform.db;
-    const { id } = await db('deliveries').where({ event_id: eventId }).first('id');
+    // The delivery row names its event by the uuid the TypeID encodes.
+    const { id } = await db('deliveries').where({ event_id: uuidOf('event', eventId) }).first('id');
     // created → pending (fan-out), pending → in_flight (admission to a local slot), in_flight → succeeded.
     await db('deliveries').where({ id }).update({ status: 'in_flight', lease_until: db.raw(`now() + interval '1 minute'`) });
     await db('deliveries').where({ id }).update({ status: 'succeeded', lease_until: null, succeeded_at: db.fn.now() });
@@ -49,7 +50,7 @@ describe('the invariant checker and TRANSITIONS', () => {
     const endpoint = await createEndpoint(tenant, { url: 'http://127.0.0.1:9/q', eventTypes: ['qc.*'] });
     const eventId = await publish(tenant, 'qc.created', {});
     const db = t.platform.db;
-    const { id } = await db('deliveries').where({ event_id: eventId }).first('id');
+    const { id } = await db('deliveries').where({ event_id: uuidOf('event', eventId) }).first('id');
     const limits = { circuitFailureThreshold: 5, circuitCooldownSeconds: 30 };
     const admit = async (): Promise<ClaimedDelivery> =>
       (await admitDue(db, { queuedLeaseSeconds: 30, circuitFailureThreshold: 5, perEndpointBatch: 10 }, { count: 10, inFlightLeaseMs: 30_000, mode: 'all' }))

@@ -2,6 +2,7 @@
 // waited because its endpoint was paused is left out; one that waited for the platform (no worker
 // running) counts, as late. Read from the histogram the SLO rules use.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uuidOf } from '../../src/domain/ids.js';
 import { renderMetrics, resetMetrics } from '../../src/metrics/registry.js';
 import { createEndpoint, metricValue } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
@@ -34,14 +35,16 @@ describe('first attempts for endpoints that are up', () => {
     const published = await Promise.all(
       ['held.one', 'late.one'].map(async (type) => (await tenant.call('POST', '/v1/events', { body: { type, data: {} } })).body.id as string),
     );
+    // Rows hold the events as the uuids their TypeIDs encode.
+    const stored = published.map((id) => uuidOf('event', id));
     // Both waited a minute: as if the pause, and the outage of every worker, had lasted that long.
-    await api.platform.db('events').whereIn('id', published).update({ created_at: api.platform.db.raw("created_at - interval '60 seconds'") });
+    await api.platform.db('events').whereIn('id', stored).update({ created_at: api.platform.db.raw("created_at - interval '60 seconds'") });
     expect((await tenant.call('POST', `/v1/endpoints/${held.id}/resume`, { body: {} })).status).toBe(200);
 
     resetMetrics();
     worker = await startTestPlatform({ role: 'worker', database: api.database, queuePrefix: api.queuePrefix, env: api.env });
     await eventually(
-      async () => (await api.platform.db('deliveries').whereIn('event_id', published).where('status', 'succeeded').count({ n: '*' }))[0]!.n == 2,
+      async () => (await api.platform.db('deliveries').whereIn('event_id', stored).where('status', 'succeeded').count({ n: '*' }))[0]!.n == 2,
       'both events delivered',
     );
     // A late attempt is judged beside its slot, once its endpoint is read again; stopping the

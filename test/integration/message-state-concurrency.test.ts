@@ -2,6 +2,7 @@
 // statuses at the same instant never both win, a late lower status never wins, and what an ordered
 // endpoint receives of one message never goes backwards either.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { idOfUuid } from '../../src/domain/ids.js';
 import { messageStatus } from '../../src/domain/message-status.js';
 import { statusCounts } from '../helpers/dispatch.js';
 import { postCallback, readMetrics, receiptsDelta, sign } from '../helpers/intake.js';
@@ -50,7 +51,8 @@ async function setup(ordering: 'none' | 'per-message'): Promise<Setup> {
     callback: (messageId, status) => postCallback(t, sourceId, sign.communication(src.body.secret, communication.messageStatus(messageId, status))),
     statusOfEvents: async () => {
       const rows: Array<{ id: string; status: string }> = await t.platform.db('events').where({ source_id: sourceId }).select('id', 'status');
-      return new Map(rows.map((row) => [row.id, row.status]));
+      // Stored as the uuid the TypeID encodes; the receiver sees the TypeID.
+      return new Map(rows.map((row) => [idOfUuid('event', row.id), row.status]));
     },
   };
 }

@@ -158,13 +158,14 @@ describe('migrations', () => {
       const at = '2026-12-04T10:00:00.123Z';
       const [withData, withoutData] = [newId('event'), newId('event')];
       const item = (eventId: string, data?: string) => ({
-        event_id: eventId, delivery_ids: [uuidOf('delivery', newId('delivery')), uuidOf('delivery', newId('delivery'))], tenant_id: uuidOf('tenant', tenant.id), origin: 'api', type: 'rollback.kept',
+        event_id: uuidOf('event', eventId), envelope_id: eventId, delivery_ids: [uuidOf('delivery', newId('delivery')), uuidOf('delivery', newId('delivery'))], tenant_id: uuidOf('tenant', tenant.id), origin: 'api', type: 'rollback.kept',
         message_id: null, idempotency_key: null, request_hash: null, ...(data === undefined ? {} : { data }), created_at: at, trace_parent: null,
       });
       await db.raw('SELECT * FROM publish_events(?::jsonb, 86400)', [JSON.stringify([item(withData, '{"n": 1.50}'), item(withoutData)])]);
-      expect(await db('events').whereIn('id', [withData, withoutData]).whereNull('body').count({ n: '*' })).toEqual([{ n: 2 }]);
-      // Below events.data, every event has its body stored again: the bytes it was sent as.
-      const sent = await db('events').orderBy('id').select('id', sentBody(db));
+      expect(await db('events').whereIn('id', [withData, withoutData].map((id) => uuidOf('event', id))).whereNull('body').count({ n: '*' })).toEqual([{ n: 2 }]);
+      // Below events.data, every event has its body stored again: the bytes it was sent as, under
+      // the TypeID it is stored as again below migration 20261206000055.
+      const sent = (await db('events').orderBy('id').select('id', sentBody(db))).map((r: { id: string; body: string }) => ({ ...r, id: idOfUuid('event', r.id) }));
       const completed = async () => (await db.migrate.list())[0].map((m: string | { name: string }) => (typeof m === 'string' ? m : m.name));
       // A first try folded into its delivery, as releases after 0.4.0 store one: below
       // deliveries' first_try columns it is an attempts row again, under the id it was listed by.
@@ -221,8 +222,10 @@ describe('migrations', () => {
   it('stores endpoint ids as the uuid their TypeID encodes, and gives every one back exactly on the way down', async () => {
     const { db } = await emptyDatabase();
     await migrateLatest(db);
-    for (let i = 0; i < 3; i++) await db.migrate.down();
-    expect((await db.migrate.list())[1]).toEqual(['20261206000052_endpoint_ids_as_uuid.ts', '20261206000053_delivery_ids_as_uuid.ts', '20261206000054_tenant_ids_as_uuid.ts']);
+    for (let i = 0; i < 4; i++) await db.migrate.down();
+    expect((await db.migrate.list())[1]).toEqual([
+      '20261206000052_endpoint_ids_as_uuid.ts', '20261206000053_delivery_ids_as_uuid.ts', '20261206000054_tenant_ids_as_uuid.ts', '20261206000055_event_ids_as_uuid.ts',
+    ]);
     // The extremes of the 128 bits, and ids made now, each with a delivery (the queue's trigger copies it).
     const ids = ['ep_00000000000000000000000000', 'ep_7zzzzzzzzzzzzzzzzzzzzzzzzz', ...Array.from({ length: 200 }, () => newId('endpoint'))];
     await db('tenants').insert({ id: 'ten_1', name: 't' });
@@ -253,9 +256,8 @@ describe('migrations', () => {
   it('stores delivery ids as the uuid their TypeID encodes, attempts on the same bounds, and gives every one back on the way down', async () => {
     const { database, db } = await emptyDatabase();
     await migrateLatest(db);
-    await db.migrate.down();
-    await db.migrate.down();
-    expect((await db.migrate.list())[1]).toEqual(['20261206000053_delivery_ids_as_uuid.ts', '20261206000054_tenant_ids_as_uuid.ts']);
+    for (let i = 0; i < 3; i++) await db.migrate.down();
+    expect((await db.migrate.list())[1]).toEqual(['20261206000053_delivery_ids_as_uuid.ts', '20261206000054_tenant_ids_as_uuid.ts', '20261206000055_event_ids_as_uuid.ts']);
     await db('tenants').insert({ id: 'ten_1', name: 't' });
     const endpointId = uuidOf('endpoint', newId('endpoint'));
     await db('endpoints').insert({ id: endpointId, tenant_id: 'ten_1', url: 'https://x.example.com', max_concurrency: 1, secret_enc: 'v1:x' });
@@ -372,7 +374,8 @@ describe('migrations', () => {
       expect(scopesAsUuid).toEqual([{ scope_id: key, key: 'idem-1' }, { scope_id: source.body.id, key: 'msg_1' }]);
 
       await db.migrate.down();
-      expect((await db.migrate.list())[1]).toEqual(['20261206000054_tenant_ids_as_uuid.ts']);
+      await db.migrate.down();
+      expect((await db.migrate.list())[1]).toEqual(['20261206000054_tenant_ids_as_uuid.ts', '20261206000055_event_ids_as_uuid.ts']);
       expect(await stored()).toEqual(Object.fromEntries(Object.entries(asUuid).map(([table, ids]) => [table, ids.map((id) => idOfUuid('tenant', id))])));
       expect(await scopes()).toEqual(scopesAsUuid.map((s) => ({ ...s, scope_id: s.scope_id === key ? tenant.id : s.scope_id })));
 
@@ -389,6 +392,74 @@ describe('migrations', () => {
     }
   });
 
+  it('stores event ids as the uuid their TypeID encodes, events and receipts on the same bounds, and gives every one back on the way down', async () => {
+    const t = await startTestPlatform();
+    cleanup.push(() => t.stop());
+    const tenant = await t.createTenant('events');
+    const source = await tenant.call('POST', '/v1/sources', { body: { type: 'standard-webhooks', name: 's' } });
+    const endpoint = await tenant.call('POST', '/v1/endpoints', { body: { url: 'http://127.0.0.1:9/never-reached' } });
+    const published = await publish(tenant, { type: 'order.created', messageId: 'm1' }, 'idem-1');
+    const body = JSON.stringify({ type: 'order.paid', data: { amount: 1.50 } });
+    const inbound = await t.call('POST', `/inbound/${source.body.id}`, { rawBody: body, headers: standard.headers(source.body.secret, 'msg_1', body) });
+    expect(inbound.status).toBe(200);
+    const test = await tenant.call('POST', `/v1/endpoints/${endpoint.body.id}/test`, { body: {} });
+    expect(test.status).toBe(202);
+    const eventIds = [published, inbound.body.eventId, test.body.eventId] as string[];
+    await t.platform.stop();
+
+    const db = createDb({ url: t.database.url, poolMax: 2, timeoutMs: 30_000 });
+    try {
+      // What each event is sent as, read while the functions that build it are there.
+      const sent = await db('events').orderBy('id').select('id', sentBody(db));
+      expect(sent.map((r: { id: string }) => idOfUuid('event', r.id)).sort()).toEqual([...eventIds].sort());
+      const stored = async () => ({
+        events: (await db('events').orderBy('id').pluck('id')) as string[],
+        tests: (await db('events').whereNotNull('test_endpoint_id').pluck('test_endpoint_id')) as string[],
+        receipts: (await db('receipts').orderBy('event_id').pluck('event_id')) as string[],
+        deliveries: (await db('deliveries').orderBy('event_id').pluck('event_id')) as string[],
+        keys: (await db('event_keys').orderBy('event_id').pluck('event_id')) as string[],
+        messages: (await db('messages').orderBy('last_event_id').pluck('last_event_id')) as string[],
+      });
+      const bounds = async () =>
+        (await db.raw("SELECT parent, name, lower_bound, upper_bound FROM partition_bounds WHERE parent IN ('events', 'receipts') ORDER BY name")).rows as Array<{
+          parent: string; name: string; lower_bound: string | null; upper_bound: string;
+        }>;
+      const asUuid = await stored();
+      const uuidBounds = await bounds();
+      expect(asUuid.tests).toEqual([uuidOf('endpoint', endpoint.body.id)]);
+      expect(Object.values(asUuid).every((ids) => ids.length > 0)).toBe(true);
+
+      await db.migrate.down();
+      expect((await db.migrate.list())[1]).toEqual(['20261206000055_event_ids_as_uuid.ts']);
+      const asTypeId = (ids: string[], kind: 'event' | 'endpoint' = 'event') => ids.map((id) => idOfUuid(kind, id));
+      // The same order too: a uuid sorts as its TypeID does.
+      expect(await stored()).toEqual({ ...Object.fromEntries(Object.entries(asUuid).map(([k, ids]) => [k, asTypeId(ids)])), tests: asTypeId(asUuid.tests, 'endpoint') });
+      expect(await bounds()).toEqual(uuidBounds.map((b) => ({ ...b, lower_bound: b.lower_bound && idOfUuid('event', b.lower_bound), upper_bound: idOfUuid('event', b.upper_bound) })));
+      // event_body(events) goes with the table's row type: every event's body is stored first, the
+      // bytes it was sent as, so that the release below (and migration 044's down) has them.
+      expect(await db('events').orderBy('id').select('id', 'body')).toEqual(sent.map((r: { id: string; body: string }) => ({ id: idOfUuid('event', r.id), body: r.body })));
+
+      await db.migrate.up();
+      expect(await stored()).toEqual(asUuid);
+      expect(await bounds()).toEqual(uuidBounds);
+      // Every partition's indexes are the parent's again, valid, and the keys hold.
+      const { rows: detachedIndexes } = await db.raw(`
+        SELECT c.relname FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid JOIN pg_inherits i ON i.inhrelid = x.indrelid
+         WHERE i.inhparent IN ('events'::regclass, 'receipts'::regclass)
+           AND (NOT x.indisvalid OR NOT EXISTS (SELECT 1 FROM pg_inherits p WHERE p.inhrelid = x.indexrelid))`);
+      expect(detachedIndexes).toEqual([]);
+      const violation = (p: Promise<unknown>) => p.then(() => 'inserted', (err: { code?: string }) => err.code);
+      expect(await violation(db('receipts').insert({ id: newId('receipt'), tenant_id: uuidOf('tenant', tenant.id), source_id: source.body.id, event_id: uuidOf('event', newId('event')), outcome: 'accepted', origin: 'callback', body_digest: 'x' }))).toBe('23503');
+      const receiptsOf = async (id: string) => Number((await db('receipts').where({ event_id: id }).count({ n: '*' }))[0]!.n);
+      const [received] = asUuid.receipts;
+      expect(await receiptsOf(received!)).toBe(1);
+      await db('events').where({ id: received }).delete();
+      expect(await receiptsOf(received!)).toBe(0);
+    } finally {
+      await db.destroy();
+    }
+  });
+
   it('keeps uniqueness in the database: (source, dedupe key) and (tenant, Idempotency-Key) in event_keys, (event, endpoint) on deliveries', async () => {
     const { db } = await emptyDatabase();
     await migrateLatest(db);
@@ -399,14 +470,14 @@ describe('migrations', () => {
     const endpointId = uuidOf('endpoint', newId('endpoint'));
     await db('endpoints').insert({ id: endpointId, tenant_id: tenant, url: 'https://x.example.com', max_concurrency: 1, secret_enc: 'v1:x' });
     const violation = (p: Promise<unknown>) => p.then(() => 'inserted', (err: { code?: string }) => err.code);
-    const [e1, e2, e3] = [newId('event'), newId('event'), newId('event')];
+    const [e1, e2, e3] = [newId('event'), newId('event'), newId('event')].map((id) => uuidOf('event', id));
     // events is partitioned by time, so a key is claimed in event_keys, unique across every partition.
     await db('event_keys').insert({ scope_id: 'src_1', key: 'k', event_id: e1 });
     expect(await violation(db('event_keys').insert({ scope_id: 'src_1', key: 'k', event_id: e2 }))).toBe('23505');
     await db('event_keys').insert({ scope_id: tenant, key: 'idem', event_id: e3 });
     expect(await violation(db('event_keys').insert({ scope_id: tenant, key: 'idem', event_id: e2 }))).toBe('23505');
     // An id no partition covers is refused, not stored somewhere retention would never look.
-    expect(await violation(db('events').insert({ id: 'evt_zzzz', tenant_id: tenant, origin: 'api', type: 'x', body: '{}' }))).toBe('23514');
+    expect(await violation(db('events').insert({ id: 'ffffffff-ffff-ffff-ffff-ffffffffffff', tenant_id: tenant, origin: 'api', type: 'x', body: '{}' }))).toBe('23514');
 
     await db('events').insert({ id: e1, tenant_id: tenant, origin: 'api', type: 'x', body: '{}' });
     const delivery = (id: string) => ({ id, tenant_id: tenant, event_id: e1, endpoint_id: endpointId, status: 'pending', deadline_at: new Date() });

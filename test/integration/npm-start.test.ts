@@ -7,6 +7,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
+import { uuidOf } from '../../src/domain/ids.js';
 import { migrationsDirectory } from '../../src/infra/db.js';
 import { pgAdminUrl } from '../helpers/global-setup.js';
 import { request } from '../helpers/http.js';
@@ -194,7 +195,10 @@ describe('npm start from nothing', () => {
     const stopped = await stop(run);
     expect(stopped.code).toBe(0);
     expect(stopped.ms).toBeLessThan(5_000);
-    const [delivery] = await pgQuery<{ status: string; attempt_count: number }>('SELECT status, attempt_count FROM deliveries WHERE event_id = $1', [published.body.id], dbName);
+    // Deliveries hold the event as the uuid its TypeID encodes.
+    const [delivery] = await pgQuery<{ status: string; attempt_count: number }>(
+      'SELECT status, attempt_count FROM deliveries WHERE event_id = $1', [uuidOf('event', published.body.id)], dbName,
+    );
     expect(delivery).toEqual({ status: 'succeeded', attempt_count: 1 });
     expect(receiver.requests).toHaveLength(1);
   }, 60_000);

@@ -6,6 +6,7 @@
 import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uuidOf } from '../../src/domain/ids.js';
 import { SecretBox } from '../../src/domain/secret-box.js';
 import { createDeliveryClient } from '../../src/outbound/http-client.js';
 import { IntakeService } from '../../src/inbound/intake-service.js';
@@ -170,7 +171,9 @@ describe('a message stuck at sent', () => {
     expect(timeline.body).toMatchObject({ status: 'delivered', final: true });
     const reconciled = timeline.body.events.at(-1);
     expect(reconciled).toMatchObject({ origin: 'reconcile', status: 'delivered', stale: false, receipts: { count: 1 } });
-    expect(await t.platform.db('receipts').where({ event_id: reconciled.id }).select('origin', 'outcome')).toEqual([{ origin: 'reconcile', outcome: 'accepted' }]);
+    // Rows name the event by the uuid its TypeID encodes.
+    const reconciledKey = uuidOf('event', reconciled.id);
+    expect(await t.platform.db('receipts').where({ event_id: reconciledKey }).select('origin', 'outcome')).toEqual([{ origin: 'reconcile', outcome: 'accepted' }]);
     // ...and forwarded once, like any accepted callback.
     await eventually(async () => s.r.delivered().has(reconciled.id), 'reconciled status forwarded');
 
@@ -179,7 +182,7 @@ describe('a message stuck at sent', () => {
     expect(late.status).toBe(200);
     expect(late.body).toMatchObject({ status: 'duplicate', eventId: reconciled.id });
     // The receiver has answered; the attempt's record may still be on its way.
-    const deliveries = () => t.platform.db('deliveries').where({ event_id: reconciled.id }).select('status');
+    const deliveries = () => t.platform.db('deliveries').where({ event_id: reconciledKey }).select('status');
     await eventually(async () => JSON.stringify(await deliveries()) === JSON.stringify([{ status: 'succeeded' }]), 'the one delivery recorded as succeeded');
     expect(s.r.arrivals.map((a) => a.eventId)).toEqual(timeline.body.events.map((e: { id: string }) => e.id));
 

@@ -31,8 +31,9 @@ describe('bulk replay', () => {
   /** The replay of Y's five deliveries, one of which then fails again. */
   let yReplay: string;
 
-  /** deliveryIds as the API names them (the table holds their uuids). */
-  const dlv = async (eventIndex: number, endpointId: string) => (await deliveryIds(t, { event_id: ev[eventIndex - 1], endpoint_id: uuidOf('endpoint', endpointId) }))[0]!;
+  /** deliveryIds as the API names them (the table holds their uuids, and those of their event and endpoint). */
+  const dlv = async (eventIndex: number, endpointId: string) =>
+    (await deliveryIds(t, { event_id: uuidOf('event', ev[eventIndex - 1]!), endpoint_id: uuidOf('endpoint', endpointId) }))[0]!;
   const allDead = () => deliveryIds(t, { tenant_id: uuidOf('tenant', a.id), status: 'dead' });
   const dryRun = async (tenant: TestTenant, filter: Record<string, unknown>, extra: Record<string, unknown> = {}) => {
     const res = await bulkReplay(tenant, { filter, dryRun: true, ...extra });
@@ -51,7 +52,8 @@ describe('bulk replay', () => {
     epY = (await createEndpoint(a, { url: `${ry.url}/y`, eventTypes: ['order.*', 'invoice.*'], retryPolicy: { maxAttempts: 1 } })).id;
 
     ev.push(await publish(a, 'order.created'), await publish(a, 'order.created'), await publish(a, 'invoice.paid'));
-    const last = await t.platform.db('events').where({ id: ev[2] }).first('created_at');
+    // Events are stored under the uuid their TypeID encodes.
+    const last = await t.platform.db('events').where({ id: uuidOf('event', ev[2]!) }).first('created_at');
     boundary = new Date(last.created_at.getTime() + 1);
     while (Date.now() <= boundary.getTime() + 1) await new Promise((r) => setTimeout(r, 2));
     ev.push(await publish(a, 'order.paid'), await publish(a, 'order.paid'));

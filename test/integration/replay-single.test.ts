@@ -6,6 +6,7 @@ import { eventually, startTestPlatform, type TestPlatform, type TestTenant } fro
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
 import { answer, apiKeyId, hang, metric, replayOne, rowCounts } from '../helpers/replay.js';
 import { sentBody } from '../helpers/database.js';
+import { uuidOf } from '../../src/domain/ids.js';
 
 /**
  * POST /v1/deliveries/:id/replay sends the same delivery again through the dispatcher: the same
@@ -85,7 +86,8 @@ describe('single replay', () => {
     expect(replayed.headers['webhook-replay']).toBe('true');
     expect(replayed.headers['webhook-attempt']).toBe('2');
     expect(Buffer.from(replayed.body).equals(Buffer.from(original.body))).toBe(true);
-    const stored = await t.platform.db('events').where({ id: eventId }).first(sentBody(t.platform.db));
+    // Events are stored under the uuid their TypeID encodes.
+    const stored = await t.platform.db('events').where({ id: uuidOf('event', eventId) }).first(sentBody(t.platform.db));
     expect(replayed.body).toBe(stored.body);
     // Signed afresh with the endpoint's secret, over the same bytes.
     new Webhook(ep.secret).verify(replayed.body, {

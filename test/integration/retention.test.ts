@@ -19,7 +19,7 @@ import { ensurePartitions } from '../../src/store/partitions-store.js';
 import { uuidFloor } from '../../src/domain/retention.js';
 import { previewBackfill } from '../../src/store/backfill-store.js';
 import { TenantScope } from '../../src/store/tenant-scope.js';
-import { newId, uuidOf } from '../../src/domain/ids.js';
+import { idOfUuid, newId, uuidOf } from '../../src/domain/ids.js';
 import { metricValue } from '../helpers/dispatch.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { standard } from '../helpers/providers.js';
@@ -37,6 +37,8 @@ let epB: string;
 const partitionNames = async () => (await db('partition_bounds').pluck('name')) as string[];
 /** Delivery ids as the database stores them: the uuids their TypeIDs encode. */
 const stored = (deliveryIds: string[]) => deliveryIds.map((id) => uuidOf('delivery', id));
+/** Event ids as the database stores them, likewise. */
+const storedEvents = (eventIds: string[]) => eventIds.map((id) => uuidOf('event', id));
 
 async function runRetention(): Promise<RetentionReport> {
   return eventually(() => t.platform.retention.run({ dryRun: false }), 'the retention lock');
@@ -89,7 +91,7 @@ describe('retention', () => {
     expect(stdout).toContain(`kept         ${dayName('attempts', daysAgo(41))}`);
 
     expect({ names: await partitionNames(), deliveries: await db('deliveries').count({ n: '*' }), attempts: await attemptsListed(db).count({ n: '*' }) }).toEqual(before);
-    expect(await countWhereIn(db, 'events', 'id', [expired.eventId])).toBe(1);
+    expect(await countWhereIn(db, 'events', 'id', storedEvents([expired.eventId]))).toBe(1);
   });
 
   it('removes what expired, whole partitions where a whole day did, and nothing unfinished or inside its window', async () => {
@@ -99,9 +101,9 @@ describe('retention', () => {
     // The expired day: every row and its partitions gone.
     const names = await partitionNames();
     for (const table of ['events', 'receipts', 'attempts']) expect(names).not.toContain(dayName(table, daysAgo(40)));
-    expect(await countWhereIn(db, 'events', 'id', [expired.eventId])).toBe(0);
+    expect(await countWhereIn(db, 'events', 'id', storedEvents([expired.eventId]))).toBe(0);
     expect(await countWhereIn(db, 'deliveries', 'id', stored(expired.deliveryIds))).toBe(0);
-    expect(await countWhereIn(db, 'event_keys', 'event_id', [expired.eventId])).toBe(0);
+    expect(await countWhereIn(db, 'event_keys', 'event_id', storedEvents([expired.eventId]))).toBe(0);
 
     // The day held back by a pending delivery: its succeeded delivery went (with its attempt), the
     // pending one, its attempt, the event, its receipt and its key all stayed.
@@ -109,12 +111,12 @@ describe('retention', () => {
     expect(names).toContain(dayName('events', daysAgo(41)));
     expect(await db('deliveries').whereIn('id', stored(held.deliveryIds)).pluck('status')).toEqual(['pending']);
     expect(await countWhereIn(db, 'attempts', 'delivery_id', stored(held.deliveryIds))).toBe(1);
-    expect(await countWhereIn(db, 'receipts', 'event_id', [held.eventId])).toBe(1);
-    expect(await countWhereIn(db, 'event_keys', 'event_id', [held.eventId])).toBe(1);
+    expect(await countWhereIn(db, 'receipts', 'event_id', storedEvents([held.eventId]))).toBe(1);
+    expect(await countWhereIn(db, 'event_keys', 'event_id', storedEvents([held.eventId]))).toBe(1);
 
     // Dead letters are kept DEAD_LETTER_RETENTION_DAYS from their death: 40 days stays, 50 goes.
     expect(await db('deliveries').whereIn('id', stored(dead.deliveryIds)).pluck('id')).toEqual(stored([dead.deliveryIds[0]!]));
-    expect(await countWhereIn(db, 'events', 'id', [dead.eventId, recent.eventId])).toBe(2);
+    expect(await countWhereIn(db, 'events', 'id', storedEvents([dead.eventId, recent.eventId]))).toBe(2);
 
     const text = (await renderMetrics()).body;
     expect(metricValue(text, 'webhook_retention_removed_total', { table: 'events' })).toBeGreaterThanOrEqual(1);
@@ -210,7 +212,8 @@ describe('retention', () => {
     const at = daysAgo(-61);
     // ...then admission reads their events. Had the creation held events while it waited for
     // deliveries, this would wait for it while it waited for us, and PostgreSQL would abort one.
-    await creatingWhileHeld(at, (trx) => trx.raw("SELECT 1 FROM events WHERE id = 'evt_00000000000000000000000000'"));
+    // (Event ids are stored as uuids: this one names no event.)
+    await creatingWhileHeld(at, (trx) => trx.raw("SELECT 1 FROM events WHERE id = '00000000-0000-0000-0000-000000000000'"));
     expect(await partitionNames()).toEqual(expect.arrayContaining(['events', 'receipts', 'attempts'].map((table) => dayName(table, at))));
   });
 
@@ -222,7 +225,8 @@ describe('retention', () => {
     // with PARTITION OF did, the check would wait for it, and fail here after 100 ms.
     await creatingWhileHeld(at, async (trx) => {
       await trx.raw("SET LOCAL lock_timeout = '100ms'");
-      await trx.raw("SELECT 1 FROM events WHERE id = 'evt_00000000000000000000000000' FOR KEY SHARE");
+      // Event ids are stored as uuids: this one names no event.
+      await trx.raw("SELECT 1 FROM events WHERE id = '00000000-0000-0000-0000-000000000000' FOR KEY SHARE");
     }, {
       held: 'INSERT INTO receipts SELECT * FROM receipts WHERE false',
       waitsFor: 'receipts',
@@ -339,7 +343,7 @@ describe('retention limits', () => {
       vi.useRealTimers();
     }
     expect(await db('deliveries').where({ id: uuidOf('delivery', inside.deliveryIds[0]!) }).first('status')).toEqual({ status: 'succeeded' });
-    expect(await db('events').where({ id: inside.eventId }).first('id')).toEqual({ id: inside.eventId });
+    expect(await db('events').where({ id: uuidOf('event', inside.eventId) }).first('id')).toEqual({ id: uuidOf('event', inside.eventId) });
   });
 
   it('a dead letter can be replayed within DEAD_LETTER_RETENTION_DAYS of its death, not after', async () => {
@@ -374,14 +378,14 @@ describe('a backfill that writes deliveries of a day retention is dropping', () 
       await backfill.query(
         `INSERT INTO deliveries (id, tenant_id, event_id, endpoint_id, status, next_attempt_at, deadline_at)
          VALUES ($1, $2, $3, $4, 'pending', now() + interval '1 hour', now() + interval '1 day')`,
-        [uuidOf('delivery', deliveryId), uuidOf('tenant', tenant.id), old.eventId, uuidOf('endpoint', epA)],
+        [uuidOf('delivery', deliveryId), uuidOf('tenant', tenant.id), uuidOf('event', old.eventId), uuidOf('endpoint', epA)],
       );
       await backfill.query('COMMIT');
       const { held } = await report;
       expect(held).toContainEqual({ partition: dayName('events', at), reason: 'a delivery of one of its events is still kept' });
       expect(await partitionNames()).toContain(dayName('events', at));
       const kept = await db('deliveries as d').join('events as e', 'e.id', 'd.event_id').where('d.id', uuidOf('delivery', deliveryId)).select('e.id');
-      expect(kept).toEqual([{ id: old.eventId }]);
+      expect(kept).toEqual([{ id: uuidOf('event', old.eventId) }]);
     } finally {
       await backfill.end();
     }
@@ -399,7 +403,8 @@ describe('a backfill while retention removes a day of events', () => {
     const previewed = async () => {
       const preview = await previewBackfill(scope, ep, { since: daysAgo(40), until: new Date(), reason: 'retention test' }, 100);
       if (typeof preview === 'string') throw new Error(preview);
-      return preview.sample.map((e) => e.id);
+      // Read as stored: the uuids the events' TypeIDs encode.
+      return preview.sample.map((e) => idOfUuid('event', e.id));
     };
     expect(await previewed()).toContain(old.eventId);
 
@@ -409,7 +414,7 @@ describe('a backfill while retention removes a day of events', () => {
     let report: Promise<RetentionReport> | undefined;
     try {
       await blocker.query('BEGIN');
-      await blocker.query('SELECT 1 FROM event_keys WHERE event_id = $1 FOR UPDATE', [old.eventId]);
+      await blocker.query('SELECT 1 FROM event_keys WHERE event_id = $1 FOR UPDATE', [uuidOf('event', old.eventId)]);
       report = runRetention();
       await eventually(async () => {
         const { rows } = await db.raw<{ rows: unknown[] }>(
@@ -424,7 +429,7 @@ describe('a backfill while retention removes a day of events', () => {
 
       await blocker.query('COMMIT');
       expect((await report).partitions).toContain(dayName('events', at));
-      expect(await db('events').where({ id: old.eventId }).first('id')).toBeUndefined();
+      expect(await db('events').where({ id: uuidOf('event', old.eventId) }).first('id')).toBeUndefined();
     } finally {
       await blocker.end();
       // Ended with the blocker's connection even when an assertion failed first, so it outlives no test.
@@ -444,7 +449,7 @@ describe('an unfinished delivery whose event retention has removed', () => {
     const pending = (eventId: string, endpointId: string) => {
       const id = newId('delivery');
       return db('deliveries')
-        .insert({ id: uuidOf('delivery', id), tenant_id: uuidOf('tenant', tenant.id), event_id: eventId, endpoint_id: uuidOf('endpoint', endpointId), status: 'pending', next_attempt_at: new Date(), deadline_at: new Date(Date.now() + dayMs) })
+        .insert({ id: uuidOf('delivery', id), tenant_id: uuidOf('tenant', tenant.id), event_id: uuidOf('event', eventId), endpoint_id: uuidOf('endpoint', endpointId), status: 'pending', next_attempt_at: new Date(), deadline_at: new Date(Date.now() + dayMs) })
         .then(() => id);
     };
     const orphan = await pending(gone.eventId, epA);

@@ -67,7 +67,8 @@ describe('search and troubleshooting', () => {
     const delivered = await callback(communication.messageStatus('sms-1', 'delivered', '2026-11-29T10:00:03Z'));
     sms = { accepted, sent, delivered };
 
-    const last = await t.platform.db('events').where({ id: delivered }).first('created_at');
+    // Rows hold the event as the uuid its TypeID encodes.
+    const last = await t.platform.db('events').where({ id: uuidOf('event', delivered) }).first('created_at');
     boundary = new Date(last.created_at.getTime() + 1);
     while (Date.now() <= boundary.getTime() + 1) await new Promise((r) => setTimeout(r, 2));
     ev.created2 = await publish(tenant, { type: 'order.created', messageId: 'o-2' });
@@ -147,10 +148,10 @@ describe('search and troubleshooting', () => {
     for (let i = 0; i < 3; i++) await createEp(`${okR.url}/extra-${i}`, { eventTypes: ['nothing.here'] });
     for (let i = 0; i < 3; i++) await createSource(tenant, 'standard-webhooks');
     const db = t.platform.db;
-    // The tables hold the uuid the tenant's TypeID encodes.
+    // The tables hold the uuid the tenant's TypeID encodes, and events by the uuids of theirs.
     const tenantKey = uuidOf('tenant', tenant.id);
     const expected: Record<string, () => Promise<string[]>> = {
-      '/v1/events': () => db('events').where({ tenant_id: tenantKey }).orderBy('id', 'desc').pluck('id'),
+      '/v1/events': async () => (await db('events').where({ tenant_id: tenantKey }).orderBy('id', 'desc').pluck('id')).map((id: string) => idOfUuid('event', id)),
       '/v1/deliveries': async () => (await db('deliveries').where({ tenant_id: tenantKey }).orderBy('id', 'desc').pluck('id')).map((id: string) => idOfUuid('delivery', id)),
       '/v1/endpoints': async () => (await db('endpoints').where({ tenant_id: tenantKey }).whereNull('deleted_at').orderBy('id', 'desc').pluck('id')).map((id: string) => idOfUuid('endpoint', id)),
       '/v1/sources': () => db('sources').where({ tenant_id: tenantKey }).orderBy('id', 'desc').pluck('id'),

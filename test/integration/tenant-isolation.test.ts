@@ -256,9 +256,10 @@ describe('tenant isolation', () => {
     const res = await b.tenant.call('POST', '/v1/events', { body: a.eventBody, headers: { 'idempotency-key': a.idempotencyKey } });
     expect(res.status).toBe(202);
     expect(res.body.id).not.toBe(a.event);
-    // Fan-out stays inside the tenant: none of A's endpoints gets B's event.
-    expect(await t.platform.db('deliveries').where({ event_id: res.body.id, endpoint_id: uuidOf('endpoint', a.endpoint) })).toHaveLength(0);
-    expect(await t.platform.db('deliveries').where({ event_id: res.body.id, endpoint_id: uuidOf('endpoint', b.endpoint) })).toHaveLength(1);
+    // Fan-out stays inside the tenant: none of A's endpoints gets B's event. Rows name the event by its uuid.
+    const eventKey = uuidOf('event', res.body.id);
+    expect(await t.platform.db('deliveries').where({ event_id: eventKey, endpoint_id: uuidOf('endpoint', a.endpoint) })).toHaveLength(0);
+    expect(await t.platform.db('deliveries').where({ event_id: eventKey, endpoint_id: uuidOf('endpoint', b.endpoint) })).toHaveLength(1);
     await eventually(async () => receiver.requests.some((r) => r.headers['webhook-id'] === res.body.id), 'delivered to B');
     expect(receiver.requests.filter((r) => r.headers['webhook-id'] === res.body.id).map((r) => r.path)).toEqual(['/b']);
     expect(await snapshotOfA()).toEqual(before);
@@ -321,7 +322,8 @@ describe('tenant isolation', () => {
     const body = JSON.stringify({ type: 'order.shipped', data: {} });
     const res = await t.call('POST', `/inbound/${a.source}`, { rawBody: body, headers: standard.headers(a.sourceSecret, 'msg_cross', body) });
     expect(res.status).toBe(200);
-    const deliveries = await t.platform.db('deliveries').where({ event_id: res.body.eventId });
+    // Rows name the event by the uuid its TypeID encodes.
+    const deliveries = await t.platform.db('deliveries').where({ event_id: uuidOf('event', res.body.eventId) });
     expect(deliveries.map((d) => idOfUuid('endpoint', d.endpoint_id))).toEqual([a.endpoint]);
     expect((await b.tenant.call('GET', `/v1/events/${res.body.eventId}`)).status).toBe(404);
   });

@@ -24,11 +24,12 @@ import { schemaDump } from '../helpers/schema.js';
 const run = promisify(execFile);
 
 /**
- * Every event's body as it is sent, and every delivery's attempts as they are listed, delivery ids as
- * TypeIDs: `listed` is attemptsListed, which reads them from today's uuids, or the release's own listing.
+ * Every event's body as it is sent, and every delivery's attempts as they are listed, event and
+ * delivery ids as TypeIDs: `eventId` reads an event's from today's uuid, or is the release's own
+ * column; `listed` is attemptsListed, which reads them from today's uuids, or the release's own listing.
  */
-async function readThroughFunctions(db: Knex, listed: Knex.QueryBuilder = attemptsListed(db)) {
-  const bodies = await db('events').orderBy('id').select('id', db.raw('event_body(events) AS body'));
+async function readThroughFunctions(db: Knex, listed: Knex.QueryBuilder = attemptsListed(db), eventId = "typeid_of('evt', id)") {
+  const bodies = await db('events').orderBy('id').select(db.raw(`${eventId} AS id`), db.raw('event_body(events) AS body'));
   const attempts = await listed.orderBy(['delivery_id', 'attempt_number', 'id']).select('*');
   return { bodies, attempts };
 }
@@ -72,8 +73,8 @@ describe(`upgrade from ${release.version}`, () => {
       receivers[name] = await startReceiver();
       await db('endpoints').where({ id: endpoint.id }).update({ url: `${receivers[name]!.url}${endpoint.path}` });
     }
-    // The release stored delivery ids as TypeIDs: its delivery_attempts lists them as they are.
-    releaseRead = await readThroughFunctions(db, db.from(db.raw('(SELECT a.* FROM deliveries d CROSS JOIN LATERAL delivery_attempts(d.id) a) AS attempts')));
+    // The release stored event and delivery ids as TypeIDs: its delivery_attempts lists them as they are.
+    releaseRead = await readThroughFunctions(db, db.from(db.raw('(SELECT a.* FROM deliveries d CROSS JOIN LATERAL delivery_attempts(d.id) a) AS attempts')), 'id');
     await migrateLatest(db);
   });
 

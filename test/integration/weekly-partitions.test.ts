@@ -4,8 +4,8 @@
 import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pino from 'pino';
-import { idOfUuid } from '../../src/domain/ids.js';
-import { defaultRetention, typeIdFloor, typeIdTime, uuidFloor } from '../../src/domain/retention.js';
+import { idOfUuid, uuidOf } from '../../src/domain/ids.js';
+import { defaultRetention, uuidFloor, uuidTime } from '../../src/domain/retention.js';
 import { Retention } from '../../src/ops/retention.js';
 import { dayMs, daysAgo, insertOldEvent, partitionName as named } from '../helpers/backdate.js';
 import { ensurePartitions } from '../../src/store/partitions-store.js';
@@ -26,8 +26,8 @@ const plus = (at: Date, days: number) => new Date(at.getTime() + days * dayMs);
 
 /** The partitions of `table` whose rows lie in [from, to), by time, in order. */
 async function partitionsWithin(table: string, from: Date, to: Date): Promise<Array<{ name: string; from: Date; to: Date }>> {
-  // attempts is cut on delivery ids as stored, uuids; the others on TypeIDs.
-  const timeOf = (bound: string) => typeIdTime(table === 'attempts' ? idOfUuid('delivery', bound) : bound)!;
+  // Every one is cut on ids as stored, uuids: attempts on delivery ids, the others on event ids.
+  const timeOf = (bound: string) => uuidTime(bound)!;
   const rows: Array<{ name: string; lower_bound: string; upper_bound: string }> = await db('partition_bounds')
     .where({ parent: table })
     .whereNotNull('lower_bound')
@@ -69,8 +69,8 @@ describe('partitions a week long', () => {
     const bounds = await db('partition_bounds').whereIn('name', ['events', 'receipts', 'attempts'].map((table) => named(table, monday))).select('parent', 'lower_bound', 'upper_bound');
     expect(bounds.sort((a, b) => a.parent.localeCompare(b.parent))).toEqual([
       { parent: 'attempts', lower_bound: uuidFloor(monday), upper_bound: uuidFloor(plus(monday, 7)) },
-      { parent: 'events', lower_bound: typeIdFloor('evt', monday), upper_bound: typeIdFloor('evt', plus(monday, 7)) },
-      { parent: 'receipts', lower_bound: typeIdFloor('evt', monday), upper_bound: typeIdFloor('evt', plus(monday, 7)) },
+      { parent: 'events', lower_bound: uuidFloor(monday), upper_bound: uuidFloor(plus(monday, 7)) },
+      { parent: 'receipts', lower_bound: uuidFloor(monday), upper_bound: uuidFloor(plus(monday, 7)) },
     ]);
     // Made again, nothing is made.
     expect(await made(() => ensurePartitions(db, monday, plus(monday, 7), 'week'))).toEqual([]);
@@ -98,7 +98,7 @@ describe('partitions a week long', () => {
     const monday = mondayOf(plus(new Date(), 600));
     await ensurePartitions(db, monday, plus(monday, 1), 'week');
     const sunday = await insertOldEvent(db, { tenantId, sourceId, at: new Date(plus(monday, 7).getTime() - 1), dedupeKey: 'weekly-sunday', deliveries: [{ endpointId, status: 'succeeded' }] });
-    const { rows } = await db.raw<{ rows: Array<{ partition: string }> }>('SELECT tableoid::regclass::text AS partition FROM events WHERE id = ?', [sunday.eventId]);
+    const { rows } = await db.raw<{ rows: Array<{ partition: string }> }>('SELECT tableoid::regclass::text AS partition FROM events WHERE id = ?', [uuidOf('event', sunday.eventId)]);
     expect(rows).toEqual([{ partition: named('events', monday) }]);
   });
 
@@ -122,7 +122,9 @@ describe('partitions a week long', () => {
     const report = await eventually(() => retention.run({ dryRun: false }), 'the retention lock');
     expect(report.partitions).toEqual(expect.arrayContaining(['attempts', 'events', 'receipts'].map((table) => named(table, past))));
     expect(report.partitions).not.toEqual(expect.arrayContaining([named('events', straddling)]));
-    expect(await db('events').whereIn('id', [expired.eventId, kept.eventId]).pluck('id')).toEqual([kept.eventId]);
+    // Events are stored under the uuid their TypeID encodes.
+    const left: string[] = await db('events').whereIn('id', [expired.eventId, kept.eventId].map((id) => uuidOf('event', id))).pluck('id');
+    expect(left.map((id) => idOfUuid('event', id))).toEqual([kept.eventId]);
     expect(await db('partition_bounds').whereIn('name', ['events', 'receipts'].map((table) => named(table, straddling))).pluck('name')).toHaveLength(2);
     // The keys went with their week, and only those.
     expect(await db('event_keys').whereIn('key', ['weekly-past', 'weekly-straddling']).pluck('key')).toEqual(['weekly-straddling']);
@@ -192,7 +194,7 @@ describe('partitions a week long', () => {
     // everything before a midnight, here a Wednesday's, in one partition with no lower bound.
     const monday = mondayOf(daysAgo(300));
     const wednesday = plus(monday, 2);
-    for (const [table, bound] of [['events', typeIdFloor('evt', wednesday)], ['receipts', typeIdFloor('evt', wednesday)], ['attempts', uuidFloor(wednesday)]]) {
+    for (const [table, bound] of [['events', uuidFloor(wednesday)], ['receipts', uuidFloor(wednesday)], ['attempts', uuidFloor(wednesday)]]) {
       await db.raw(`CREATE TABLE ${table}_before_partitioning PARTITION OF ${table} FOR VALUES FROM (MINVALUE) TO ('${bound}')`);
     }
     expect(await made(() => ensurePartitions(db, monday, plus(monday, 1), 'week'))).toEqual(

@@ -52,7 +52,7 @@ export function eventRoutes(routes: ApiRoutes, ctx: ApiContext): void {
     },
     async ({ query, scope }) => ({
       status: 200,
-      body: await paginate(searchEventsQuery(scope, query), 'events.id', query, (r: EventRow) => rowToEvent(r)),
+      body: await paginate(searchEventsQuery(scope, query), 'events.id', query, (r: EventRow) => rowToEvent(r), 'event'),
     }),
   );
   routes.add(

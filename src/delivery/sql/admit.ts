@@ -85,7 +85,7 @@ export async function admitDue(db: Knex, limits: AdmissionLimits, local: LocalCl
   const rows = all.filter((r) => r.id !== null);
   const head = all[0] as { skipped: number } | undefined;
   return {
-    queued: rows.filter((r) => !r.local).map((r) => ({ id: idOfUuid('delivery', r.id), tenant_id: idOfUuid('tenant', r.tenant_id), endpoint_id: idOfUuid('endpoint', r.ep_id), event_id: r.event_id, attempt_count: r.attempt_count })),
+    queued: rows.filter((r) => !r.local).map((r) => ({ id: idOfUuid('delivery', r.id), tenant_id: idOfUuid('tenant', r.tenant_id), endpoint_id: idOfUuid('endpoint', r.ep_id), event_id: idOfUuid('event', r.event_id), attempt_count: r.attempt_count })),
     claimed: rows.filter((r) => r.local).map(rowToClaimed),
     skipped: head?.skipped ?? 0,
     waiting: all.filter((r) => r.id === null && r.local === false).map((r) => ({ tenantId: idOfUuid('tenant', r.tenant_id), endpointId: idOfUuid('endpoint', r.ep_id) })),

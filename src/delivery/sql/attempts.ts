@@ -19,11 +19,11 @@ import { rowToClaimed, type ClaimedDelivery } from './claimed.js';
  * when its endpoint was paused, disabled or deleted since admission (db/functions/claim_delivery.sql
  * says what each means, and why the claim is a function: its plan).
  */
-const claimStatement = statement('claim_delivery', 'SELECT * FROM claim_delivery(:id::uuid, :eventId::text, :lease::int)');
+const claimStatement = statement('claim_delivery', 'SELECT * FROM claim_delivery(:id::uuid, :eventId::uuid, :lease::int)');
 
 /** The worker's per-attempt statements for a delivery that does not exist and an empty batch (see WarmUp). */
 export const warmAttempts: WarmUp = async (run) => {
-  await run(claimStatement, { lease: 0, id: '00000000-0000-0000-0000-000000000000', eventId: 'evt_warm_up' });
+  await run(claimStatement, { lease: 0, id: '00000000-0000-0000-0000-000000000000', eventId: '00000000-0000-0000-0000-000000000000' });
   await run(successesStatement, {
     deliveryIds: [], attemptNumbers: [], attemptIds: [], triggers: [], startedAts: [],
     durations: [], statusCodes: [], excerpts: [], endpointIds: [], handOffs: [], threshold: 1, lease: 0, leaseTokens: [],
@@ -33,15 +33,15 @@ export const warmAttempts: WarmUp = async (run) => {
 const eventOfDeliveryStatement = statement('event_of_delivery', 'SELECT event_id FROM deliveries WHERE id = :id');
 
 /**
- * `eventId`: the delivery's event, which admission returns with it. A caller without it (a job
- * queued by release 0.6.0 or earlier) costs one more read, to look it up.
+ * `eventId`: the delivery's event (its TypeID), which admission returns with it. A caller without it
+ * (a job queued by release 0.6.0 or earlier) costs one more read, to look it up.
  */
 export async function claimDelivery(db: Knex, deliveryId: string, leaseMs: number, eventId?: string): Promise<ClaimedDelivery | undefined> {
   // A job naming no delivery's TypeID names no delivery: nothing to claim, as for one that is gone.
   const id = uuidOfId('delivery', deliveryId);
   if (id === null) return undefined;
-  const event = eventId ?? (await run<{ event_id: string }>(db, eventOfDeliveryStatement, { id }))[0]?.event_id;
-  if (event === undefined) return undefined;
+  const event = eventId === undefined ? (await run<{ event_id: string }>(db, eventOfDeliveryStatement, { id }))[0]?.event_id : uuidOfId('event', eventId);
+  if (event === undefined || event === null) return undefined;
   const rows = await run(db, claimStatement, { lease: Math.round(leaseMs), id, eventId: event });
   return rows[0] ? rowToClaimed(rows[0]) : undefined;
 }

@@ -19,7 +19,7 @@ export interface BackfillRows {
   tenantId: string;
   endpointId: string;
   replayId: string;
-  /** The events, in the order their deliveries should start. */
+  /** The events, as stored, in the order their deliveries should start. */
   eventIds: string[];
   /** One per event, as stored (newStoredId: made in TypeScript, since ids made in SQL are not monotonic). */
   deliveryIds: string[];
@@ -45,7 +45,7 @@ export async function insertBackfillDeliveries(trx: Knex.Transaction, rows: Back
             CASE WHEN ep.ordering = 'per-message' AND ev.message_id IS NOT NULL THEN ev.provider_sequence END,
             CASE WHEN ep.ordering = 'per-message' AND ev.message_id IS NOT NULL THEN ev.seq END,
             :replayId, now(), now()
-       FROM unnest(:eventIds::text[], :deliveryIds::uuid[]) WITH ORDINALITY AS o(event_id, delivery_id, ord)
+       FROM unnest(:eventIds::uuid[], :deliveryIds::uuid[]) WITH ORDINALITY AS o(event_id, delivery_id, ord)
        JOIN events ev ON ev.id = o.event_id AND ev.tenant_id = :tenantId
        JOIN endpoints ep ON ep.id = :endpointId AND ep.tenant_id = :tenantId
       ORDER BY o.ord

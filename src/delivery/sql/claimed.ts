@@ -53,7 +53,7 @@ export function rowToClaimed(r: any): ClaimedDelivery {
     next_trigger: r.next_trigger,
     deadline_at: r.deadline_at,
     succeeded_at: r.succeeded_at,
-    event_id: r.event_id,
+    event_id: idOfUuid('event', r.event_id),
     event_type: r.event_type,
     event_created_at: r.event_created_at,
     body: r.body,
