@@ -6,8 +6,9 @@
 --          bits, the rest 5), as the API writes the id; NULL for a NULL p_id.
 -- Effects: none (IMMUTABLE). Locks: none.
 --
--- For people and reports reading the tables (docs/runbook.md), and for delivery_attempts, which
--- names a first try stored in its delivery by the delivery's id. The platform converts every other
+-- For people and reports reading the tables (docs/runbook.md); for delivery_attempts, which names
+-- a first try stored in its delivery by the delivery's id; and for event_body(events) and
+-- publish_event, whose envelope names the event by its TypeID. The platform converts every other
 -- id in TypeScript (src/domain/ids.ts).
 CREATE OR REPLACE FUNCTION typeid_of(p_prefix text, p_id uuid)
 RETURNS text

@@ -43,7 +43,7 @@ const backfillLock = advisoryLocks.backfillEndpoint;
 const sampleSize = 10;
 
 /**
- * Event ids are TypeIDs carrying the time they were made, which is within moments of the event's
+ * Event ids (stored as the uuid of their TypeID) carry the time they were made, within moments of the event's
  * created_at; a range of ids a minute wider than the window lets PostgreSQL skip the day partitions
  * outside it, and created_at then decides exactly.
  */
