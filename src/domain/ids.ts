@@ -32,6 +32,12 @@ export function newStoredId(): string {
   return uuidv7();
 }
 
+/**
+ * The nil uuid: below every id the stores keep as a uuid, and no id's (a UUIDv7 carries its
+ * version), so a range with no lower bound starts here and a warm-up names nothing with it.
+ */
+export const lowestStoredId = '00000000-0000-0000-0000-000000000000';
+
 /** True when `value` looks like an id of that kind; used to answer 404 early for foreign shapes. */
 export function isIdOf(kind: IdKind, value: string): boolean {
   return value.startsWith(`${idPrefixes[kind]}_`) && value.length <= 64;

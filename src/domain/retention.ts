@@ -9,6 +9,8 @@
  */
 
 /** The tables retention removes rows from (the label of webhook_retention_removed_total). */
+import { lowestStoredId } from './ids.js';
+
 export const RETAINED_TABLES = ['events', 'receipts', 'attempts', 'deliveries', 'event_keys', 'messages', 'audit_log', 'replays'] as const;
 export type RetainedTable = (typeof RETAINED_TABLES)[number];
 
@@ -92,7 +94,7 @@ export function typeIdTime(id: string): Date | undefined {
  * events to make new rows starts there.
  */
 export function eventsKeptFromId(removedBefore: Date | undefined): string {
-  return uuidFloor(removedBefore ?? new Date(0));
+  return removedBefore ? uuidFloor(removedBefore) : lowestStoredId;
 }
 
 /** When an id stored as a uuid was made (its first 48 bits), or undefined for anything that is not one. */

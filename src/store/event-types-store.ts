@@ -1,6 +1,6 @@
 import { matchesEventType } from '../domain/event-types.js';
 import { memberSpan } from '../domain/json-span.js';
-import { idOfUuid } from '../domain/ids.js';
+import { idOfUuid, lowestStoredId } from '../domain/ids.js';
 import { RawJson } from '../domain/raw-json.js';
 import { eventBody } from './events-store.js';
 import type { TenantScope } from './tenant-scope.js';
@@ -71,7 +71,7 @@ async function summaries(scope: TenantScope, types: string[]): Promise<SummaryRo
       // Bounded by the id of the type's SCAN_CAP-th newest event: the lowest uuid (no bound) when it has fewer.
       // The whole tenant's: the bound only limits the walk, the events walked are still the session's.
       const bound = scope.fromWholeTenant('events', 'w').where('w.type', scope.ref('t.type')).orderBy('w.id', 'desc').offset(EVENT_TYPE_SCAN_CAP - 1).limit(1).select('w.id');
-      q.where('events.id', '>=', scope.expression(`coalesce((:bound), '00000000-0000-0000-0000-000000000000'::uuid)`, { bound }));
+      q.where('events.id', '>=', scope.expression('coalesce((:bound), :lowest::uuid)', { bound, lowest: lowestStoredId }));
     }
     return q;
   };

@@ -4,7 +4,7 @@ import { canonicalJson } from '../domain/dedupe.js';
 import { conflict } from '../domain/errors.js';
 import { eventTypePrefix } from '../domain/event-types.js';
 import type { FanOutResult } from '../domain/fan-out.js';
-import { idOfUuid, newId, uuidOf } from '../domain/ids.js';
+import { idOfUuid, lowestStoredId, newStoredId, uuidOf } from '../domain/ids.js';
 import { RawJson, stringifyJson } from '../domain/raw-json.js';
 import { startAccept } from '../infra/accept-spans.js';
 import type { Span } from '../infra/tracing.js';
@@ -94,12 +94,14 @@ export async function publishEvent(
       : createHash('sha256')
           .update(canonicalJson({ type: input.type, messageId: input.messageId ?? null, data: input.data.parse() }))
           .digest('hex');
-  const id = newId('event');
+  // Drawn as stored and named for the envelope: cheaper than a TypeID converted (newStoredId says why).
+  const key = newStoredId();
+  const id = idOfUuid('event', key);
   const now = new Date();
   const spans = startAccept({ 'webhook.origin': input.origin ?? 'api', 'webhook.event_type': input.type }, input.span);
   const row = await withDeliveryIds(scope.tenantId, input.type, async (deliveryIds) => {
     return scope.submit(publishBatcher, {
-      eventId: id, deliveryIds, origin: input.origin ?? 'api', type: input.type,
+      eventId: id, eventKey: key, deliveryIds, origin: input.origin ?? 'api', type: input.type,
       messageId: input.messageId ?? null, idempotencyKey, requestHash,
       data: stringifyJson(input.data), createdAt: now.toISOString(), defaultMaxAgeSeconds,
       traceParent: spans?.traceParent ?? null,
@@ -132,7 +134,10 @@ interface PublishRow extends EventRow {
 }
 
 interface PublishItem {
+  /** The event's TypeID, which its body names. */
   eventId: string;
+  /** As stored: its uuid. */
+  eventKey: string;
   /** As stored (withDeliveryIds). */
   deliveryIds: string[];
   tenantId: string;
@@ -167,7 +172,7 @@ function publishManyParams(items: PublishItem[]) {
     maxAge,
     items: JSON.stringify(
       items.map((i) => ({
-        event_id: uuidOf('event', i.eventId), envelope_id: i.eventId, delivery_ids: i.deliveryIds, tenant_id: uuidOf('tenant', i.tenantId), origin: i.origin, type: i.type, message_id: i.messageId,
+        event_id: i.eventKey, envelope_id: i.eventId, delivery_ids: i.deliveryIds, tenant_id: uuidOf('tenant', i.tenantId), origin: i.origin, type: i.type, message_id: i.messageId,
         idempotency_key: i.idempotencyKey, request_hash: i.requestHash, data: i.data, created_at: i.createdAt, trace_parent: i.traceParent,
       })),
     ),
@@ -201,6 +206,5 @@ const warmTargetsStatement = statement('warm_up_targets', 'SELECT fan_out_target
  */
 export const warmPublish: WarmUp = async (run) => {
   await run(publishManyStatement, { items: '[]', maxAge: 0 });
-  // The nil uuid: no tenant's id is drawn as it (a UUIDv7 carries its version).
-  await run(warmTargetsStatement, { tenantId: '00000000-0000-0000-0000-000000000000', type: 'platform.warm_up' });
+  await run(warmTargetsStatement, { tenantId: lowestStoredId, type: 'platform.warm_up' });
 };

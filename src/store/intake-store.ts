@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import type { FanOutResult } from '../domain/fan-out.js';
-import { idOfUuid, newId, uuidOf } from '../domain/ids.js';
+import { idOfUuid, newId, newStoredId, uuidOf } from '../domain/ids.js';
 import { stringifyJson } from '../domain/raw-json.js';
 import { Batcher } from '../infra/batcher.js';
 import { mayBeOneRowsFault } from '../infra/db.js';
@@ -75,9 +75,10 @@ export class IntakeWriter {
   async recordCallback(input: CallbackInput): Promise<IntakeRecord> {
     const { source, event } = input;
     const receiptId = newId('receipt');
-    const eventId = newId('event');
+    const eventKey = newStoredId();
+    const eventId = idOfUuid('event', eventKey);
     const item: Omit<AcceptItem, 'deliveryIds'> = {
-      receiptId, eventId: uuidOf('event', eventId), envelopeId: eventId,
+      receiptId, eventId: eventKey, envelopeId: eventId,
       tenantId: uuidOf('tenant', source.tenantId), sourceId: source.id, origin: input.origin, bodyDigest: input.bodyDigest, receivedAt: input.receivedAt,
       type: event.type, messageId: event.messageId ?? null, dedupeKey: event.dedupeKey,
       status: event.status?.value ?? null, statusRank: event.status?.rank ?? null, statusFinal: event.status?.final ?? null,

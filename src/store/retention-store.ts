@@ -8,7 +8,7 @@
  * every statement that needs it.
  */
 import type { Knex } from 'knex';
-import { idOfUuid } from '../domain/ids.js';
+import { idOfUuid, lowestStoredId } from '../domain/ids.js';
 import { advisoryLocks } from '../infra/advisory-locks.js';
 import type { Cutoffs, RetentionPolicy } from '../domain/retention.js';
 import { TenantScope } from './tenant-scope.js';
@@ -93,17 +93,12 @@ export async function databaseCutoffs(db: Knex, policy: RetentionPolicy): Promis
 /** A finished delivery whose window has passed: the only kind retention removes. */
 const removable = `((d.status = 'succeeded' AND d.updated_at < :succeeded) OR (d.status = 'dead' AND d.updated_at < :dead))`;
 
-/**
- * Below every id stored as a uuid (deliveries' and events'): a range of them (a partition's bounds)
- * with no lower bound starts here.
- */
-const lowestId = '00000000-0000-0000-0000-000000000000';
 
 /** True when every delivery with an id in [lower, upper) is removable (or there are none). */
 export async function deliveriesAllRemovable(db: Knex, { lower, upper }: IdRange, cut: Cutoffs): Promise<boolean> {
   const { rows } = await db.raw<{ rows: unknown[] }>(
     `SELECT 1 FROM deliveries d WHERE d.id >= :lower AND d.id < :upper AND NOT ${removable} LIMIT 1`,
-    { lower: lower ?? lowestId, upper, succeeded: cut.succeeded, dead: cut.dead },
+    { lower: lower ?? lowestStoredId, upper, succeeded: cut.succeeded, dead: cut.dead },
   );
   return rows.length === 0;
 }
@@ -142,13 +137,13 @@ export async function removeDeliveries(
   let range: string;
   if ('ids' in where) {
     range = 'd.id >= :lower AND d.id < :upper';
-    Object.assign(bindings, { lower: where.ids.lower ?? lowestId, upper: where.ids.upper });
+    Object.assign(bindings, { lower: where.ids.lower ?? lowestStoredId, upper: where.ids.upper });
   } else {
     range = 'd.event_id < :eventsBefore';
     bindings.eventsBefore = where.eventsBefore;
     where.excluding.forEach((r, i) => {
       range += ` AND NOT (d.id >= :lo${i} AND d.id < :hi${i})`;
-      Object.assign(bindings, { [`lo${i}`]: r.lower ?? lowestId, [`hi${i}`]: r.upper });
+      Object.assign(bindings, { [`lo${i}`]: r.lower ?? lowestStoredId, [`hi${i}`]: r.upper });
     });
   }
   // The attempts are counted in the statement's snapshot, taken before the cascade removes them;
@@ -180,7 +175,7 @@ export async function deliveriesReferenceEvents(db: Knex, { lower, upper }: IdRa
   const kept = unremovableOnly ? `AND NOT ${removable}` : '';
   const { rows } = await db.raw<{ rows: unknown[] }>(
     `SELECT 1 FROM deliveries d WHERE d.event_id >= :lower AND d.event_id < :upper ${kept} LIMIT 1`,
-    { lower: lower ?? lowestId, upper, succeeded: cut.succeeded, dead: cut.dead },
+    { lower: lower ?? lowestStoredId, upper, succeeded: cut.succeeded, dead: cut.dead },
   );
   return rows.length > 0;
 }
@@ -203,7 +198,7 @@ export async function removeEventKeys(db: Knex, partition: string, opts: Pick<Ba
     return Number(rows[0]!.n);
   }
   let removed = 0;
-  let after = lowestId;
+  let after = lowestStoredId;
   for (;;) {
     const { rows } = await db.raw<{ rows: Array<{ last: string | null; events: number; keys: number }> }>(
       `WITH chosen AS (${keyed} AND e.id > :after ORDER BY e.id LIMIT :batch),

@@ -10,7 +10,7 @@
  */
 import type { Knex } from 'knex';
 import type { AttemptOutcome, DeadLetterReason, Trigger } from '../../domain/delivery-status.js';
-import { newId, uuidOf, uuidOfId } from '../../domain/ids.js';
+import { lowestStoredId, newId, uuidOf, uuidOfId } from '../../domain/ids.js';
 import { run, statement, type WarmUp } from '../../infra/sql.js';
 import { rowToClaimed, type ClaimedDelivery } from './claimed.js';
 
@@ -23,7 +23,7 @@ const claimStatement = statement('claim_delivery', 'SELECT * FROM claim_delivery
 
 /** The worker's per-attempt statements for a delivery that does not exist and an empty batch (see WarmUp). */
 export const warmAttempts: WarmUp = async (run) => {
-  await run(claimStatement, { lease: 0, id: '00000000-0000-0000-0000-000000000000', eventId: '00000000-0000-0000-0000-000000000000' });
+  await run(claimStatement, { lease: 0, id: lowestStoredId, eventId: lowestStoredId });
   await run(successesStatement, {
     deliveryIds: [], attemptNumbers: [], attemptIds: [], triggers: [], startedAts: [],
     durations: [], statusCodes: [], excerpts: [], endpointIds: [], handOffs: [], threshold: 1, lease: 0, leaseTokens: [],
