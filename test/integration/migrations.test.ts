@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { idOfUuid, newId, uuidOf } from '../../src/domain/ids.js';
 import { createDb, migrateLatest, migrationsDirectory } from '../../src/infra/db.js';
 import { applyFunctionSources, readFunctionSources } from '../../src/infra/function-sources.js';
-import { dropDetachedLeftoversBeforeMigrating } from '../../src/store/partitions-store.js';
+import { detachAndDrop, dropDetachedLeftoversBeforeMigrating, listPartitions } from '../../src/store/partitions-store.js';
 import { typeIdFloor, uuidFloor } from '../../src/domain/retention.js';
 import { publish } from '../helpers/api.js';
 import { createEmptyDatabase, type TestDatabase, sentBody } from '../helpers/database.js';
@@ -66,6 +66,26 @@ async function schemaFingerprint(db: Knex): Promise<string[]> {
       FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace AND c.reloptions IS NOT NULL
     ORDER BY 1`);
   return rows.map((r) => r.item);
+}
+
+/**
+ * Leaves `name` as a retention run that died inside DETACH ... CONCURRENTLY leaves a partition:
+ * detach pending. The detach is cancelled while it waits for an older snapshot.
+ */
+async function leaveDetachPending(db: Knex, url: string, parent: string, name: string): Promise<void> {
+  const holder = createDb({ url, poolMax: 2, timeoutMs: 30_000 });
+  try {
+    await holder.transaction(async (trx) => {
+      await trx.raw('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ');
+      await trx.raw(`SELECT count(*) FROM ${parent}`);
+      const detach = holder.raw(`ALTER TABLE ${parent} DETACH PARTITION ${name} CONCURRENTLY`).catch((err: { code?: string }) => err.code);
+      await eventually(async () => (await db.raw('SELECT 1 FROM pg_inherits WHERE inhrelid = to_regclass(?) AND inhdetachpending', [name])).rows.length > 0, 'detach pending');
+      await db.raw(`SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE 'ALTER TABLE ${parent} DETACH PARTITION%' AND pid <> pg_backend_pid()`);
+      expect(await detach).toBe('57014');
+    });
+  } finally {
+    await holder.destroy();
+  }
 }
 
 describe('migrations', () => {
@@ -301,19 +321,7 @@ describe('migrations', () => {
     // cancelled while it waits for an older snapshot.
     const pending = 'attempts_p20991231';
     await db.raw(`CREATE TABLE ${pending} PARTITION OF attempts FOR VALUES FROM ('dlv_04000000000000000000000000') TO ('dlv_04000000010000000000000000')`);
-    const holder = createDb({ url: database.url, poolMax: 2, timeoutMs: 30_000 });
-    try {
-      await holder.transaction(async (trx) => {
-        await trx.raw('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ');
-        await trx.raw('SELECT count(*) FROM attempts');
-        const detach = holder.raw(`ALTER TABLE attempts DETACH PARTITION ${pending} CONCURRENTLY`).catch((err: { code?: string }) => err.code);
-        await eventually(async () => (await db.raw('SELECT 1 FROM pg_inherits WHERE inhrelid = to_regclass(?) AND inhdetachpending', [pending])).rows.length > 0, 'detach pending');
-        await db.raw("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE 'ALTER TABLE attempts DETACH PARTITION%' AND pid <> pg_backend_pid()");
-        expect(await detach).toBe('57014');
-      });
-    } finally {
-      await holder.destroy();
-    }
+    await leaveDetachPending(db, database.url, 'attempts', pending);
     // And one detached whole but not dropped (a retention run that died between the two): it keeps
     // its own foreign key to deliveries.id, which no migration can convert to another type.
     const leftover = 'attempts_p20991230';
@@ -403,10 +411,34 @@ describe('migrations', () => {
       expect((await db.migrate.list())[1]).toEqual(['20261206000054_tenant_ids_as_uuid.ts', '20261206000055_event_ids_as_uuid.ts']);
       expect(await stored()).toEqual(Object.fromEntries(Object.entries(asUuid).map(([table, ids]) => [table, ids.map((id) => idOfUuid('tenant', id))])));
       expect(await scopes()).toEqual(scopesAsUuid.map((s) => ({ ...s, scope_id: s.scope_id === key ? tenant.id : s.scope_id })));
+      // Partitions a retention run left detach pending, each holding a row of the tenant: PostgreSQL
+      // changes no column of such a partition with its parent, and its foreign key to tenants must
+      // not hold the conversion up. Retention would drop them; upgrading does it first.
+      const pendingEvents = 'events_p20991231';
+      const pendingAudit = 'audit_log_p209912';
+      await db.raw(`CREATE TABLE ${pendingEvents} PARTITION OF events FOR VALUES FROM ('evt_04000000000000000000000000') TO ('evt_04000000010000000000000000')`);
+      await db.raw(`CREATE TABLE ${pendingAudit} PARTITION OF audit_log FOR VALUES FROM ('aud_04000000000000000000000000') TO ('aud_04000000010000000000000000')`);
+      await db('events').insert({ id: 'evt_04000000000000000000000001', tenant_id: tenant.id, origin: 'api', type: 'order.created', data: '{}' });
+      await db('audit_log').insert({ id: 'aud_04000000000000000000000001', tenant_id: tenant.id, actor_type: 'system', action: 'a', target_type: 't', target_id: 'x' });
+      await leaveDetachPending(db, t.database.url, 'events', pendingEvents);
+      await leaveDetachPending(db, t.database.url, 'audit_log', pendingAudit);
 
       await db.migrate.up();
       expect(await stored()).toEqual(asUuid);
       expect(await scopes()).toEqual(scopesAsUuid);
+      const columnType = async (table: string) =>
+        (await db.raw("SELECT atttypid::regtype::text AS type FROM pg_attribute WHERE attrelid = to_regclass(?) AND attname = 'tenant_id'", [table])).rows[0]?.type as string | undefined;
+      // Both pending partitions keep their text column and their row, out of every query's sight.
+      expect({ events: await columnType(pendingEvents), audit: await columnType(pendingAudit) }).toEqual({ events: 'text', audit: 'text' });
+      // 055 rebuilds events and finishes its pending detach first, as retention would have, and
+      // audit_log's is left to retention's next run.
+      await db.migrate.up();
+      await applyFunctionSources(db);
+      expect({ events: await columnType(pendingEvents), audit: await columnType(pendingAudit) }).toEqual({ events: undefined, audit: 'text' });
+      const stillPending = (await listPartitions(db)).filter((p) => p.detachPending);
+      expect(stillPending.map((p) => p.name)).toEqual([pendingAudit]);
+      await detachAndDrop(db, stillPending[0]!);
+      expect(await columnType(pendingAudit)).toBeUndefined();
       // The tenant's rows still go with it: every foreign key to tenants is back, cascading.
       await db('tenants').where({ id: key }).delete();
       for (const table of ['api_keys', 'sources', 'endpoints', 'events', 'receipts', 'messages', 'replays', 'audit_log', 'portal_sessions']) {
