@@ -10,7 +10,7 @@ import { allSettled, countRows, createTenantAt, deliveryStatuses, expectAcknowle
 import { attemptsListed, createTestDatabase, type TestDatabase } from '../helpers/database.js';
 import { closedPort, slowResponder, startPlatformProcess, type WorkerProcess } from '../helpers/dispatch.js';
 import { expectNoViolations } from '../helpers/invariants.js';
-import { eventually, testEnv } from '../helpers/platform.js';
+import { clearRedisPrefix, eventually, testEnv } from '../helpers/platform.js';
 import { automation } from '../helpers/providers.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
 
@@ -40,6 +40,8 @@ describe('SIGKILL of the api+worker process', () => {
       await p.exited;
     }
     for (const r of receivers) await r.close();
+    // The killed processes' queues stay in Redis under the test's own prefix.
+    if (env?.QUEUE_PREFIX) await clearRedisPrefix(env.QUEUE_PREFIX);
     await db?.destroy();
     await database?.drop();
   });
