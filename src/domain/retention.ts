@@ -8,9 +8,9 @@
  * told apart from an id that never existed.
  */
 
-/** The tables retention removes rows from (the label of webhook_retention_removed_total). */
 import { lowestStoredId } from './ids.js';
 
+/** The tables retention removes rows from (the label of webhook_retention_removed_total). */
 export const RETAINED_TABLES = ['events', 'receipts', 'attempts', 'deliveries', 'event_keys', 'messages', 'audit_log', 'replays'] as const;
 export type RetainedTable = (typeof RETAINED_TABLES)[number];
 

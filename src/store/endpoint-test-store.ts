@@ -1,5 +1,5 @@
 import { conflict } from '../domain/errors.js';
-import { newId, uuidOf, uuidOfId } from '../domain/ids.js';
+import { idOfUuid, newStoredId, uuidOfId } from '../domain/ids.js';
 import { stringifyJson, type RawJson } from '../domain/raw-json.js';
 import type { TenantScope } from './tenant-scope.js';
 
@@ -34,9 +34,11 @@ export async function sendTestEvent(
       .first('id', 'status', 'retry_policy');
     if (!ep) return undefined;
     if (ep.status === 'disabled') throw conflict('endpoint_disabled', 'the endpoint is disabled; enable it (PATCH status: active) before sending a test event');
-    const eventId = newId('event');
-    const eventKey = uuidOf('event', eventId);
-    const deliveryId = newId('delivery');
+    // Drawn as stored and named for the API, as publish and intake draw theirs.
+    const eventKey = newStoredId();
+    const eventId = idOfUuid('event', eventKey);
+    const deliveryKey = newStoredId();
+    const deliveryId = idOfUuid('delivery', deliveryKey);
     const now = new Date();
     await s.insert('events', {
       id: eventKey,
@@ -51,7 +53,7 @@ export async function sendTestEvent(
     await s.composed(
       `SELECT * FROM fan_out_insert(:eventId, :tenantId, :now::timestamptz, NULL, NULL, :defaultMaxAgeSeconds::int,
                                     ARRAY[ROW(:endpointId::uuid, true, false, :maxAgeSeconds::int)::fan_out_target], ARRAY[:deliveryId]::text[])`,
-      { eventId: eventKey, now, defaultMaxAgeSeconds, endpointId: key, maxAgeSeconds: typeof maxAge === 'number' ? maxAge : null, deliveryId: uuidOf('delivery', deliveryId) },
+      { eventId: eventKey, now, defaultMaxAgeSeconds, endpointId: key, maxAgeSeconds: typeof maxAge === 'number' ? maxAge : null, deliveryId: deliveryKey },
     );
     return { eventId, deliveryId };
   });

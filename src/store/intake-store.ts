@@ -88,8 +88,9 @@ export class IntakeWriter {
     };
     const row = await withDeliveryIds(source.tenantId, event.type, (deliveryIds) => this.accepts.submit({ ...item, deliveryIds }));
     // withDeliveryIds only returns once the call had enough ids, i.e. once it wrote.
-    // A duplicate's event is the first one's, read back as stored.
-    return { outcome: row.outcome as IntakeOutcome, receiptId, eventId: idOfUuid('event', row.event_id), fanOut: { pending: row.pending, deadDisabled: row.dead_disabled } };
+    // A duplicate's event is the first one's, read back as stored; an accepted one's is already named.
+    const rowEventId = row.event_id === eventKey ? eventId : idOfUuid('event', row.event_id);
+    return { outcome: row.outcome as IntakeOutcome, receiptId, eventId: rowEventId, fanOut: { pending: row.pending, deadDisabled: row.dead_disabled } };
   }
 
   private async writeRepeats(items: RepeatItem[]): Promise<Array<string | undefined>> {
