@@ -5,7 +5,7 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { ConfigError, type Config } from './config/index.js';
 import { checkSecretsKey } from './store/secrets-key-check.js';
-import { DeliveryLifecycle, warmAttempts, type LifecycleEffects } from './delivery/index.js';
+import { DeliveryLifecycle, warmDispatch, type LifecycleEffects } from './delivery/index.js';
 import { SecretBox } from './domain/secret-box.js';
 import { lockTableFitFor } from './domain/lock-table.js';
 import type { Dispatcher } from './outbound/dispatcher.js';
@@ -119,8 +119,8 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
 /** The statements each role runs per event or per attempt: run once on every new pooled connection. */
 const hotStatements: Record<Role, readonly WarmUp[]> = {
   api: [warmIntake, warmPublish],
-  worker: [warmAttempts],
-  all: [warmIntake, warmPublish, warmAttempts],
+  worker: [warmDispatch],
+  all: [warmIntake, warmPublish, warmDispatch],
 };
 
 /**
@@ -143,13 +143,14 @@ async function openStorage(config: Config, role: Role, logger: Logger) {
   const maintenanceDb = createDb({ url: config.databaseUrl, poolMax: 2, logger });
   const retention = new Retention({ db: maintenanceDb, policy: config.retention, logger });
   try {
+    // Partitions first: every pooled connection's warm-up publishes an event of its own today.
+    await retention.ensureAhead();
     await checkSecretsKey(db, box);
   } catch (err) {
     redis.disconnect();
     await Promise.all([db.destroy(), maintenanceDb.destroy()]);
     throw err;
   }
-  await retention.ensureAhead();
   const warmed = await warmPool(db, config.dbPoolMin, warmUpsAtOnce);
   if (warmed.refused) {
     logger.warn({ err: warmed.refused, opened: warmed.opened, wanted: config.dbPoolMin }, 'opened only part of the database pool: starting with those connections');

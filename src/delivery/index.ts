@@ -13,6 +13,6 @@ export {
 } from './endpoint-health.js';
 export type { AdmissionRound, AdmittedDelivery, LocalClaims, WaitingWork } from './sql/admit.js';
 export type { AttemptRecord, EgressFailure, Recorded, SuccessItem } from './sql/attempts.js';
-export { warmAttempts } from './sql/attempts.js';
+export { warmDispatch } from './sql/attempts.js';
 export type { ClaimedDelivery } from './sql/claimed.js';
 export type { EndpointHeld } from './lifecycle.js';

@@ -59,7 +59,7 @@ export async function run<R extends pg.QueryResultRow>(db: Knex, st: Statement, 
 }
 
 /** Runs a statement on the connection given (a pooled one that `run` took, or one being warmed). */
-async function runOn<R extends pg.QueryResultRow>(conn: pg.ClientBase, st: Statement, values: Record<string, unknown>): Promise<R[]> {
+export async function runOn<R extends pg.QueryResultRow>(conn: pg.ClientBase, st: Statement, values: Record<string, unknown>): Promise<R[]> {
   const result = await conn.query<R>({ name: st.name, text: st.text, values: bind(st, values) });
   return result.rows;
 }
@@ -67,8 +67,10 @@ async function runOn<R extends pg.QueryResultRow>(conn: pg.ClientBase, st: State
 /**
  * One hot statement run once on a new pooled connection, before the pool hands it out, so the
  * first real call finds it parsed and planned and its SQL functions compiled in that backend (the
- * cold cost docs/performance.md measures as latency.coldP99Ms). It runs with values that match
- * nothing, inside a transaction that is rolled back, so it changes nothing whatever it does.
+ * cold cost docs/performance.md measures as latency.coldP99Ms). It runs inside a transaction that
+ * is rolled back, so it changes nothing whatever it does: with values that match nothing, or on
+ * rows of a tenant of the warm-up's own (publishWarmUpEvents), when only rows make every
+ * statement of a function run.
  */
 export type WarmUp = (run: <R extends pg.QueryResultRow>(st: Statement, values: Record<string, unknown>) => Promise<R[]>) => Promise<void>;
 

@@ -198,13 +198,61 @@ function publishBatcher(db: Knex): Batcher<PublishItem, PublishRow> {
 
 const warmTargetsStatement = statement('warm_up_targets', 'SELECT fan_out_targets(:tenantId, :type, NULL)');
 
+/** The warm-up's own tenant and endpoint (see publishWarmUpEvents). */
+const warmUpSubscriberStatement = statement(
+  'warm_up_subscriber',
+  `WITH tenant AS (INSERT INTO tenants (id, name) VALUES (:tenantId::uuid, 'warm-up') RETURNING id)
+   INSERT INTO endpoints (id, tenant_id, url, max_concurrency, secret_enc)
+   SELECT :endpointId::uuid, tenant.id, :url, 1, :secret FROM tenant`,
+);
+
 /**
- * POST /v1/events's statement with an empty batch (see WarmUp), then the endpoint look-up it makes
- * first for each event, for a tenant that cannot exist. Nothing is written, so a warm-up leaves no
- * rolled-back row behind in the events' indexes (a dead entry in a tenant's range splits its pages
- * half-and-half), and no tenant's endpoints are read, however many it has.
+ * A UUIDv7 of time zero: below every id a tenant or endpoint was ever given, above the nil uuid,
+ * and its own (random bits), so warm-ups running at once never wait for each other's rows.
+ */
+function warmUpId(): string {
+  return `00000000-0000-${newStoredId().slice(14)}`;
+}
+
+/**
+ * Publishes `count` events through POST /v1/events's statement, for a tenant and an endpoint that
+ * this warm-up makes (inside the warm-up's transaction, which is rolled back: see WarmUp), so that
+ * every statement of the publish and of its fan-out runs, as no empty batch makes them. Their ids
+ * sort before every real tenant's and endpoint's, so the rolled-back rows leave their index
+ * entries at the left end of each index keyed by tenant or endpoint, never inside a real tenant's
+ * range (where a dead entry splits pages half-and-half), and no real tenant's endpoints are read.
+ * Each event has one pending delivery to that endpoint.
+ */
+export async function publishWarmUpEvents(
+  run: Parameters<WarmUp>[0],
+  count: number,
+): Promise<{ tenantId: string; endpointId: string }> {
+  const tenantId = warmUpId();
+  const endpointId = warmUpId();
+  // Never sent to: its deliveries are claimed and recorded, not attempted.
+  await run(warmUpSubscriberStatement, { tenantId, endpointId, url: 'https://warm-up.invalid/', secret: 'v1:warm-up' });
+  // A minute ago: its deliveries are then due at the transaction's now(), which is when it began.
+  const createdAt = new Date(Date.now() - 60_000).toISOString();
+  const items = Array.from({ length: count }, (): PublishItem => {
+    const eventKey = newStoredId();
+    return {
+      eventId: idOfUuid('event', eventKey), eventKey, deliveryIds: [newStoredId()], tenantId: idOfUuid('tenant', tenantId), origin: 'api',
+      type: 'warm_up.published', messageId: null, idempotencyKey: null, requestHash: null, data: '{}', createdAt, defaultMaxAgeSeconds: 3_600,
+      traceParent: null,
+    };
+  });
+  const rows = await run<PublishRow>(publishManyStatement, publishManyParams(items));
+  if (rows.length !== count || rows.some((r) => r.outcome !== 'created' || r.pending !== 1)) {
+    throw new Error(`warm-up: publishing ${count} events to the warm-up's endpoint answered ${JSON.stringify(rows.map((r) => [r.outcome, r.pending]))}`);
+  }
+  return { tenantId, endpointId };
+}
+
+/**
+ * POST /v1/events's statement for one event of the warm-up's own (publishWarmUpEvents), then the
+ * endpoint look-up it makes first for each event, for a tenant that cannot exist.
  */
 export const warmPublish: WarmUp = async (run) => {
-  await run(publishManyStatement, { items: '[]', maxAge: 0 });
+  await publishWarmUpEvents(run, 1);
   await run(warmTargetsStatement, { tenantId: lowestStoredId, type: 'platform.warm_up' });
 };

@@ -8,9 +8,9 @@
 import { Writable } from 'node:stream';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { warmAttempts } from '../../src/delivery/index.js';
+import { warmDispatch } from '../../src/delivery/index.js';
 import { locksBesideEventPartitions } from '../../src/domain/lock-table.js';
-import { warmConnection } from '../../src/infra/sql.js';
+import { runOn, warmConnection } from '../../src/infra/sql.js';
 import { warmPublish } from '../../src/store/events-store.js';
 import { warmIntake } from '../../src/store/intake-store.js';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
@@ -50,26 +50,47 @@ describe('warm start', () => {
     expect(endpoint.status).toBe(201);
     await withSession(async (c) => {
       const rowsBefore = await count(c, 'SELECT (SELECT count(*) FROM events) + (SELECT count(*) FROM deliveries) + (SELECT count(*) FROM receipts) AS n');
-      const failed = await warmConnection(c, [warmIntake, warmPublish, warmAttempts]);
+      const failed = await warmConnection(c, [warmIntake, warmPublish, warmDispatch]);
       expect(failed).toBeUndefined();
       const prepared = (await c.query<{ name: string }>('SELECT name FROM pg_prepared_statements ORDER BY name')).rows.map((r) => r.name);
-      expect(prepared).toEqual(expect.arrayContaining(['claim_delivery', 'intake_accept_many', 'intake_repeats', 'publish_events', 'record_successes']));
+      expect(prepared).toEqual(expect.arrayContaining(['admit_due', 'claim_delivery', 'intake_accept_many', 'intake_repeats', 'publish_events', 'record_attempt', 'record_successes', 'warm_up_hand_off']));
       // The session is usable as it was: not left inside the warm-up's transaction.
       expect((await c.query<{ outside: boolean }>("SELECT now() = statement_timestamp() AS outside")).rows[0]).toMatchObject({ outside: true });
       expect(await count(c, 'SELECT (SELECT count(*) FROM events) + (SELECT count(*) FROM deliveries) + (SELECT count(*) FROM receipts) AS n')).toBe(rowsBefore);
     });
   });
 
-  it('a warm-up inserts no row, not even one it rolls back: no dead entry is left in the events\' indexes', async () => {
+  it("a warm-up writes only rows of a tenant and endpoint of its own, below every real one, and leaves a real tenant's pending delivery as it was", async () => {
+    // A real tenant's delivery, pending (role api: nothing dispatches it), which the warm-up's
+    // admission round finds beside its own.
+    const tenant = await t.createTenant('warm-beside');
+    expect((await tenant.call('POST', '/v1/endpoints', { body: { url: 'http://127.0.0.1:9/beside' } })).status).toBe(201);
+    expect((await tenant.call('POST', '/v1/events', { body: { type: 'order.created', data: { n: 1 } } })).status).toBe(202);
     await withSession(async (c) => {
-      // Rows a statement inserted count here whether or not their transaction committed.
-      const inserted = async () => {
-        await c.query('SELECT pg_stat_force_next_flush()');
-        return count(c, "SELECT coalesce(sum(n_tup_ins), 0) AS n FROM pg_stat_user_tables WHERE relname LIKE 'events%' OR relname LIKE 'deliveries%'");
-      };
-      const before = await inserted();
-      expect(await warmConnection(c, [warmIntake, warmPublish, warmAttempts])).toBeUndefined();
-      expect(await inserted()).toBe(before);
+      const pendingBefore = (await c.query('SELECT id, status, attempt_count, updated_at FROM deliveries ORDER BY id')).rows;
+      expect(pendingBefore.some((d: { status: string }) => d.status === 'pending')).toBe(true);
+      // The warm-ups inside a transaction of the test's own, so what they wrote can be read before
+      // it is rolled back: rows whose version this transaction made.
+      await c.query('BEGIN');
+      try {
+        for (const warmUp of [warmIntake, warmPublish, warmDispatch]) await warmUp((st, values) => runOn(c, st, values));
+        const written = await c.query<{ tbl: string; tenant_id: string | null; endpoint_id: string | null }>(`
+          WITH mine AS (SELECT pg_current_xact_id()::xid AS x)
+          SELECT 'tenants' AS tbl, id AS tenant_id, NULL::uuid AS endpoint_id FROM tenants, mine WHERE xmin = mine.x
+          UNION ALL SELECT 'endpoints', tenant_id, id FROM endpoints, mine WHERE xmin = mine.x
+          UNION ALL SELECT 'events', tenant_id, NULL FROM events, mine WHERE xmin = mine.x
+          UNION ALL SELECT 'deliveries', tenant_id, endpoint_id FROM deliveries, mine WHERE xmin = mine.x
+          UNION ALL SELECT 'delivery_queue', tenant_id, endpoint_id FROM delivery_queue, mine WHERE xmin = mine.x`);
+        const real = (await c.query<{ tenant: string; endpoint: string }>(
+          "SELECT (SELECT min(id::text) FROM tenants WHERE name <> 'warm-up') AS tenant, (SELECT min(id::text) FROM endpoints WHERE url <> 'https://warm-up.invalid/') AS endpoint",
+        )).rows[0]!;
+        expect(new Set(written.rows.map((r) => r.tbl))).toEqual(new Set(['tenants', 'endpoints', 'events', 'deliveries', 'delivery_queue']));
+        expect(written.rows.filter((r) => r.tenant_id! >= real.tenant || (r.endpoint_id !== null && r.endpoint_id >= real.endpoint))).toEqual([]);
+      } finally {
+        await c.query('ROLLBACK');
+      }
+      expect((await c.query('SELECT id, status, attempt_count, updated_at FROM deliveries ORDER BY id')).rows).toEqual(pendingBefore);
+      expect(await count(c, "SELECT count(*) AS n FROM tenants WHERE name = 'warm-up'")).toBe(0);
     });
   });
 

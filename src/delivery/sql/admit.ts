@@ -58,7 +58,7 @@ export interface WaitingWork {
   endpointId: string;
 }
 
-const admitStatement = statement(
+export const admitStatement = statement(
   'admit_due',
   'SELECT * FROM admit_due_v4(:threshold, :batch, :queuedLeaseSeconds, :localCount, :inFlightLeaseMs, :allLocal)',
 );

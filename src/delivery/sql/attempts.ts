@@ -9,9 +9,12 @@
  * expects (and, for results, by the claim: claim_held_v2), so a late or repeated call changes nothing.
  */
 import type { Knex } from 'knex';
+import type pg from 'pg';
 import type { AttemptOutcome, DeadLetterReason, Trigger } from '../../domain/delivery-status.js';
 import { lowestStoredId, newId, uuidOf, uuidOfId } from '../../domain/ids.js';
 import { run, statement, type WarmUp } from '../../infra/sql.js';
+import { publishWarmUpEvents } from '../../store/events-store.js';
+import { admitStatement } from './admit.js';
 import { rowToClaimed, type ClaimedDelivery } from './claimed.js';
 
 /**
@@ -20,15 +23,6 @@ import { rowToClaimed, type ClaimedDelivery } from './claimed.js';
  * says what each means, and why the claim is a function: its plan).
  */
 const claimStatement = statement('claim_delivery', 'SELECT * FROM claim_delivery(:id::uuid, :eventId::uuid, :lease::int)');
-
-/** The worker's per-attempt statements for a delivery that does not exist and an empty batch (see WarmUp). */
-export const warmAttempts: WarmUp = async (run) => {
-  await run(claimStatement, { lease: 0, id: lowestStoredId, eventId: lowestStoredId });
-  await run(successesStatement, {
-    deliveryIds: [], attemptNumbers: [], attemptIds: [], triggers: [], startedAts: [],
-    durations: [], statusCodes: [], excerpts: [], endpointIds: [], handOffs: [], threshold: 1, lease: 0, leaseTokens: [],
-  });
-};
 
 const eventOfDeliveryStatement = statement('event_of_delivery', 'SELECT event_id FROM deliveries WHERE id = :id');
 
@@ -101,9 +95,14 @@ const recordStatement = statement(
  * endpoint room, so no admission round or Redis job is needed.
  */
 export async function recordAttempt(db: Knex, a: AttemptRecord, limits: HealthLimits, handOffLeaseMs?: number): Promise<Recorded> {
+  const row = (await run(db, recordStatement, recordParams(a, limits, handOffLeaseMs)))[0];
+  return { applied: row?.applied === true, next: row?.id ? rowToClaimed(row) : undefined };
+}
+
+function recordParams(a: AttemptRecord, limits: HealthLimits, handOffLeaseMs: number | undefined): Record<string, unknown> {
   const next = a.next;
   const lastError = a.errorMessage ?? (a.statusCode && a.outcome !== 'success' ? `HTTP ${a.statusCode}` : null);
-  const rows = await run(db, recordStatement, {
+  return {
     status: next.status,
     nextAt: next.status === 'pending' ? next.at : null,
     deadReason: next.status === 'dead' ? next.reason : null,
@@ -125,9 +124,7 @@ export async function recordAttempt(db: Knex, a: AttemptRecord, limits: HealthLi
     cooldown: limits.circuitCooldownSeconds,
     endpointId: uuidOf('endpoint', a.endpointId),
     handOffLeaseMs: handOffLeaseMs === undefined ? null : Math.round(handOffLeaseMs),
-  });
-  const row = rows[0];
-  return { applied: row?.applied === true, next: row?.id ? rowToClaimed(row) : undefined };
+  };
 }
 
 /** A success of a healthy endpoint, as the batched record statement takes it. */
@@ -150,8 +147,12 @@ const successesStatement = statement(
  * function's header. Results are in the order of `items`.
  */
 export async function recordSuccesses(db: Knex, items: SuccessItem[], limits: HealthLimits, handOffLeaseMs: number): Promise<Recorded[]> {
+  return successesRecorded(items, await run(db, successesStatement, successesParams(items, limits, handOffLeaseMs)));
+}
+
+function successesParams(items: SuccessItem[], limits: HealthLimits, handOffLeaseMs: number): Record<string, unknown> {
   const rs = items.map((i) => i.record);
-  const rows = await run(db, successesStatement, {
+  return {
     deliveryIds: rs.map((r) => uuidOf('delivery', r.deliveryId)),
     attemptNumbers: rs.map((r) => r.attemptNumber),
     attemptIds: rs.map(() => newId('attempt')),
@@ -165,8 +166,11 @@ export async function recordSuccesses(db: Knex, items: SuccessItem[], limits: He
     threshold: limits.circuitFailureThreshold,
     lease: Math.round(handOffLeaseMs),
     leaseTokens: rs.map((r) => r.leaseToken),
-  });
-  // The first row says which items were applied; the rest are the handed deliveries.
+  };
+}
+
+/** The record statement's rows as each item's result: the first row says which items were applied; the rest are the handed deliveries. */
+function successesRecorded(items: SuccessItem[], rows: pg.QueryResultRow[]): Recorded[] {
   const applied = new Set<number>(((rows[0]?.applied ?? []) as Array<number | string>).map(Number));
   const handed = new Map<string, ClaimedDelivery[]>();
   for (const row of rows.slice(1)) {
@@ -219,4 +223,49 @@ export async function recordEgressFailure(db: Knex, f: EgressFailure): Promise<b
     lastError: f.lastError.slice(0, 300),
   });
   return rows.length > 0;
+}
+
+/** The hand-off a recorded attempt makes (record_successes_v4, record_attempt_v4), called on its own. */
+const warmHandOffStatement = statement('warm_up_hand_off', 'SELECT * FROM hand_off_v4(:endpointIds::uuid[], :slots::int[], :threshold::int, :lease::int)');
+
+/** Settings of the warm-up's own calls: the circuit stays closed, and nothing it claims outlives its transaction. */
+const warmLimits: HealthLimits = { circuitFailureThreshold: 100, circuitCooldownSeconds: 1 };
+const warmLeaseMs = 60_000;
+
+/**
+ * A worker's hot path on two deliveries of the warm-up's own (publishWarmUpEvents), inside the
+ * warm-up's rolled-back transaction (see WarmUp): an admission round without a slot of this
+ * process, the first delivery handed to a slot, its success recorded, which hands on the second,
+ * and a failure of that one recorded. Every statement of each function runs, which calls with
+ * empty batches cannot make them do: PL/pgSQL plans a statement when it first runs, and a
+ * connection's first real admission, record or publish then cost 6–50 ms instead of about one
+ * (docs/performance.md, "A warm-up that runs the whole path"). Also the claim of a queued delivery,
+ * for one that does not exist. Throws when a step did not do what it should, so a warm-up that
+ * warmed nothing is reported (src/infra/db.ts).
+ */
+export const warmDispatch: WarmUp = async (run) => {
+  await run(claimStatement, { lease: 0, id: lowestStoredId, eventId: lowestStoredId });
+  const { endpointId } = await publishWarmUpEvents(run, 2);
+  // What a process with every slot busy runs: each endpoint with due work is reported waiting and
+  // nothing is written, other endpoints' deliveries only locked until the rollback, as that round
+  // of another process would lock them.
+  const round = await run(admitStatement, { threshold: warmLimits.circuitFailureThreshold, batch: 1, queuedLeaseSeconds: 1, localCount: 0, inFlightLeaseMs: warmLeaseMs, allLocal: true });
+  if (!round.some((r) => r.id === null && r.ep_id === endpointId)) throw new Error('warm-up: the admission round did not report the warm-up endpoint waiting');
+  const [handed] = await run(warmHandOffStatement, { endpointIds: [endpointId], slots: [1], threshold: warmLimits.circuitFailureThreshold, lease: warmLeaseMs });
+  if (!handed) throw new Error('warm-up: no delivery was handed to a slot');
+  const first = rowToClaimed(handed);
+  const items: SuccessItem[] = [{ record: warmResult(first, 'success'), handOff: true }];
+  const [recorded] = successesRecorded(items, await run(successesStatement, successesParams(items, warmLimits, warmLeaseMs)));
+  if (!recorded?.applied || !recorded.next) throw new Error('warm-up: the success was not recorded or handed nothing on');
+  const [failed] = await run(recordStatement, recordParams(warmResult(recorded.next, 'retry'), warmLimits, warmLeaseMs));
+  if (failed?.applied !== true) throw new Error('warm-up: the failure was not recorded');
+};
+
+function warmResult(d: ClaimedDelivery, outcome: 'success' | 'retry'): AttemptRecord {
+  const success = outcome === 'success';
+  return {
+    deliveryId: d.id, endpointId: d.endpoint.id, attemptNumber: d.attempt_count, leaseToken: d.lease_token, trigger: d.next_trigger,
+    startedAt: new Date(), durationMs: 1, statusCode: success ? 200 : 503, outcome, errorClass: success ? null : 'http_503', errorMessage: null,
+    responseExcerpt: null, next: success ? { status: 'succeeded' } : { status: 'pending', at: new Date(Date.now() + 3_600_000) }, endpointFailure: !success,
+  };
 }
