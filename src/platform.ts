@@ -120,7 +120,8 @@ export async function startPlatform(opts: PlatformOptions): Promise<Platform> {
 const hotStatements: Record<Role, readonly WarmUp[]> = {
   api: [warmIntake, warmPublish],
   worker: [warmDispatch],
-  all: [warmIntake, warmPublish, warmDispatch],
+  // The dispatch warm-up publishes too.
+  all: [warmIntake, warmDispatch],
 };
 
 /**
@@ -135,15 +136,15 @@ async function openStorage(config: Config, role: Role, logger: Logger) {
   redis.on('error', (err) => logger.debug({ err }, 'redis connection error'));
   const box = new SecretBox(config.secretsKey);
   setBacklogSource(() => backlogSnapshot(db));
-  // Intake needs today's partitions before it can store anything: created (if missing) before the
-  // server listens, then kept ahead hourly; the worker role also removes what has expired.
+  // Intake, and each pooled connection's warm-up, need today's partitions: created (if missing)
+  // before the first pooled connection, then kept ahead hourly; the worker role also removes what
+  // has expired.
   // Retention's statements grow with a partition's rows, so it has a pool of its own that the server
   // does not cancel (DbOptions.cancelOnServer): one that finishes after its client stopped waiting
   // is still progress.
   const maintenanceDb = createDb({ url: config.databaseUrl, poolMax: 2, logger });
   const retention = new Retention({ db: maintenanceDb, policy: config.retention, logger });
   try {
-    // Partitions first: every pooled connection's warm-up publishes an event of its own today.
     await retention.ensureAhead();
     await checkSecretsKey(db, box);
   } catch (err) {

@@ -196,8 +196,6 @@ function publishBatcher(db: Knex): Batcher<PublishItem, PublishRow> {
   return batcher;
 }
 
-const warmTargetsStatement = statement('warm_up_targets', 'SELECT fan_out_targets(:tenantId, :type, NULL)');
-
 /** The warm-up's own tenant and endpoint (see publishWarmUpEvents). */
 const warmUpSubscriberStatement = statement(
   'warm_up_subscriber',
@@ -214,6 +212,9 @@ function warmUpId(): string {
   return `00000000-0000-${newStoredId().slice(14)}`;
 }
 
+/** The database's clock: the warm-up's events are due at its transaction's now(), whatever this process's clock says. */
+const warmUpClockStatement = statement('warm_up_clock', 'SELECT now() AS now');
+
 /**
  * Publishes `count` events through POST /v1/events's statement, for a tenant and an endpoint that
  * this warm-up makes (inside the warm-up's transaction, which is rolled back: see WarmUp), so that
@@ -221,18 +222,15 @@ function warmUpId(): string {
  * sort before every real tenant's and endpoint's, so the rolled-back rows leave their index
  * entries at the left end of each index keyed by tenant or endpoint, never inside a real tenant's
  * range (where a dead entry splits pages half-and-half), and no real tenant's endpoints are read.
- * Each event has one pending delivery to that endpoint.
+ * Each event has one pending delivery to that endpoint, due now.
  */
-export async function publishWarmUpEvents(
-  run: Parameters<WarmUp>[0],
-  count: number,
-): Promise<{ tenantId: string; endpointId: string }> {
+export async function publishWarmUpEvents(run: Parameters<WarmUp>[0], count: number): Promise<{ endpointId: string }> {
   const tenantId = warmUpId();
   const endpointId = warmUpId();
   // Never sent to: its deliveries are claimed and recorded, not attempted.
   await run(warmUpSubscriberStatement, { tenantId, endpointId, url: 'https://warm-up.invalid/', secret: 'v1:warm-up' });
-  // A minute ago: its deliveries are then due at the transaction's now(), which is when it began.
-  const createdAt = new Date(Date.now() - 60_000).toISOString();
+  const [clock] = await run<{ now: Date }>(warmUpClockStatement, {});
+  const createdAt = clock!.now.toISOString();
   const items = Array.from({ length: count }, (): PublishItem => {
     const eventKey = newStoredId();
     return {
@@ -245,14 +243,10 @@ export async function publishWarmUpEvents(
   if (rows.length !== count || rows.some((r) => r.outcome !== 'created' || r.pending !== 1)) {
     throw new Error(`warm-up: publishing ${count} events to the warm-up's endpoint answered ${JSON.stringify(rows.map((r) => [r.outcome, r.pending]))}`);
   }
-  return { tenantId, endpointId };
+  return { endpointId };
 }
 
-/**
- * POST /v1/events's statement for one event of the warm-up's own (publishWarmUpEvents), then the
- * endpoint look-up it makes first for each event, for a tenant that cannot exist.
- */
+/** POST /v1/events's statement, with its fan-out's, for one event of the warm-up's own (publishWarmUpEvents). */
 export const warmPublish: WarmUp = async (run) => {
   await publishWarmUpEvents(run, 1);
-  await run(warmTargetsStatement, { tenantId: lowestStoredId, type: 'platform.warm_up' });
 };

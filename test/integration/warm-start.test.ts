@@ -67,10 +67,15 @@ describe('warm start', () => {
     expect((await tenant.call('POST', '/v1/endpoints', { body: { url: 'http://127.0.0.1:9/beside' } })).status).toBe(201);
     expect((await tenant.call('POST', '/v1/events', { body: { type: 'order.created', data: { n: 1 } } })).status).toBe(202);
     await withSession(async (c) => {
-      const pendingBefore = (await c.query('SELECT id, status, attempt_count, updated_at FROM deliveries ORDER BY id')).rows;
-      expect(pendingBefore.some((d: { status: string }) => d.status === 'pending')).toBe(true);
+      const realRows = async () => ({
+        deliveries: (await c.query("SELECT id, status, attempt_count, lease_until, updated_at FROM deliveries WHERE tenant_id IN (SELECT id FROM tenants WHERE name <> 'warm-up') ORDER BY id")).rows,
+        queue: (await c.query("SELECT delivery_id, status, attempt_count, lease_until FROM delivery_queue WHERE tenant_id IN (SELECT id FROM tenants WHERE name <> 'warm-up') ORDER BY delivery_id")).rows,
+        endpoints: (await c.query("SELECT id, status, consecutive_failures, rate_tokens FROM endpoints WHERE url <> 'https://warm-up.invalid/' ORDER BY id")).rows,
+      });
+      const before = await realRows();
+      expect(before.deliveries.some((d: { status: string }) => d.status === 'pending')).toBe(true);
       // The warm-ups inside a transaction of the test's own, so what they wrote can be read before
-      // it is rolled back: rows whose version this transaction made.
+      // it is rolled back: rows whose version this transaction made, and its own counts per table.
       await c.query('BEGIN');
       try {
         for (const warmUp of [warmIntake, warmPublish, warmDispatch]) await warmUp((st, values) => runOn(c, st, values));
@@ -84,12 +89,33 @@ describe('warm start', () => {
         const real = (await c.query<{ tenant: string; endpoint: string }>(
           "SELECT (SELECT min(id::text) FROM tenants WHERE name <> 'warm-up') AS tenant, (SELECT min(id::text) FROM endpoints WHERE url <> 'https://warm-up.invalid/') AS endpoint",
         )).rows[0]!;
-        expect(new Set(written.rows.map((r) => r.tbl))).toEqual(new Set(['tenants', 'endpoints', 'events', 'deliveries', 'delivery_queue']));
         expect(written.rows.filter((r) => r.tenant_id! >= real.tenant || (r.endpoint_id !== null && r.endpoint_id >= real.endpoint))).toEqual([]);
+        // Every platform table the warm-ups inserted into, updated or deleted from, partitions under
+        // their parent (the test helpers' transition log keeps its own schema).
+        const touched = await c.query<{ tbl: string }>(`
+          SELECT DISTINCT coalesce(p.relname, s.relname) AS tbl
+            FROM pg_stat_xact_user_tables s LEFT JOIN pg_inherits i ON i.inhrelid = s.relid LEFT JOIN pg_class p ON p.oid = i.inhparent
+           WHERE s.schemaname = 'public' AND s.n_tup_ins + s.n_tup_upd + s.n_tup_del > 0 ORDER BY 1`);
+        expect(touched.rows.map((r) => r.tbl)).toEqual(['attempts', 'deliveries', 'delivery_queue', 'endpoints', 'events', 'tenants']);
+        expect(await realRows()).toEqual(before);
+        // Its admission round held the real endpoint's try-lock and locked its pending delivery;
+        // both are given back with the round, not held until the warm-up ends: another process's
+        // round can take them now.
+        await withSession(async (other) => {
+          await other.query('BEGIN');
+          const endpoints = (await other.query<{ taken: boolean }>(
+            "SELECT pg_try_advisory_xact_lock(727002, uuid_hash(id)) AS taken FROM endpoints WHERE url <> 'https://warm-up.invalid/'",
+          )).rows;
+          expect(endpoints.length).toBeGreaterThan(0);
+          expect(endpoints.every((e) => e.taken)).toBe(true);
+          const pending = before.deliveries.filter((d: { status: string }) => d.status === 'pending').map((d: { id: string }) => d.id);
+          expect((await other.query('SELECT id FROM deliveries WHERE id = ANY($1::uuid[]) FOR UPDATE NOWAIT', [pending])).rowCount).toBe(pending.length);
+          await other.query('ROLLBACK');
+        });
       } finally {
         await c.query('ROLLBACK');
       }
-      expect((await c.query('SELECT id, status, attempt_count, updated_at FROM deliveries ORDER BY id')).rows).toEqual(pendingBefore);
+      expect(await realRows()).toEqual(before);
       expect(await count(c, "SELECT count(*) AS n FROM tenants WHERE name = 'warm-up'")).toBe(0);
     });
   });

@@ -232,29 +232,30 @@ const warmHandOffStatement = statement('warm_up_hand_off', 'SELECT * FROM hand_o
 const warmLimits: HealthLimits = { circuitFailureThreshold: 100, circuitCooldownSeconds: 1 };
 const warmLeaseMs = 60_000;
 
+/** Around the warm-up's admission round (see warmDispatch). */
+const warmSavepointStatement = statement('warm_up_savepoint', 'SAVEPOINT warm_up_admission');
+const warmSavepointBackStatement = statement('warm_up_savepoint_back', 'ROLLBACK TO SAVEPOINT warm_up_admission');
+
 /**
  * A worker's hot path on two deliveries of the warm-up's own (publishWarmUpEvents), inside the
- * warm-up's rolled-back transaction (see WarmUp): an admission round without a slot of this
- * process, the first delivery handed to a slot, its success recorded, which hands on the second,
- * and a failure of that one recorded. Every statement of each function runs, which calls with
- * empty batches cannot make them do: PL/pgSQL plans a statement when it first runs, and a
- * connection's first real admission, record or publish then cost 6–50 ms instead of about one
- * (docs/performance.md, "A warm-up that runs the whole path"). Also the claim of a queued delivery,
- * for one that does not exist. Throws when a step did not do what it should, so a warm-up that
- * warmed nothing is reported (src/infra/db.ts).
+ * warm-up's rolled-back transaction: an admission round without a slot of this process, the first
+ * delivery handed to a slot, its success recorded, which hands on the second, and a failure of that
+ * one recorded, so every statement of each function is planned before a real call needs it
+ * (docs/architecture.md, "Warm start"). Also the claim of a queued delivery, for one that does not
+ * exist. Throws when a step did not do what it should, so a warm-up that warmed nothing is reported.
  */
 export const warmDispatch: WarmUp = async (run) => {
   await run(claimStatement, { lease: 0, id: lowestStoredId, eventId: lowestStoredId });
   const { endpointId } = await publishWarmUpEvents(run, 2);
-  // What a process with every slot busy runs: each endpoint with due work is reported waiting and
-  // nothing is written, other endpoints' deliveries only locked until the rollback, as that round
-  // of another process would lock them.
+  // A round with no slot writes nothing, but try-locks each endpoint with due work and locks one
+  // delivery of each: given back at once, as a real round's commit would, not held to the rollback.
+  await run(warmSavepointStatement, {});
   const round = await run(admitStatement, { threshold: warmLimits.circuitFailureThreshold, batch: 1, queuedLeaseSeconds: 1, localCount: 0, inFlightLeaseMs: warmLeaseMs, allLocal: true });
+  await run(warmSavepointBackStatement, {});
   if (!round.some((r) => r.id === null && r.ep_id === endpointId)) throw new Error('warm-up: the admission round did not report the warm-up endpoint waiting');
   const [handed] = await run(warmHandOffStatement, { endpointIds: [endpointId], slots: [1], threshold: warmLimits.circuitFailureThreshold, lease: warmLeaseMs });
   if (!handed) throw new Error('warm-up: no delivery was handed to a slot');
-  const first = rowToClaimed(handed);
-  const items: SuccessItem[] = [{ record: warmResult(first, 'success'), handOff: true }];
+  const items: SuccessItem[] = [{ record: warmResult(rowToClaimed(handed), 'success'), handOff: true }];
   const [recorded] = successesRecorded(items, await run(successesStatement, successesParams(items, warmLimits, warmLeaseMs)));
   if (!recorded?.applied || !recorded.next) throw new Error('warm-up: the success was not recorded or handed nothing on');
   const [failed] = await run(recordStatement, recordParams(warmResult(recorded.next, 'retry'), warmLimits, warmLeaseMs));
