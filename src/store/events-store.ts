@@ -196,12 +196,16 @@ function publishBatcher(db: Knex): Batcher<PublishItem, PublishRow> {
   return batcher;
 }
 
-/** The warm-up's own tenant and endpoint (see publishWarmUpEvents). */
+/**
+ * The warm-up's own tenant and endpoint (see publishWarmUpEvents), and the database's clock: its
+ * events are then due at the transaction's now(), whatever this process's clock says.
+ */
 const warmUpSubscriberStatement = statement(
   'warm_up_subscriber',
   `WITH tenant AS (INSERT INTO tenants (id, name) VALUES (:tenantId::uuid, 'warm-up') RETURNING id)
    INSERT INTO endpoints (id, tenant_id, url, max_concurrency, secret_enc)
-   SELECT :endpointId::uuid, tenant.id, :url, 1, :secret FROM tenant`,
+   SELECT :endpointId::uuid, tenant.id, :url, 1, :secret FROM tenant
+   RETURNING now() AS now`,
 );
 
 /**
@@ -211,9 +215,6 @@ const warmUpSubscriberStatement = statement(
 function warmUpId(): string {
   return `00000000-0000-${newStoredId().slice(14)}`;
 }
-
-/** The database's clock: the warm-up's events are due at its transaction's now(), whatever this process's clock says. */
-const warmUpClockStatement = statement('warm_up_clock', 'SELECT now() AS now');
 
 /**
  * Publishes `count` events through POST /v1/events's statement, for a tenant and an endpoint that
@@ -228,9 +229,8 @@ export async function publishWarmUpEvents(run: Parameters<WarmUp>[0], count: num
   const tenantId = warmUpId();
   const endpointId = warmUpId();
   // Never sent to: its deliveries are claimed and recorded, not attempted.
-  await run(warmUpSubscriberStatement, { tenantId, endpointId, url: 'https://warm-up.invalid/', secret: 'v1:warm-up' });
-  const [clock] = await run<{ now: Date }>(warmUpClockStatement, {});
-  const createdAt = clock!.now.toISOString();
+  const [made] = await run<{ now: Date }>(warmUpSubscriberStatement, { tenantId, endpointId, url: 'https://warm-up.invalid/', secret: 'v1:warm-up' });
+  const createdAt = made!.now.toISOString();
   const items = Array.from({ length: count }, (): PublishItem => {
     const eventKey = newStoredId();
     return {
