@@ -6,7 +6,9 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Knex } from 'knex';
 import { createDb, warmPool } from '../../src/infra/db.js';
+import { within } from '../../src/infra/within.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 import { eventually } from '../helpers/platform.js';
 import { proxyDatabase } from '../helpers/tcp-proxy.js';
@@ -42,6 +44,18 @@ async function backends(applicationName: string): Promise<Array<{ pid: number; p
 /** PostgreSQL ends every backend of the pool named `applicationName`, as a restart would. */
 async function terminate(applicationName: string): Promise<void> {
   await observer.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [applicationName]);
+}
+
+/**
+ * A promise that resolves once each of the pool's `count` connections has seen its socket close:
+ * pg_stat_activity drops a terminated backend before the client has necessarily read the server's
+ * last message, and a statement sent meanwhile gets that message as its error.
+ */
+async function watchEnds(db: Knex, count: number): Promise<{ ended: Promise<void> }> {
+  const clients = await Promise.all(Array.from({ length: count }, () => db.client.acquireConnection() as Promise<pg.Client>));
+  const ended = clients.map((client) => new Promise<void>((resolve) => client.once('end', () => resolve())));
+  for (const client of clients) await db.client.releaseConnection(client);
+  return { ended: Promise.all(ended).then(() => undefined) };
 }
 
 /** A logger that keeps what it is told, for the refill's own lines. */
@@ -118,8 +132,10 @@ describe('a pool with a minimum after its connections die', () => {
     try {
       await warmPool(db, 2);
       expect(await backends(app)).toHaveLength(2);
+      const { ended } = await watchEnds(db, 2);
       await terminate(app);
       await eventually(async () => (await backends(app)).length === 0, 'both backends gone');
+      await within(5_000, ended, "the pool's two connections ending");
       // The next statement opens the one it needs, and nothing else was opened before it.
       expect((await db.raw('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
       expect(await backends(app)).toHaveLength(1);
