@@ -69,7 +69,7 @@ export async function runOn<R extends pg.QueryResultRow>(conn: pg.ClientBase, st
  * first real call finds it parsed and planned and its SQL functions compiled in that backend (the
  * cold cost docs/performance.md measures as latency.coldP99Ms). It runs inside a transaction that
  * is rolled back, so it leaves no row behind, only the sequence values it drew: with values that
- * match nothing, or on rows of a tenant of the warm-up's own (publishWarmUpEvents), when only rows
+ * match nothing, or on rows of a tenant of the warm-up's own (makeWarmUpTenant), when only rows
  * make every statement of a function run.
  */
 export type WarmUp = (run: <R extends pg.QueryResultRow>(st: Statement, values: Record<string, unknown>) => Promise<R[]>) => Promise<void>;

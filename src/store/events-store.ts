@@ -13,6 +13,7 @@ import { mayBeOneRowsFault } from '../infra/db.js';
 import { run, statement, type WarmUp } from '../infra/sql.js';
 import { withDeliveryIds } from './delivery-ids.js';
 import type { TenantScope } from './tenant-scope.js';
+import { makeWarmUpTenant, type WarmUpRun } from './warm-up-tenant.js';
 
 /** An event read within its tenant's scope (so without its tenant). */
 export interface EventRow {
@@ -197,40 +198,13 @@ function publishBatcher(db: Knex): Batcher<PublishItem, PublishRow> {
 }
 
 /**
- * The warm-up's own tenant and endpoint (see publishWarmUpEvents), and the database's clock: its
- * events are then due at the transaction's now(), whatever this process's clock says.
+ * Publishes `count` events through POST /v1/events's statement, to a tenant and an endpoint that
+ * this warm-up makes (makeWarmUpTenant), so that every statement of the publish and of its fan-out
+ * runs, as no empty batch makes them. Each event has one pending delivery to that endpoint, due now.
  */
-const warmUpSubscriberStatement = statement(
-  'warm_up_subscriber',
-  `WITH tenant AS (INSERT INTO tenants (id, name) VALUES (:tenantId::uuid, 'warm-up') RETURNING id)
-   INSERT INTO endpoints (id, tenant_id, url, max_concurrency, secret_enc)
-   SELECT :endpointId::uuid, tenant.id, :url, 1, :secret FROM tenant
-   RETURNING now() AS now`,
-);
-
-/**
- * A UUIDv7 of time zero: below every id a tenant or endpoint was ever given, above the nil uuid,
- * and its own (random bits), so warm-ups running at once never wait for each other's rows.
- */
-function warmUpId(): string {
-  return `00000000-0000-${newStoredId().slice(14)}`;
-}
-
-/**
- * Publishes `count` events through POST /v1/events's statement, for a tenant and an endpoint that
- * this warm-up makes (inside the warm-up's transaction, which is rolled back: see WarmUp), so that
- * every statement of the publish and of its fan-out runs, as no empty batch makes them. Their ids
- * sort before every real tenant's and endpoint's, so the rolled-back rows leave their index
- * entries at the left end of each index keyed by tenant or endpoint, never inside a real tenant's
- * range (where a dead entry splits pages half-and-half), and no real tenant's endpoints are read.
- * Each event has one pending delivery to that endpoint, due now.
- */
-export async function publishWarmUpEvents(run: Parameters<WarmUp>[0], count: number): Promise<{ endpointId: string }> {
-  const tenantId = warmUpId();
-  const endpointId = warmUpId();
-  // Never sent to: its deliveries are claimed and recorded, not attempted.
-  const [made] = await run<{ now: Date }>(warmUpSubscriberStatement, { tenantId, endpointId, url: 'https://warm-up.invalid/', secret: 'v1:warm-up' });
-  const createdAt = made!.now.toISOString();
+export async function publishWarmUpEvents(run: WarmUpRun, count: number): Promise<{ endpointId: string }> {
+  const { tenantId, endpointId, now } = await makeWarmUpTenant(run);
+  const createdAt = now.toISOString();
   const items = Array.from({ length: count }, (): PublishItem => {
     const eventKey = newStoredId();
     return {

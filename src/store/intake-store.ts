@@ -7,6 +7,7 @@ import { mayBeOneRowsFault } from '../infra/db.js';
 import { run, statement, type WarmUp } from '../infra/sql.js';
 import type { IntakeOutcome, ParsedEvent } from '../domain/events.js';
 import { withDeliveryIds } from './delivery-ids.js';
+import { makeWarmUpTenant, warmUpId } from './warm-up-tenant.js';
 
 
 export interface SourceRef {
@@ -163,8 +164,37 @@ const repeatsStatement = statement(
 
 const acceptsStatement = statement('intake_accept_many', 'SELECT * FROM intake_accept_many(:items::jsonb, :defaultMaxAgeSeconds::int)');
 
-/** Intake's statements with empty batches (see WarmUp): the api process's hot path for provider callbacks. */
+const warmUpSourceStatement = statement(
+  'warm_up_source',
+  "INSERT INTO sources (id, tenant_id, type, name, secret_enc) VALUES (:id, :tenantId::uuid, 'standard-webhooks', 'warm-up', :secret)",
+);
+
+/**
+ * Intake's statements on callbacks from a source of the warm-up's own, of a tenant of its own
+ * (makeWarmUpTenant), so that every statement of intake_accept_many runs: an empty batch returns
+ * before them, and PL/pgSQL plans each when it first runs. One batch is decided each way a callback
+ * can be (accepted with a message status, a key already taken, a status the message has passed,
+ * too few delivery ids), then a byte-identical repeat of the first gets its receipt.
+ */
 export const warmIntake: WarmUp = async (run) => {
-  await run(acceptsStatement, { items: '[]', defaultMaxAgeSeconds: 0 });
-  await run(repeatsStatement, { receiptIds: [], tenantIds: [], sourceIds: [], origins: [], digests: [] });
+  const { tenantId, now } = await makeWarmUpTenant(run);
+  const sourceId = idOfUuid('source', warmUpId());
+  // Never opened: the warm-up runs the statements, not the verification.
+  await run(warmUpSourceStatement, { id: sourceId, tenantId, secret: 'v1:warm-up' });
+  const callback = (dedupeKey: string, statusRank: number, deliveryIds: number): AcceptItem => {
+    const eventId = newStoredId();
+    return {
+      receiptId: newId('receipt'), eventId, envelopeId: idOfUuid('event', eventId), deliveryIds: Array.from({ length: deliveryIds }, newStoredId),
+      tenantId, sourceId, origin: 'callback', bodyDigest: `warm-up-${dedupeKey}`, receivedAt: now, type: 'warm_up.received', messageId: 'warm-up',
+      dedupeKey, status: `rank-${statusRank}`, statusRank, statusFinal: false, sequence: statusRank, data: '{}',
+    };
+  };
+  const items = [callback('a', 1, 1), callback('a', 1, 1), callback('b', 0, 1), callback('c', 2, 0)];
+  const decided = await run<IntakeRow>(acceptsStatement, { items: JSON.stringify(items), defaultMaxAgeSeconds: 3_600 });
+  const outcomes = decided.map((r) => `${r.outcome}:${r.pending}`);
+  if (outcomes.join() !== 'accepted:1,duplicate:0,stale:0,need_ids:0') throw new Error(`warm-up: intake of its own callbacks answered ${outcomes.join()}`);
+  const repeats = await run(repeatsStatement, {
+    receiptIds: [newId('receipt')], tenantIds: [tenantId], sourceIds: [sourceId], origins: ['callback'], digests: [items[0]!.bodyDigest],
+  });
+  if (repeats.length !== 1) throw new Error(`warm-up: a repeat of its own callback got ${repeats.length} receipts`);
 };

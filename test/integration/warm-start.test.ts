@@ -53,19 +53,22 @@ describe('warm start', () => {
       const failed = await warmConnection(c, [warmIntake, warmPublish, warmDispatch]);
       expect(failed).toBeUndefined();
       const prepared = (await c.query<{ name: string }>('SELECT name FROM pg_prepared_statements ORDER BY name')).rows.map((r) => r.name);
-      expect(prepared).toEqual(expect.arrayContaining(['admit_due', 'claim_delivery', 'intake_accept_many', 'intake_repeats', 'publish_events', 'record_attempt', 'record_successes', 'warm_up_hand_off']));
+      expect(prepared).toEqual(
+        expect.arrayContaining(['admit_due', 'claim_delivery', 'intake_accept_many', 'intake_repeats', 'publish_events', 'record_attempt', 'record_successes', 'warm_up_hand_off']),
+      );
       // The session is usable as it was: not left inside the warm-up's transaction.
       expect((await c.query<{ outside: boolean }>("SELECT now() = statement_timestamp() AS outside")).rows[0]).toMatchObject({ outside: true });
       expect(await count(c, 'SELECT (SELECT count(*) FROM events) + (SELECT count(*) FROM deliveries) + (SELECT count(*) FROM receipts) AS n')).toBe(rowsBefore);
     });
   });
 
-  it("a warm-up writes only rows of a tenant and endpoint of its own, below every real one, and leaves a real tenant's pending delivery as it was", async () => {
+  it("a warm-up writes only rows of a tenant, endpoint and source of its own, below every real one, and leaves a real tenant's pending delivery as it was", async () => {
     // A real tenant's delivery, pending (role api: nothing dispatches it), which the warm-up's
     // admission round finds beside its own.
     const tenant = await t.createTenant('warm-beside');
     expect((await tenant.call('POST', '/v1/endpoints', { body: { url: 'http://127.0.0.1:9/beside' } })).status).toBe(201);
     expect((await tenant.call('POST', '/v1/events', { body: { type: 'order.created', data: { n: 1 } } })).status).toBe(202);
+    expect((await tenant.call('POST', '/v1/sources', { body: { type: 'standard-webhooks', name: 'beside' } })).status).toBe(201);
     await withSession(async (c) => {
       const realRows = async () => ({
         deliveries: (await c.query("SELECT id, status, attempt_count, lease_until, updated_at FROM deliveries WHERE tenant_id IN (SELECT id FROM tenants WHERE name <> 'warm-up') ORDER BY id")).rows,
@@ -79,24 +82,32 @@ describe('warm start', () => {
       await c.query('BEGIN');
       try {
         for (const warmUp of [warmIntake, warmPublish, warmDispatch]) await warmUp((st, values) => runOn(c, st, values));
-        const written = await c.query<{ tbl: string; tenant_id: string | null; endpoint_id: string | null }>(`
+        const written = await c.query<{ tbl: string; tenant_id: string | null; endpoint_id: string | null; source_id: string | null }>(`
           WITH mine AS (SELECT pg_current_xact_id()::xid AS x)
-          SELECT 'tenants' AS tbl, id AS tenant_id, NULL::uuid AS endpoint_id FROM tenants, mine WHERE xmin = mine.x
-          UNION ALL SELECT 'endpoints', tenant_id, id FROM endpoints, mine WHERE xmin = mine.x
-          UNION ALL SELECT 'events', tenant_id, NULL FROM events, mine WHERE xmin = mine.x
-          UNION ALL SELECT 'deliveries', tenant_id, endpoint_id FROM deliveries, mine WHERE xmin = mine.x
-          UNION ALL SELECT 'delivery_queue', tenant_id, endpoint_id FROM delivery_queue, mine WHERE xmin = mine.x`);
-        const real = (await c.query<{ tenant: string; endpoint: string }>(
-          "SELECT (SELECT min(id::text) FROM tenants WHERE name <> 'warm-up') AS tenant, (SELECT min(id::text) FROM endpoints WHERE url <> 'https://warm-up.invalid/') AS endpoint",
+          SELECT 'tenants' AS tbl, id AS tenant_id, NULL::uuid AS endpoint_id, NULL AS source_id FROM tenants, mine WHERE xmin = mine.x
+          UNION ALL SELECT 'endpoints', tenant_id, id, NULL FROM endpoints, mine WHERE xmin = mine.x
+          UNION ALL SELECT 'sources', tenant_id, NULL, id FROM sources, mine WHERE xmin = mine.x
+          UNION ALL SELECT 'events', tenant_id, NULL, source_id FROM events, mine WHERE xmin = mine.x
+          UNION ALL SELECT 'deliveries', tenant_id, endpoint_id, NULL FROM deliveries, mine WHERE xmin = mine.x
+          UNION ALL SELECT 'delivery_queue', tenant_id, endpoint_id, NULL FROM delivery_queue, mine WHERE xmin = mine.x
+          UNION ALL SELECT 'messages', tenant_id, NULL, source_id FROM messages, mine WHERE xmin = mine.x
+          UNION ALL SELECT 'receipts', tenant_id, NULL, source_id FROM receipts, mine WHERE xmin = mine.x
+          UNION ALL SELECT 'event_keys', NULL, NULL, scope_id FROM event_keys, mine WHERE xmin = mine.x`);
+        const real = (await c.query<{ tenant: string; endpoint: string; source: string }>(
+          `SELECT (SELECT min(id::text) FROM tenants WHERE name <> 'warm-up') AS tenant,
+                  (SELECT min(id::text) FROM endpoints WHERE url <> 'https://warm-up.invalid/') AS endpoint,
+                  (SELECT min(id) FROM sources WHERE name <> 'warm-up') AS source`,
         )).rows[0]!;
-        expect(written.rows.filter((r) => r.tenant_id! >= real.tenant || (r.endpoint_id !== null && r.endpoint_id >= real.endpoint))).toEqual([]);
+        expect(new Set(written.rows.map((r) => r.tbl))).toEqual(new Set(['tenants', 'endpoints', 'sources', 'events', 'deliveries', 'delivery_queue', 'messages', 'receipts', 'event_keys']));
+        const below = (id: string | null, realMin: string) => id === null || id < realMin;
+        expect(written.rows.filter((r) => !below(r.tenant_id, real.tenant) || !below(r.endpoint_id, real.endpoint) || !below(r.source_id, real.source))).toEqual([]);
         // Every platform table the warm-ups inserted into, updated or deleted from, partitions under
         // their parent (the test helpers' transition log keeps its own schema).
         const touched = await c.query<{ tbl: string }>(`
           SELECT DISTINCT coalesce(p.relname, s.relname) AS tbl
             FROM pg_stat_xact_user_tables s LEFT JOIN pg_inherits i ON i.inhrelid = s.relid LEFT JOIN pg_class p ON p.oid = i.inhparent
            WHERE s.schemaname = 'public' AND s.n_tup_ins + s.n_tup_upd + s.n_tup_del > 0 ORDER BY 1`);
-        expect(touched.rows.map((r) => r.tbl)).toEqual(['attempts', 'deliveries', 'delivery_queue', 'endpoints', 'events', 'tenants']);
+        expect(touched.rows.map((r) => r.tbl)).toEqual(['attempts', 'deliveries', 'delivery_queue', 'endpoints', 'event_keys', 'events', 'messages', 'receipts', 'sources', 'tenants']);
         expect(await realRows()).toEqual(before);
         // Its admission round held the real endpoint's try-lock and locked its pending delivery;
         // both are given back with the round, not held until the warm-up ends: another process's
