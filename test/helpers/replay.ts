@@ -109,17 +109,6 @@ export async function completed(tenant: TestTenant, replayId: string, timeoutMs 
   }, `replay ${replayId} completed`, timeoutMs);
 }
 
-/** The largest number of requests that arrived within any window of `windowMs`. */
-export function maxInWindow(requests: ReceivedRequest[], windowMs: number): number {
-  const at = requests.map((r) => r.at).sort((a, b) => a - b);
-  let best = 0;
-  for (let i = 0, j = 0; i < at.length; i++) {
-    while (at[i]! - at[j]! >= windowMs) j++;
-    best = Math.max(best, i - j + 1);
-  }
-  return best;
-}
-
 export async function metric(t: TestPlatform, name: string, labels: Record<string, string> = {}): Promise<number> {
   const res = await t.call('GET', '/metrics');
   expect(res.status).toBe(200);

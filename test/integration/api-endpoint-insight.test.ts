@@ -171,9 +171,12 @@ describe('POST /v1/endpoints/:id/test', () => {
     expect(b.requests.map((r) => r.headers['webhook-id'])).toEqual([toB.eventId]);
     expect(a.requests.map((r) => r.headers['webhook-id'])).toEqual([eventId]);
 
-    const listedA = await tenant.call('GET', `/v1/deliveries?endpointId=${epA.id}`);
-    expect(listedA.body.data.map((d: { id: string }) => d.id)).toContain(deliveryId);
-    const testDelivery = listedA.body.data.find((d: { id: string }) => d.id === deliveryId);
+    // Its success is recorded after A answered, so it is waited for, not assumed.
+    const testDelivery = await eventually(async () => {
+      const listedA = await tenant.call('GET', `/v1/deliveries?endpointId=${epA.id}`);
+      const found = listedA.body.data.find((d: { id: string }) => d.id === deliveryId);
+      return found?.status === 'succeeded' && found;
+    }, 'the test delivery listed as succeeded');
     expect(testDelivery).toMatchObject({ eventId, eventType: 'platform.test', status: 'succeeded', endpointId: epA.id });
     const listedB = await tenant.call('GET', `/v1/deliveries?eventId=${eventId}`);
     expect(listedB.body.data.map((d: { endpointId: string }) => d.endpointId)).toEqual([epA.id]);

@@ -134,21 +134,25 @@ describe('API key revocation across processes', () => {
     expect(revoke.status).toBe(204);
     const revokedAt = Date.now(); // the revocation is committed before A answers
 
-    let flippedAfterMs: number | undefined;
+    // B may serve the key from its cache only while the entry it loaded before the revocation
+    // lasts: a request B served was sent before B read the cache, so the last one served was sent
+    // less than 1 s after the revocation, however late this loop gets to send or read.
+    let lastServedSentAfterMs = -1;
+    let refused = false;
     while (Date.now() - revokedAt < 5_000) {
       const sentAt = Date.now();
       const res = await onB();
       if (res.status === 401) {
-        flippedAfterMs = sentAt - revokedAt;
         expectError(res, 401, 'unauthorized');
+        refused = true;
         break;
       }
       expect(res.status).toBe(200);
+      lastServedSentAfterMs = sentAt - revokedAt;
       await sleep(20);
     }
-    expect(flippedAfterMs, 'B never refused the revoked key').toBeDefined();
-    // 1,000 ms is the bound; the margin absorbs a busy machine's scheduling, not a second cache period.
-    expect(flippedAfterMs!).toBeLessThanOrEqual(1_250);
+    expect(refused, 'B never refused the revoked key').toBe(true);
+    expect(lastServedSentAfterMs).toBeLessThan(1_000);
     // And it stays refused, on both processes.
     expect((await onB()).status).toBe(401);
     expect((await a.call('GET', '/v1/api-keys', { token: victim.key })).status).toBe(401);
