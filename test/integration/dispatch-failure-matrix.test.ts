@@ -62,8 +62,9 @@ describe('failure matrix', () => {
 
   beforeAll(async () => {
     // Short attempt and connect timeouts keep the timeout rows to a few seconds; the timeout retry
-    // floor is capped by RETRY_MAX_DELAY_MS (1 s here).
-    t = await startTestPlatform({ env: { ATTEMPT_TIMEOUT_MS: '1000', CONNECT_TIMEOUT_MS: '400' }, lookup });
+    // floor is capped by RETRY_MAX_DELAY_MS (1 s here). Not shorter: the rows run at once in one
+    // process, and an event loop held up past a timeout would fire it on a row that has its answer.
+    t = await startTestPlatform({ env: { ATTEMPT_TIMEOUT_MS: '2000', CONNECT_TIMEOUT_MS: '1000' }, lookup });
   });
   afterAll(async () => {
     while (cleanups.length) await cleanups.pop()!();
