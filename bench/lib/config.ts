@@ -134,6 +134,12 @@ export const benchConfig = {
     endpoints: int('BENCH_LATENCY_ENDPOINTS', 1),
     /** latency.coldP99Ms: how long a freshly started process is measured from the moment it is ready. */
     coldSeconds: int('BENCH_LATENCY_COLD_SECONDS', 3),
+    /**
+     * Fresh processes measured, each on a reset database: latency.coldP99Ms is the median of their
+     * p99s, since one start's read anywhere from 35 to 470 ms for one tree within twenty minutes
+     * (docs/performance.md, "The full run, on a slower host").
+     */
+    coldStarts: int('BENCH_LATENCY_COLD_STARTS', 3),
     /** How long to wait for the last deliveries after the last publish; later ones count as lower bounds. */
     drainSeconds: int('BENCH_LATENCY_DRAIN_SECONDS', 60),
   },

@@ -5,7 +5,7 @@ import { epochMs } from '../lib/clock.js';
 import { paced, type PacedResult } from '../lib/load.js';
 import { publishRequest } from '../lib/payload.js';
 import type { Arrival } from '../lib/receiver.js';
-import { percentile, round } from '../lib/stats.js';
+import { median, percentile, round } from '../lib/stats.js';
 
 export interface LatencyResult {
   p50Ms: number;
@@ -211,12 +211,16 @@ export async function runLatency(ctx: BenchContext): Promise<LatencyResult> {
   const r = await latencyRun(ctx, { label: 'latency', ...cfg, fanOut: 'every' });
   if (r.sent.failed > 0) throw new Error(`latency: ${r.sent.failed} of ${r.sent.sent} publishes failed: ${JSON.stringify(r.sent.statusCodes)}`);
   const summary = streamSummary(r);
-  const cold = await coldStart(ctx);
+  const starts: Array<Awaited<ReturnType<typeof coldStart>>> = [];
+  for (let i = 0; i < cfg.coldStarts; i++) starts.push(await coldStart(ctx, i + 1));
+  const p99s = starts.map((c) => c.p99Ms);
+  const coldP99Ms = round(median(p99s), 1);
   return {
     p50Ms: summary.p50Ms,
     p99Ms: summary.p99Ms,
-    coldP99Ms: cold.p99Ms,
-    details: { rate: cfg.rate, endpoints: cfg.endpoints, ...summary, cold },
+    coldP99Ms,
+    // Every start is kept: the median is the field, the worst is beside it.
+    details: { rate: cfg.rate, endpoints: cfg.endpoints, ...summary, cold: { p99Ms: coldP99Ms, worstP99Ms: Math.max(...p99s), starts } },
   };
 }
 
@@ -226,16 +230,16 @@ export async function runLatency(ctx: BenchContext): Promise<LatencyResult> {
  * starts, the moment it answers /healthz (the bench's "ready"). No warm-up is left out: every
  * event of the first `BENCH_LATENCY_COLD_SECONDS` counts.
  */
-async function coldStart(ctx: BenchContext): Promise<ReturnType<typeof streamSummary> & { seconds: number; overTime: ReturnType<typeof latencyOverTime> }> {
+async function coldStart(ctx: BenchContext, start: number): Promise<ReturnType<typeof streamSummary> & { seconds: number; overTime: ReturnType<typeof latencyOverTime> }> {
   const cfg = ctx.config.latency;
   await resetState(ctx);
-  const label = 'latency-cold';
+  const label = `latency-cold-${start}`;
   const tenant = await withSetupApi(ctx, (api) =>
     createTenant(api, ctx.settings.adminToken, { name: label, endpointUrls: Array.from({ length: cfg.endpoints }, (_, i) => ctx.receiver.okUrl(i, `${label}/${i}`)) }),
   );
   const platform = await startMeasured(ctx, 'all', `${label}-all`);
   try {
-    ctx.log(`${label}: ${cfg.rate} events/s for the first ${cfg.coldSeconds}s of a fresh role all process`);
+    ctx.log(`${label}: ${cfg.rate} events/s for the first ${cfg.coldSeconds}s of a fresh role all process (start ${start} of ${cfg.coldStarts})`);
     const r = await measureStream(ctx, platform.url, tenant.apiKey, {
       rate: cfg.rate,
       seconds: cfg.coldSeconds,
@@ -245,7 +249,9 @@ async function coldStart(ctx: BenchContext): Promise<ReturnType<typeof streamSum
       deliveriesPerEvent: cfg.endpoints,
     });
     if (r.sent.failed > 0) throw new Error(`${label}: ${r.sent.failed} of ${r.sent.sent} publishes failed: ${JSON.stringify(r.sent.statusCodes)}`);
-    return { seconds: cfg.coldSeconds, ...streamSummary(r), overTime: latencyOverTime(r, 250) };
+    const summary = streamSummary(r);
+    ctx.log(`${label}: p99 ${summary.p99Ms} ms`);
+    return { seconds: cfg.coldSeconds, ...summary, overTime: latencyOverTime(r, 250) };
   } finally {
     await platform.stop();
   }
