@@ -7,7 +7,7 @@ import { mayBeOneRowsFault } from '../infra/db.js';
 import { run, statement, type WarmUp } from '../infra/sql.js';
 import type { IntakeOutcome, ParsedEvent } from '../domain/events.js';
 import { withDeliveryIds } from './delivery-ids.js';
-import { makeWarmUpTenant, warmUpId } from './warm-up-tenant.js';
+import { makeWarmUpTenant, warmUpId, warmUpSecret } from './warm-up-tenant.js';
 
 
 export interface SourceRef {
@@ -179,8 +179,7 @@ const warmUpSourceStatement = statement(
 export const warmIntake: WarmUp = async (run) => {
   const { tenantId, now } = await makeWarmUpTenant(run);
   const sourceId = idOfUuid('source', warmUpId());
-  // Never opened: the warm-up runs the statements, not the verification.
-  await run(warmUpSourceStatement, { id: sourceId, tenantId, secret: 'v1:warm-up' });
+  await run(warmUpSourceStatement, { id: sourceId, tenantId, secret: warmUpSecret });
   const callback = (dedupeKey: string, statusRank: number, deliveryIds: number): AcceptItem => {
     const eventId = newStoredId();
     return {

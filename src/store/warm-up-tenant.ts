@@ -17,6 +17,9 @@ export interface WarmUpTenant {
 /** The URL the warm-up's endpoint names: never sent to (its deliveries are recorded, not attempted). */
 const warmUpEndpointUrl = 'https://warm-up.invalid/';
 
+/** What the warm-up's endpoint and source store as their sealed secret: never opened, nothing is signed or verified. */
+export const warmUpSecret = 'v1:warm-up';
+
 const warmUpTenantStatement = statement(
   'warm_up_tenant',
   `WITH tenant AS (INSERT INTO tenants (id, name) VALUES (:tenantId::uuid, 'warm-up') RETURNING id)
@@ -43,6 +46,6 @@ export function warmUpId(): string {
 export async function makeWarmUpTenant(run: WarmUpRun): Promise<WarmUpTenant> {
   const tenantId = warmUpId();
   const endpointId = warmUpId();
-  const [made] = await run<{ now: Date }>(warmUpTenantStatement, { tenantId, endpointId, url: warmUpEndpointUrl, secret: 'v1:warm-up' });
+  const [made] = await run<{ now: Date }>(warmUpTenantStatement, { tenantId, endpointId, url: warmUpEndpointUrl, secret: warmUpSecret });
   return { tenantId, endpointId, now: made!.now };
 }
