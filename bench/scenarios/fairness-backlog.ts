@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { countRows, insertBacklog } from '../lib/database.js';
 import { PgSampler } from '../lib/pg-sampler.js';
 import { round } from '../lib/stats.js';
-import { noisyEndpoints, p99FloorMs, phaseEnd, phaseStart, probeUrl, schedulerWait, startTopology, tenantsAndStream } from './fairness.js';
+import { noisyEndpoints, p99FloorMs, pathSplit, phaseEnd, phaseStart, probeUrl, schedulerWait, startTopology, tenantsAndStream } from './fairness.js';
 import { latencyOverTime, measureStream, streamP99, streamSummary } from './latency.js';
 
 export interface BacklogCase {
@@ -94,8 +94,8 @@ export async function runBacklogCase(ctx: BenchContext, topology: Topology): Pro
         rate: cfg.rate,
         seconds: cfg.backlogSeconds,
         warmupSeconds: cfg.warmupSeconds,
-        alone: { ...aloneSummary, schedulerWait: aloneWait, machine: aloneMachine },
-        duringDrain: { ...drainSummary, schedulerWait: drainWait, machine: drainMachine, overTime: latencyOverTime(during, 1000), pgActivity: drainActivity },
+        alone: { ...aloneSummary, schedulerWait: aloneWait, path: await pathSplit(ctx, alone), machine: aloneMachine },
+        duringDrain: { ...drainSummary, schedulerWait: drainWait, path: await pathSplit(ctx, during), machine: drainMachine, overTime: latencyOverTime(during, 1000), pgActivity: drainActivity },
         backlog: {
           deliveries: backlog,
           events: cfg.backlogEvents,
