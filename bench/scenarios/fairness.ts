@@ -10,7 +10,7 @@ import { busyShare, machineCpu } from '../lib/proc.js';
 import { probeRoundTrips, sendList } from '../lib/load.js';
 import { publishRequest } from '../lib/payload.js';
 import { percentile, round } from '../lib/stats.js';
-import { runBacklogCase, type BacklogCase } from './fairness-backlog.js';
+import { runBacklogCases, type BacklogCase } from './fairness-backlog.js';
 import { latencyOverTime, measureStream, streamP99, streamSummary, type StreamLatency, type StreamSpec } from './latency.js';
 
 export interface FairnessResult {
@@ -302,7 +302,7 @@ export async function runFairness(ctx: BenchContext): Promise<FairnessResult> {
     const cases: { burst?: BurstCase; backlog?: BacklogCase } = {};
     for (const c of cfg.cases satisfies FairnessCase[]) {
       if (c === 'burst') cases.burst = await runBurstCase(ctx, topology);
-      else cases.backlog = await runBacklogCase(ctx, topology);
+      else cases.backlog = await runBacklogCases(ctx, topology);
     }
     byTopology[topology] = cases;
   }
