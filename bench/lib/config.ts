@@ -1,8 +1,8 @@
 /**
  * Every knob of the benchmark, read once from the environment. With the defaults, on a 2-core
- * machine, intake to duplicateStorm take about 8 to 10 minutes and live to fairness about 10 more;
- * every size can be changed to take a second data point (for example BENCH_DISPATCH_BACKLOG=10000
- * or BENCH_DISPATCH_WORKERS=2).
+ * machine, the whole run takes about 45 minutes, fairness about 20 of them (each of its cases
+ * three times, on two topologies); every size can be changed to take a second data point (for
+ * example BENCH_DISPATCH_BACKLOG=10000 or BENCH_DISPATCH_WORKERS=2).
  */
 
 function int(name: string, fallback: number): number {
@@ -242,12 +242,6 @@ export const benchConfig = {
      * (docs/performance.md, "The backlog case over 45 s, three times").
      */
     backlogSeconds: int('BENCH_FAIRNESS_BACKLOG_SECONDS', 45),
-    /**
-     * Backlog cases run, each on fresh processes and a reset database: backlogRatio is the median of
-     * their ratios, since B's p99 alone read near 8 ms on some starts and near 11 ms on others of the
-     * same tree (docs/performance.md, "The backlog case over 45 s, three times").
-     */
-    backlogRuns: atLeastOne('BENCH_FAIRNESS_BACKLOG_RUNS', 3),
     /** How long after A's drain begins B's second phase starts: past the bulk insert's aftermath. */
     backlogSettleMs: int('BENCH_FAIRNESS_BACKLOG_SETTLE_MS', 2_000),
     /**
@@ -255,6 +249,12 @@ export const benchConfig = {
      * processes, as deployed; the published numbers) and `all` (one process, `npm start`).
      */
     topologies: topologies(str('BENCH_FAIRNESS_TOPOLOGIES', 'separate,all')),
+    /**
+     * Runs of each case, each on fresh processes and a reset database: the published numbers are the
+     * median run's, since B's p99 alone read near 8 ms on some starts and near 11 ms on others of
+     * the same tree (docs/performance.md, "The backlog case over 45 s, three times").
+     */
+    runs: atLeastOne('BENCH_FAIRNESS_RUNS', 3),
     /** Which cases run: `burst` (A publishing as fast as it can) and `backlog` (A's backlog draining). */
     cases: fairnessCases(str('BENCH_FAIRNESS_CASES', 'burst,backlog')),
   },

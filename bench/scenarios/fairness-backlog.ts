@@ -4,25 +4,14 @@ import { resetState, waitUntil, type BenchContext } from '../lib/context.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { countRows, insertBacklog } from '../lib/database.js';
 import { PgSampler } from '../lib/pg-sampler.js';
-import { median, round } from '../lib/stats.js';
+import { round } from '../lib/stats.js';
 import { noisyEndpoints, p99FloorMs, pathSplit, phaseEnd, phaseStart, probeUrl, schedulerWait, startTopology, tenantsAndStream } from './fairness.js';
 import { latencyOverTime, measureStream, streamP99, streamSummary } from './latency.js';
 
 export interface BacklogCase {
-  /** B's p99 while A's backlog drains / B's p99 alone, on the same platform (of several runs: their median). */
+  /** B's p99 while A's backlog drains / B's p99 alone, on the same platform. */
   ratio: number;
   details: Record<string, unknown>;
-}
-
-/**
- * The backlog case `backlogRuns` times, each on fresh processes: the ratio is their median, and
- * every run is kept in the details, the worst beside the median.
- */
-export async function runBacklogCases(ctx: BenchContext, topology: Topology): Promise<BacklogCase> {
-  const runs: BacklogCase[] = [];
-  for (let i = 0; i < ctx.config.fairness.backlogRuns; i++) runs.push(await runBacklogCase(ctx, topology, i + 1));
-  const ratios = runs.map((r) => r.ratio);
-  return { ratio: round(median(ratios), 3), details: { ratios, worstRatio: Math.max(...ratios), runs: runs.map((r) => r.details) } };
 }
 
 /**
@@ -38,7 +27,7 @@ export async function runBacklogCases(ctx: BenchContext, topology: Topology): Pr
  * stopped then, with A's backlog not drained: the case takes seconds, not the whole drain.
  * ratio = B's p99 during the drain / B's p99 alone.
  */
-async function runBacklogCase(ctx: BenchContext, topology: Topology, run: number): Promise<BacklogCase> {
+export async function runBacklogCase(ctx: BenchContext, topology: Topology, run: number): Promise<BacklogCase> {
   const cfg = ctx.config.fairness;
   await resetState(ctx);
   const platform = await startTopology(ctx, topology, 'fairness-backlog');
@@ -46,7 +35,7 @@ async function runBacklogCase(ctx: BenchContext, topology: Topology, run: number
     const { noisy, quiet, stream } = await tenantsAndStream(ctx, platform.api);
     const url = platform.api.url;
 
-    ctx.log(`fairness backlog (${topology}, run ${run} of ${cfg.backlogRuns}): tenant B alone, ${cfg.rate} events/s for ${cfg.warmupSeconds}+${cfg.backlogSeconds}s`);
+    ctx.log(`fairness backlog (${topology}, run ${run} of ${cfg.runs}): tenant B alone, ${cfg.rate} events/s for ${cfg.warmupSeconds}+${cfg.backlogSeconds}s`);
     let phase = await phaseStart(platform, probeUrl(ctx));
     const aloneSince = new Date(Date.now() + cfg.warmupSeconds * 1000);
     const alone = await measureStream(ctx, url, quiet.apiKey, { ...stream, seconds: cfg.warmupSeconds + cfg.backlogSeconds, warmupSeconds: cfg.warmupSeconds });
