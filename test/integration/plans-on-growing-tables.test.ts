@@ -110,8 +110,12 @@ describe('plans made while deliveries was nearly empty', () => {
       await conn.raw('ROLLBACK');
     }
     // The queue too: each step reads a few entries per endpoint, never an index end to end (the
-    // mirror's trigger once deleted finished rows through a whole index, all 20,000 entries).
-    expect(read.filter((r) => r.entries > 200)).toEqual([]);
+    // mirror's trigger once deleted finished rows through a whole index, all 20,000 entries). The
+    // line is a tenth of that. The earlier cycles' dead entries are read again by each scan while
+    // an older snapshot of this database keeps them from being marked to be skipped: a loaded CI
+    // run read 220 and 291 entries against 45 and 67 alone, and 325 and 443 with a snapshot held
+    // on purpose through the cycles.
+    expect(read.filter((r) => r.entries > 2_000)).toEqual([]);
     expect(read.reduce((sum, r) => sum + r.entries, 0)).toBeGreaterThan(0);
   });
 });
