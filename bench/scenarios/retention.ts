@@ -75,8 +75,8 @@ async function removalPair(ctx: BenchContext, tenantId: string, endpointId: stri
     for (let from = 0; from < rows; from += chunk) {
       await db.raw(
         `INSERT INTO attempts (id, delivery_id, attempt_number, trigger, started_at, duration_ms, status_code, outcome)
-         SELECT 'att_' || n, uuid_floor(:day::timestamptz + make_interval(secs => (1 + n / :per) / 1000.0)),
-                1 + n % :per, 'retry', :day, 12, 503, 'retry'
+         SELECT gen_random_uuid(), uuid_floor(:day::timestamptz + make_interval(secs => (1 + n / :per) / 1000.0)),
+                1 + n % :per, array_position(attempt_triggers(), 'retry'), :day, 12, 503, array_position(attempt_outcomes(), 'retry')
            FROM generate_series(:from::int, :to::int) n`,
         { day, per: perDelivery, from, to: Math.min(rows, from + chunk) - 1 },
       );

@@ -8,7 +8,8 @@
 -- opens the circuit, or a 410 that disabled the endpoint before this was recorded, hands nothing
 -- on. A retry back to pending still holds its message's line.
 --
--- Inputs:  the attempt (p_delivery_id, p_attempt_number, outcome, timing, status code, error,
+-- Inputs:  the attempt (p_delivery_id, p_attempt_number, its id, trigger and outcome as words
+--          (stored as codes: attempt_triggers, attempt_outcomes), timing, status code, error,
 --          excerpt), the delivery's next state, p_failure (counts against the endpoint),
 --          p_threshold and p_cooldown_seconds (circuit), p_hand_off_lease_ms (NULL: no hand-off),
 --          p_lease_token (the attempt's claim: claim_held_v2).
@@ -33,7 +34,7 @@
 -- claims, all written to `deliveries`, through the `_v3` (dropped by migration 20261205000050).
 CREATE OR REPLACE FUNCTION record_attempt_v4(
   p_delivery_id uuid, p_attempt_number integer, p_status text, p_next_at timestamptz, p_dead_reason text,
-  p_status_code integer, p_last_error text, p_attempt_id text, p_tenant_id text, p_trigger text,
+  p_status_code integer, p_last_error text, p_attempt_id uuid, p_tenant_id text, p_trigger text,
   p_started_at timestamptz, p_duration_ms integer, p_outcome text, p_error_class text, p_error_message text,
   p_response_excerpt text, p_endpoint_id uuid, p_failure boolean, p_threshold integer, p_cooldown_seconds integer,
   p_hand_off_lease_ms integer, p_lease_token bigint)
@@ -70,8 +71,9 @@ BEGIN
   IF NOT v_in_delivery THEN
     INSERT INTO attempts (id, delivery_id, attempt_number, trigger, started_at, duration_ms, status_code,
                           outcome, error_class, error_message, response_excerpt, next_attempt_at)
-    VALUES (p_attempt_id, p_delivery_id, p_attempt_number, p_trigger, p_started_at, p_duration_ms, p_status_code,
-            p_outcome, p_error_class, p_error_message, p_response_excerpt, p_next_at);
+    VALUES (p_attempt_id, p_delivery_id, p_attempt_number, array_position(attempt_triggers(), p_trigger), p_started_at,
+            p_duration_ms, p_status_code, array_position(attempt_outcomes(), p_outcome), p_error_class, p_error_message,
+            p_response_excerpt, p_next_at);
   END IF;
   PERFORM endpoint_health_after_attempts(ARRAY[p_endpoint_id], p_failure, p_threshold, p_cooldown_seconds);
   IF p_hand_off_lease_ms IS NOT NULL THEN

@@ -12,9 +12,9 @@
 -- operator action keep the synchronous commit: what they announce or audit must not be undone.
 --
 -- Inputs:  parallel arrays, one element per success (delivery, attempt number and id, tenant,
---          trigger, start, duration, status code, excerpt, endpoint, whether its slot goes on, its
---          claim's token: claim_held_v2; a token missing records nothing, arrays of other lengths
---          are refused),
+--          trigger (a word, stored as its code: attempt_triggers), start, duration, status code,
+--          excerpt, endpoint, whether its slot goes on, its claim's token: claim_held_v2; a token
+--          missing records nothing, arrays of other lengths are refused),
 --          p_threshold (circuit), p_lease_ms (lease of a handed attempt). p_tenant_ids is not read
 --          (since release 0.3.0, which passes NULL): an attempt's tenant is its delivery's. The
 --          column stays, unwritten, because the down step of migration 20261201000015 copies
@@ -37,7 +37,7 @@
 -- claim kept in the queue is why this is a new function: release 0.5.0's processes recorded their
 -- claims, all written to `deliveries`, through the `_v3` (dropped by migration 20261205000050).
 CREATE OR REPLACE FUNCTION record_successes_v4(
-  p_delivery_ids uuid[], p_attempt_numbers integer[], p_attempt_ids text[], p_tenant_ids text[], p_triggers text[],
+  p_delivery_ids uuid[], p_attempt_numbers integer[], p_attempt_ids uuid[], p_tenant_ids text[], p_triggers text[],
   p_started_ats timestamptz[], p_durations integer[], p_status_codes integer[], p_excerpts text[],
   p_endpoint_ids uuid[], p_hand_offs boolean[], p_threshold integer, p_lease_ms integer, p_lease_tokens bigint[])
 RETURNS TABLE (
@@ -83,8 +83,8 @@ BEGIN
   ), logged AS (
     INSERT INTO attempts (id, delivery_id, attempt_number, trigger, started_at, duration_ms, status_code,
                           outcome, response_excerpt)
-    SELECT i.attempt_id, i.delivery_id, i.attempt_number, i.trigger, i.started_at, i.duration_ms,
-           i.status_code, 'success', i.response_excerpt
+    SELECT i.attempt_id, i.delivery_id, i.attempt_number, array_position(attempt_triggers(), i.trigger), i.started_at,
+           i.duration_ms, i.status_code, array_position(attempt_outcomes(), 'success'), i.response_excerpt
       FROM input i JOIN done ON done.n = i.n
      WHERE NOT i.in_delivery
   )

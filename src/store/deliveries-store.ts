@@ -86,7 +86,7 @@ export function rowToDelivery(r: DeliveryRow, attempts?: AttemptRow[]) {
 
 export function rowToAttempt(a: AttemptRow) {
   return {
-    id: a.id,
+    id: idOfUuid('attempt', a.id),
     attemptNumber: a.attempt_number,
     trigger: a.trigger,
     startedAt: a.started_at.toISOString(),

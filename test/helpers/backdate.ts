@@ -8,6 +8,7 @@ import type { Knex } from 'knex';
 import { fromUUID } from 'typeid-js';
 import { idPrefixes, uuidOf, type IdKind } from '../../src/domain/ids.js';
 import { ensurePartitions } from '../../src/store/partitions-store.js';
+import { storedAttempt } from './database.js';
 
 export const dayMs = 86_400_000;
 
@@ -79,7 +80,7 @@ export async function insertOldEvent(
     if (rows[0]!.inDelivery) {
       await db('deliveries').where({ id: stored }).update({ first_try_started_at: at, first_try_duration_ms: attempt.duration_ms, first_try_status_code: attempt.status_code });
     } else {
-      await db('attempts').insert({ id: idAt('attempt', at), delivery_id: stored, ...attempt });
+      await db('attempts').insert(storedAttempt(db, { id: idAt('attempt', at), delivery_id: stored, ...attempt }));
     }
     deliveryIds.push(id);
   }

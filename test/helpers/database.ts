@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { Knex } from 'knex';
+import { uuidOf } from '../../src/domain/ids.js';
 import { pgAdminUrl, templateDatabase } from './global-setup.js';
 
 /** The pid of the vitest run that owns the template (workers inherit it through the template name). */
@@ -71,12 +72,26 @@ export function sentBody(db: Knex): Knex.Raw {
 /**
  * Every attempt, stored in `attempts` or in its delivery, as the platform lists them
  * (db/functions/delivery_attempts.sql): a query to filter, join and count, under the name `attempts`,
- * with `delivery_id` the TypeID the API names the delivery by (the column holds its uuid).
+ * with `id` and `delivery_id` the TypeIDs the API names them by (the columns hold their uuids).
  */
 export function attemptsListed(db: Knex): Knex.QueryBuilder {
   return db.from(
-    db.raw(`(SELECT a.id, typeid_of('dlv', a.delivery_id) AS delivery_id, a.tenant_id, a.attempt_number, a.trigger, a.started_at, a.duration_ms,
+    db.raw(`(SELECT typeid_of('att', a.id) AS id, typeid_of('dlv', a.delivery_id) AS delivery_id, a.attempt_number, a.trigger, a.started_at, a.duration_ms,
                     a.status_code, a.outcome, a.error_class, a.error_message, a.response_excerpt, a.next_attempt_at
                FROM deliveries d CROSS JOIN LATERAL delivery_attempts(d.id) a) AS attempts`),
   );
+}
+
+/**
+ * A row of `attempts` to insert, from an attempt as the API shows it: the id stored as the uuid its
+ * TypeID encodes, trigger and outcome as their codes (db/functions/attempt_triggers.sql,
+ * attempt_outcomes.sql).
+ */
+export function storedAttempt<R extends { id: string; trigger: string; outcome: string }>(db: Knex, row: R) {
+  return {
+    ...row,
+    id: uuidOf('attempt', row.id),
+    trigger: db.raw('array_position(attempt_triggers(), :trigger::text)', { trigger: row.trigger }),
+    outcome: db.raw('array_position(attempt_outcomes(), :outcome::text)', { outcome: row.outcome }),
+  };
 }

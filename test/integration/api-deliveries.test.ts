@@ -2,7 +2,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError, listAll, publish } from '../helpers/api.js';
 import { eventually, startTestPlatform, type TestPlatform, type TestTenant } from '../helpers/platform.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
-import { attemptsListed } from '../helpers/database.js';
 import { idOfUuid, uuidOf } from '../../src/domain/ids.js';
 
 describe('deliveries and messages API', () => {
@@ -122,7 +121,7 @@ describe('deliveries and messages API', () => {
     expect(flaky.requests).toHaveLength(2);
     // Found through the delivery's tenant: attempts no longer store their own (a failure and a
     // success, each from its own recording function; migration 20261203000042).
-    expect(await attemptsListed(t.platform.db).where({ delivery_id: id }).pluck('tenant_id')).toEqual([null, null]);
+    expect(await t.platform.db('attempts').where({ delivery_id: uuidOf('delivery', id) }).pluck('tenant_id')).toEqual([null, null]);
 
     const dead = await tenant.call('GET', `/v1/deliveries/${await deliveryOf(events[0]!, epOff)}`);
     expect(dead.body).toMatchObject({ status: 'dead', deadReason: 'endpoint_disabled', attempts: [] });

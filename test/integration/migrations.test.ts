@@ -7,7 +7,7 @@ import { applyFunctionSources, readFunctionSources } from '../../src/infra/funct
 import { detachAndDrop, dropDetachedLeftoversBeforeMigrating, listPartitions } from '../../src/store/partitions-store.js';
 import { typeIdFloor, uuidFloor } from '../../src/domain/retention.js';
 import { publish } from '../helpers/api.js';
-import { createEmptyDatabase, type TestDatabase, sentBody } from '../helpers/database.js';
+import { attemptsListed, createEmptyDatabase, type TestDatabase, sentBody, storedAttempt } from '../helpers/database.js';
 import { schemaDump } from '../helpers/schema.js';
 import { eventually, startTestPlatform } from '../helpers/platform.js';
 import { standard } from '../helpers/providers.js';
@@ -163,8 +163,8 @@ describe('migrations', () => {
   it("each id migration's down gives back the schema the migrations before it made", async () => {
     // The ids' downs make tables again by hand (a partitioned parent cannot change its key's type):
     // each must leave what a database never migrated past it has, column types and collations included.
-    const idMigrations = migrationFiles.filter((f) => /_(endpoint|delivery|tenant|event)_ids_as_uuid\.ts$/.test(f)).sort();
-    expect(idMigrations).toHaveLength(4);
+    const idMigrations = migrationFiles.filter((f) => /_((endpoint|delivery|tenant|event)_ids_as_uuid|narrower_attempts)\.ts$/.test(f)).sort();
+    expect(idMigrations).toHaveLength(5);
     const bare = (name: string) => name.replace(/\.ts$/, '');
     const last = async (db: Knex) => bare((await db.migrate.list())[0].map((m: string | { name: string }) => (typeof m === 'string' ? m : m.name)).at(-1)!);
     // Up, one migration at a time: the schema below each id migration, and below the next.
@@ -223,13 +223,17 @@ describe('migrations', () => {
       const folded = idOfUuid('delivery', stored);
       const startedAt = new Date('2026-12-04T10:00:01.250Z');
       await db('deliveries').where({ id: stored }).update({ first_try_started_at: startedAt, first_try_duration_ms: 42, first_try_status_code: 204, first_try_excerpt: 'done' });
-      const listed = await db.raw<{ rows: Array<{ delivery_id: string }> }>('SELECT * FROM delivery_attempts(?)', [stored]);
+      const listed = await db.raw<{ rows: Array<{ id: string; delivery_id: string }> }>('SELECT * FROM delivery_attempts(?)', [stored]);
       expect(listed.rows.map((r) => r.delivery_id)).toEqual([stored]);
       while ((await completed()).some((name: string) => name.startsWith('20261204000045_'))) await db.migrate.down();
-      expect(await db('attempts').where({ delivery_id: folded }).select('*')).toEqual(listed.rows.map((r) => ({ ...r, delivery_id: folded })));
+      // The row below 045 is the attempt as listed, its id the TypeID the API names it by.
+      expect(await db('attempts').where({ delivery_id: folded }).select('*')).toEqual(
+        listed.rows.map((r) => ({ ...r, id: idOfUuid('attempt', r.id), delivery_id: folded, tenant_id: null })),
+      );
       expect(listed.rows).toEqual([
-        expect.objectContaining({ id: `att_${folded.slice('dlv_'.length)}`, attempt_number: 1, trigger: 'initial', started_at: startedAt, duration_ms: 42, status_code: 204, outcome: 'success', response_excerpt: 'done', error_class: null }),
+        expect.objectContaining({ id: stored, attempt_number: 1, trigger: 'initial', started_at: startedAt, duration_ms: 42, status_code: 204, outcome: 'success', response_excerpt: 'done', error_class: null }),
       ]);
+      expect(idOfUuid('attempt', listed.rows[0]!.id)).toBe(`att_${folded.slice('dlv_'.length)}`);
       while ((await completed()).some((name: string) => name.startsWith('20261204000044_'))) await db.migrate.down();
       expect(await db('events').orderBy('id').select('id', 'body')).toEqual(sent);
       expect(await db('events').whereIn('id', [withData, withoutData]).orderBy('id').pluck('body')).toEqual(
@@ -271,9 +275,10 @@ describe('migrations', () => {
   it('stores endpoint ids as the uuid their TypeID encodes, and gives every one back exactly on the way down', async () => {
     const { db } = await emptyDatabase();
     await migrateLatest(db);
-    for (let i = 0; i < 4; i++) await db.migrate.down();
+    for (let i = 0; i < 5; i++) await db.migrate.down();
     expect((await db.migrate.list())[1]).toEqual([
       '20261206000052_endpoint_ids_as_uuid.ts', '20261206000053_delivery_ids_as_uuid.ts', '20261206000054_tenant_ids_as_uuid.ts', '20261206000055_event_ids_as_uuid.ts',
+      '20261207000056_narrower_attempts.ts',
     ]);
     // The extremes of the 128 bits, and ids made now, each with a delivery (the queue's trigger copies it).
     const ids = ['ep_00000000000000000000000000', 'ep_7zzzzzzzzzzzzzzzzzzzzzzzzz', ...Array.from({ length: 200 }, () => newId('endpoint'))];
@@ -305,8 +310,10 @@ describe('migrations', () => {
   it('stores delivery ids as the uuid their TypeID encodes, attempts on the same bounds, and gives every one back on the way down', async () => {
     const { database, db } = await emptyDatabase();
     await migrateLatest(db);
-    for (let i = 0; i < 3; i++) await db.migrate.down();
-    expect((await db.migrate.list())[1]).toEqual(['20261206000053_delivery_ids_as_uuid.ts', '20261206000054_tenant_ids_as_uuid.ts', '20261206000055_event_ids_as_uuid.ts']);
+    for (let i = 0; i < 4; i++) await db.migrate.down();
+    expect((await db.migrate.list())[1]).toEqual([
+      '20261206000053_delivery_ids_as_uuid.ts', '20261206000054_tenant_ids_as_uuid.ts', '20261206000055_event_ids_as_uuid.ts', '20261207000056_narrower_attempts.ts',
+    ]);
     await db('tenants').insert({ id: 'ten_1', name: 't' });
     const endpointId = uuidOf('endpoint', newId('endpoint'));
     await db('endpoints').insert({ id: endpointId, tenant_id: 'ten_1', url: 'https://x.example.com', max_concurrency: 1, secret_enc: 'v1:x' });
@@ -353,11 +360,8 @@ describe('migrations', () => {
       before.bounds.map((b) => ({ name: b.name, lower_bound: b.lower_bound && uuidOf('delivery', b.lower_bound), upper_bound: uuidOf('delivery', b.upper_bound) })),
     );
     expect((await db.raw('SELECT to_regclass(?) AS t', [pending])).rows[0].t).toBeNull();
-    // Every attempt of a delivery, the first try stored in the row named as before: att_ and the delivery's letters.
-    const [folded] = made.filter((_, i) => i % 2 === 1);
-    const listed = await db.raw('SELECT id, attempt_number FROM delivery_attempts(?) ORDER BY attempt_number', [uuidOf('delivery', folded!)]);
-    expect(listed.rows.map((r: { id: string }) => r.id.startsWith('att_'))).toEqual([true, true]);
-    expect(listed.rows[0].id).toBe(`att_${folded!.slice(4)}`);
+    // How a first try stored in its delivery is named is held where attempts are listed as they
+    // are stored since 20261207000056 (its test, below).
     // New partitions are cut on each table's key as it is stored: uuids for attempts only.
     await db.raw("SELECT ensure_time_partitions_v2('attempts', now() + interval '30 days', now() + interval '31 days', 'day')");
     const at = new Date(Date.now() + 30 * 86_400_000);
@@ -394,7 +398,7 @@ describe('migrations', () => {
       // 0.3.0 wrote them), and tenants at the extremes of the 128 bits.
       await db('replays').insert({ id: newId('replay'), tenant_id: key, actor_type: 'system', reason: 'r', filter: '{}', total: 0 });
       const delivery = (await db('deliveries').first('id'))!.id as string;
-      await db('attempts').insert({ id: newId('attempt'), delivery_id: delivery, tenant_id: key, attempt_number: 2, trigger: 'retry', started_at: new Date(), duration_ms: 1, outcome: 'retry' });
+      await db('attempts').insert(storedAttempt(db, { id: newId('attempt'), delivery_id: delivery, tenant_id: key, attempt_number: 2, trigger: 'retry', started_at: new Date(), duration_ms: 1, outcome: 'retry' }));
       const extremes = ['ten_00000000000000000000000000', 'ten_7zzzzzzzzzzzzzzzzzzzzzzzzz'];
       await db('tenants').insert(extremes.map((id, i) => ({ id: uuidOf('tenant', id), name: `edge ${i}` })));
       const tables = ['api_keys', 'sources', 'endpoints', 'events', 'receipts', 'deliveries', 'delivery_queue', 'attempts', 'messages', 'replays', 'audit_log', 'portal_sessions'];
@@ -410,9 +414,8 @@ describe('migrations', () => {
       expect(asUuid).toEqual({ tenants: [uuidOf('tenant', extremes[0]!), key, uuidOf('tenant', extremes[1]!)], ...Object.fromEntries(tables.map((table) => [table, [key]])) });
       expect(scopesAsUuid).toEqual([{ scope_id: key, key: 'idem-1' }, { scope_id: source.body.id, key: 'msg_1' }]);
 
-      await db.migrate.down();
-      await db.migrate.down();
-      expect((await db.migrate.list())[1]).toEqual(['20261206000054_tenant_ids_as_uuid.ts', '20261206000055_event_ids_as_uuid.ts']);
+      for (let i = 0; i < 3; i++) await db.migrate.down();
+      expect((await db.migrate.list())[1]).toEqual(['20261206000054_tenant_ids_as_uuid.ts', '20261206000055_event_ids_as_uuid.ts', '20261207000056_narrower_attempts.ts']);
       expect(await stored()).toEqual(Object.fromEntries(Object.entries(asUuid).map(([table, ids]) => [table, ids.map((id) => idOfUuid('tenant', id))])));
       expect(await scopes()).toEqual(scopesAsUuid.map((s) => ({ ...s, scope_id: s.scope_id === key ? tenant.id : s.scope_id })));
       // Partitions a retention run left detach pending, each holding a row of the tenant: ALTER TABLE
@@ -510,7 +513,8 @@ describe('migrations', () => {
       expect(Object.values(asUuid).every((ids) => ids.length > 0)).toBe(true);
 
       await db.migrate.down();
-      expect((await db.migrate.list())[1]).toEqual(['20261206000055_event_ids_as_uuid.ts']);
+      await db.migrate.down();
+      expect((await db.migrate.list())[1]).toEqual(['20261206000055_event_ids_as_uuid.ts', '20261207000056_narrower_attempts.ts']);
       const asTypeId = (ids: string[], kind: 'event' | 'endpoint' = 'event') => ids.map((id) => idOfUuid(kind, id));
       // The same order too: a uuid sorts as its TypeID does.
       expect(await stored()).toEqual({ ...Object.fromEntries(Object.entries(asUuid).map(([k, ids]) => [k, asTypeId(ids)])), tests: asTypeId(asUuid.tests, 'endpoint') });
@@ -540,6 +544,65 @@ describe('migrations', () => {
     } finally {
       await db.destroy();
     }
+  });
+
+  it('stores attempt ids as the uuid their TypeID encodes and trigger and outcome as codes, in narrower rows, and gives every one back on the way down', async () => {
+    const { database, db } = await emptyDatabase();
+    await migrateLatest(db);
+    await db.migrate.down();
+    expect((await db.migrate.list())[1]).toEqual(['20261207000056_narrower_attempts.ts']);
+    const tenant = uuidOf('tenant', newId('tenant'));
+    await db('tenants').insert({ id: tenant, name: 't' });
+    const endpoint = uuidOf('endpoint', newId('endpoint'));
+    await db('endpoints').insert({ id: endpoint, tenant_id: tenant, url: 'https://x.example.com', max_concurrency: 1, secret_enc: 'v1:x' });
+    // One delivery whose first try is stored in it, one with a row for each of its attempts.
+    const [folded, retried] = [newId('delivery'), newId('delivery')].map((id) => uuidOf('delivery', id));
+    await db('deliveries').insert(
+      [folded!, retried!].map((id) => ({
+        id, tenant_id: tenant, event_id: uuidOf('event', newId('event')), endpoint_id: endpoint, status: 'succeeded', deadline_at: new Date(Date.now() + 3_600_000),
+        ...(id === folded ? { first_try_started_at: new Date('2026-12-07T08:00:00.500Z'), first_try_duration_ms: 5, first_try_status_code: 200 } : {}),
+      })),
+    );
+    // Every trigger with every outcome, the extremes of the 128 bits among the ids.
+    const triggers = ['initial', 'retry', 'replay'];
+    const outcomes = ['success', 'retry', 'terminal'];
+    const ids = ['att_00000000000000000000000000', 'att_7zzzzzzzzzzzzzzzzzzzzzzzzz', ...Array.from({ length: 7 }, () => newId('attempt'))];
+    const rows = ids.map((id, i) => ({
+      id, delivery_id: retried!, attempt_number: i + 1, trigger: triggers[i % 3]!, outcome: outcomes[Math.floor(i / 3)]!,
+      started_at: new Date(Date.UTC(2026, 11, 7, 8, 0, i)), duration_ms: 10 * i, status_code: [null, 200, 503, 599][i % 4]!,
+      error_class: i % 2 ? 'http_503' : null, error_message: i % 2 ? 'HTTP 503' : null, response_excerpt: i ? `answer ${i}` : null,
+      next_attempt_at: i % 2 ? new Date(Date.UTC(2026, 11, 7, 9, 0, i)) : null,
+    }));
+    await db('attempts').insert(rows);
+    // A partition whose detach retention began and never finished: the migration drops it, as retention's next run would.
+    const pending = 'attempts_p20991231';
+    await db.raw(`CREATE TABLE ${pending} PARTITION OF attempts FOR VALUES FROM ('${uuidFloor(new Date('2099-12-31'))}') TO ('${uuidFloor(new Date('2100-01-01'))}')`);
+    await leaveDetachPending(db, database.url, 'attempts', pending);
+    const all = async () => db('attempts').orderBy('id').select('*');
+    const width = async () => Number((await db.raw('SELECT avg(pg_column_size(a.*)) AS n FROM attempts a')).rows[0].n);
+    const before = { rows: await all(), width: await width() };
+
+    await db.migrate.up();
+    await applyFunctionSources(db);
+    // Stored: the uuid, in the same order (a uuid sorts as its TypeID does), and each word's place in its list.
+    expect(await db('attempts').orderBy('id').select('id', 'trigger', 'outcome', 'status_code')).toEqual(
+      [...rows].sort((a, b) => (a.id < b.id ? -1 : 1)).map((r) => ({ id: uuidOf('attempt', r.id), trigger: triggers.indexOf(r.trigger) + 1, outcome: outcomes.indexOf(r.outcome) + 1, status_code: r.status_code })),
+    );
+    expect((await db.raw('SELECT to_regclass(?) AS t', [pending])).rows[0].t).toBeNull();
+    // Listed as before: TypeIDs and words, every column as it was written.
+    const listedOf = (delivery: string) => attemptsListed(db).where('delivery_id', idOfUuid('delivery', delivery)).orderBy('attempt_number').select('*');
+    expect(await listedOf(retried!)).toEqual(rows.map((r) => ({ ...r, delivery_id: idOfUuid('delivery', retried!) })));
+    // A first try stored in its delivery is named att_ and the delivery's letters.
+    expect((await listedOf(folded!)).map((r: { id: string; trigger: string; outcome: string }) => [r.id, r.trigger, r.outcome])).toEqual([
+      [`att_${idOfUuid('delivery', folded!).slice('dlv_'.length)}`, 'initial', 'success'],
+    ]);
+    // 16 bytes of id instead of 31, and 2 for each word: a quarter off these rows.
+    const after = await width();
+    expect(after).toBeLessThan(before.width - 20);
+
+    await db.migrate.down();
+    expect(await all()).toEqual(before.rows);
+    expect(await width()).toBe(before.width);
   });
 
   it('keeps uniqueness in the database: (source, dedupe key) and (tenant, Idempotency-Key) in event_keys, (event, endpoint) on deliveries', async () => {

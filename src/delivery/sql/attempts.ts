@@ -11,7 +11,7 @@
 import type { Knex } from 'knex';
 import type pg from 'pg';
 import type { AttemptOutcome, DeadLetterReason, Trigger } from '../../domain/delivery-status.js';
-import { lowestStoredId, newId, uuidOf, uuidOfId } from '../../domain/ids.js';
+import { lowestStoredId, newStoredId, uuidOf, uuidOfId } from '../../domain/ids.js';
 import { run, statement, type WarmUp } from '../../infra/sql.js';
 import { publishWarmUpEvents } from '../../store/events-store.js';
 import { admitStatement } from './admit.js';
@@ -111,7 +111,7 @@ function recordParams(a: AttemptRecord, limits: HealthLimits, handOffLeaseMs: nu
     deliveryId: uuidOf('delivery', a.deliveryId),
     attemptNumber: a.attemptNumber,
     leaseToken: a.leaseToken,
-    attemptId: newId('attempt'),
+    attemptId: newStoredId(),
     trigger: a.trigger,
     startedAt: a.startedAt,
     durationMs: Math.round(a.durationMs),
@@ -155,7 +155,7 @@ function successesParams(items: SuccessItem[], limits: HealthLimits, handOffLeas
   return {
     deliveryIds: rs.map((r) => uuidOf('delivery', r.deliveryId)),
     attemptNumbers: rs.map((r) => r.attemptNumber),
-    attemptIds: rs.map(() => newId('attempt')),
+    attemptIds: rs.map(() => newStoredId()),
     triggers: rs.map((r) => r.trigger),
     startedAts: rs.map((r) => r.startedAt),
     durations: rs.map((r) => Math.round(r.durationMs)),

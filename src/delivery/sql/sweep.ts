@@ -15,7 +15,7 @@
  */
 import type { Knex } from 'knex';
 import type { DeadLetterReason } from '../../domain/delivery-status.js';
-import { idOfUuid, newId, uuidOf } from '../../domain/ids.js';
+import { idOfUuid, newStoredId, uuidOf } from '../../domain/ids.js';
 
 export interface SweepLimits {
   defaultMaxAttempts: number;
@@ -84,15 +84,16 @@ export async function sweep(db: Knex, limits: SweepLimits, deadLettered: (reason
       { defaultMaxAttempts: limits.defaultMaxAttempts },
     );
     if (lost.length > 0) {
+      // Trigger and outcome are stored as codes (db/functions/attempt_triggers.sql, attempt_outcomes.sql).
       await trx('attempts').insert(
         lost.map((l) => ({
-          id: newId('attempt'),
+          id: newStoredId(),
           delivery_id: l.id,
           attempt_number: l.attempt_count,
-          trigger: l.lost_trigger,
+          trigger: trx.raw('array_position(attempt_triggers(), :trigger::text)', { trigger: l.lost_trigger }),
           started_at: l.claimed_at,
           duration_ms: 0,
-          outcome: l.status === 'dead' ? 'terminal' : 'retry',
+          outcome: trx.raw('array_position(attempt_outcomes(), :outcome::text)', { outcome: l.status === 'dead' ? 'terminal' : 'retry' }),
           error_class: 'worker_lost',
           error_message: 'the worker stopped before the attempt reported back',
         })),
