@@ -1,6 +1,8 @@
 /**
  * The words of a delivery's life, defined once. The SQL that moves deliveries between these states
- * lives in src/delivery/ (see lifecycle.ts); migrations check the same lists in CHECK constraints.
+ * lives in src/delivery/ (see lifecycle.ts); migrations check the same lists in CHECK constraints,
+ * and db/functions/attempt_triggers.sql and attempt_outcomes.sql give attempts' triggers and
+ * outcomes their stored codes (test/unit/delivery-status.test.ts holds them all to these).
  */
 
 export const DELIVERY_STATUSES = ['pending', 'queued', 'in_flight', 'succeeded', 'dead'] as const;

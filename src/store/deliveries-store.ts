@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { isUnfinished, type WaitReason } from '../domain/delivery-status.js';
+import { isUnfinished, type AttemptOutcome, type Trigger, type WaitReason } from '../domain/delivery-status.js';
 import { idOfUuid, uuidOfId } from '../domain/ids.js';
 import { whereEventType } from './events-store.js';
 import type { TenantScope } from './tenant-scope.js';
@@ -27,11 +27,11 @@ export interface AttemptRow {
   id: string;
   delivery_id: string;
   attempt_number: number;
-  trigger: 'initial' | 'retry' | 'replay';
+  trigger: Trigger;
   started_at: Date;
   duration_ms: number;
   status_code: number | null;
-  outcome: 'success' | 'retry' | 'terminal';
+  outcome: AttemptOutcome;
   error_class: string | null;
   error_message: string | null;
   response_excerpt: string | null;

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { allows, DEAD_LETTER_REASONS, DELIVERY_STATUSES, TRANSITIONS, TRIGGERS } from '../../src/domain/delivery-status.js';
+import { allows, ATTEMPT_OUTCOMES, DEAD_LETTER_REASONS, DELIVERY_STATUSES, TRANSITIONS, TRIGGERS } from '../../src/domain/delivery-status.js';
 
 const migration = (name: string) => readFileSync(new URL(`../../migrations/${name}.ts`, import.meta.url), 'utf8');
 const created = migration('20261129000005_deliveries');
@@ -21,11 +21,37 @@ function checkedReasons(): string[] {
   return [...up[1]!.matchAll(/'([^']+)'/g)].map((x) => x[1]!);
 }
 
+/** The words of a list function in db/functions (`SELECT ARRAY[...]`), in the order of their codes. */
+function codedWords(name: string): string[] {
+  const source = readFileSync(new URL(`../../db/functions/${name}.sql`, import.meta.url), 'utf8');
+  const m = /SELECT ARRAY\[([^\]]*)\]/.exec(source);
+  if (!m) throw new Error(`no ARRAY in ${name}.sql`);
+  return [...m[1]!.matchAll(/'([^']+)'/g)].map((x) => x[1]!);
+}
+
+/** The words migration 20261207000056 first gave codes to, by its `const name = [...]`. */
+function firstCoded(name: string): string[] {
+  const m = new RegExp(`const ${name} = \\[([^\\]]*)\\]`).exec(migration('20261207000056_narrower_attempts'));
+  if (!m) throw new Error(`no ${name} list in 20261207000056`);
+  return [...m[1]!.matchAll(/'([^']+)'/g)].map((x) => x[1]!);
+}
+
 describe('delivery statuses, defined once', () => {
   it('match the database CHECK constraints exactly', () => {
     expect(checked('status')).toEqual([...DELIVERY_STATUSES]);
     expect(checkedReasons()).toEqual([...DEAD_LETTER_REASONS]);
     expect(checked('next_trigger')).toEqual([...TRIGGERS]);
+  });
+
+  it("store an attempt's trigger and outcome as their place in lists that are the domain's, and that only grow", () => {
+    // A word missing from a list would be stored as NULL, which attempts refuses: recording stops.
+    expect(codedWords('attempt_triggers')).toEqual([...TRIGGERS]);
+    expect(codedWords('attempt_outcomes')).toEqual([...ATTEMPT_OUTCOMES]);
+    // A code never changes meaning: the rows the migration coded read back as the same words.
+    const triggers = firstCoded('triggers');
+    const outcomes = firstCoded('outcomes');
+    expect(TRIGGERS.slice(0, triggers.length)).toEqual(triggers);
+    expect(ATTEMPT_OUTCOMES.slice(0, outcomes.length)).toEqual(outcomes);
   });
 
   it('every transition names only known statuses, and only fan-out and a backfill create a delivery', () => {
