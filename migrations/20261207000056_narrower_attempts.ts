@@ -3,7 +3,7 @@ import { typeidToUuid, uuidToTypeid } from './lib/typeid-sql.js';
 
 /**
  * A row of `attempts` narrows by 24–33 bytes: a bare one (no error, no next attempt) from 126 bytes
- * on its page to 93, a typical retry (an error class and a next attempt) from ~140 to ~116
+ * on its page to 93, a typical retry (an error class and a next attempt) from 141 to 117
  * (docs/performance.md, "Narrower attempt rows"):
  * - `id` is stored as the `uuid` its TypeID encodes, the fifth kind after endpoint, delivery,
  *   tenant and event ids (docs/architecture.md, "Ids in the database");
