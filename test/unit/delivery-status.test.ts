@@ -7,18 +7,21 @@ const created = migration('20261129000005_deliveries');
 // The newest migration that states the reasons (it added `endpoint_deleted`).
 const reasons = migration('20261202000030_endpoint_deleted_reason');
 
+/** The words quoted in a piece of SQL, in order. */
+const quoted = (sql: string) => [...sql.matchAll(/'([^']+)'/g)].map((x) => x[1]!);
+
 /** The quoted values of a `column ... IN (...)` CHECK in a migration. */
 function checked(column: string): string[] {
   const m = new RegExp(`${column}[^\\n]*CHECK \\(${column} IN \\(([^)]*)\\)\\)`).exec(created);
   if (!m) throw new Error(`no CHECK on ${column}`);
-  return [...m[1]!.matchAll(/'([^']+)'/g)].map((x) => x[1]!);
+  return quoted(m[1]!);
 }
 
 /** The reasons the newest dead_reason CHECK allows: the list its `up` passes. */
 function checkedReasons(): string[] {
   const up = /async function up[\s\S]*?check\(\[([^\]]*)\]\)/.exec(reasons);
   if (!up) throw new Error('no dead_reason list in the up migration');
-  return [...up[1]!.matchAll(/'([^']+)'/g)].map((x) => x[1]!);
+  return quoted(up[1]!);
 }
 
 /** The words of a list function in db/functions (`SELECT ARRAY[...]`), in the order of their codes. */
@@ -26,14 +29,14 @@ function codedWords(name: string): string[] {
   const source = readFileSync(new URL(`../../db/functions/${name}.sql`, import.meta.url), 'utf8');
   const m = /SELECT ARRAY\[([^\]]*)\]/.exec(source);
   if (!m) throw new Error(`no ARRAY in ${name}.sql`);
-  return [...m[1]!.matchAll(/'([^']+)'/g)].map((x) => x[1]!);
+  return quoted(m[1]!);
 }
 
 /** The words migration 20261207000056 first gave codes to, by its `const name = [...]`. */
 function firstCoded(name: string): string[] {
   const m = new RegExp(`const ${name} = \\[([^\\]]*)\\]`).exec(migration('20261207000056_narrower_attempts'));
   if (!m) throw new Error(`no ${name} list in 20261207000056`);
-  return [...m[1]!.matchAll(/'([^']+)'/g)].map((x) => x[1]!);
+  return quoted(m[1]!);
 }
 
 describe('delivery statuses, defined once', () => {
